@@ -6,6 +6,7 @@ find_jdk25() {
     if "$cand/bin/java" -version 2>&1 | head -1 | grep -Eq '"25([.-]|")'; then
       export JAVA_HOME="$cand"
       export PATH="$JAVA_HOME/bin:$PATH"
+      export MAVEN_OPTS="${MAVEN_OPTS:-} --sun-misc-unsafe-memory-access=allow"
       return 0
     fi
   done
