@@ -1,0 +1,156 @@
+package dev.decodiff.engine;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.decodiff.metal.SafetensorsException;
+import dev.decodiff.metal.SafetensorsFile;
+import dev.decodiff.metal.TensorView;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.util.ArrayList;
+import java.util.HexFormat;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeSet;
+
+/**
+ * The safetensors shards of a Hugging Face checkpoint folder, memory-mapped, with the text model's weight
+ * prefix resolved ("model." from Gemma4ForCausalLM, "model.language_model." from the multimodal class).
+ */
+public final class CheckpointFiles implements AutoCloseable {
+    private final Path dir;
+    private final List<SafetensorsFile> shards;
+    private final Map<String, TensorView> byName;
+    private final String prefix;
+
+    private CheckpointFiles(Path dir, List<SafetensorsFile> shards, Map<String, TensorView> byName, String prefix) {
+        this.dir = dir;
+        this.shards = shards;
+        this.byName = byName;
+        this.prefix = prefix;
+    }
+
+    public static CheckpointFiles open(Path dir) {
+        var files = shardFiles(dir);
+        var shards = new ArrayList<SafetensorsFile>();
+        var byName = new LinkedHashMap<String, TensorView>();
+        try {
+            for (Path f : files) {
+                var sf = SafetensorsFile.open(f);
+                shards.add(sf);
+                for (var e : sf.tensors().entrySet()) {
+                    if (byName.putIfAbsent(e.getKey(), e.getValue()) != null)
+                        throw new CheckpointException(f + ": tensor '" + e.getKey() + "' also appears in another shard");
+                }
+            }
+        } catch (SafetensorsException e) {
+            shards.forEach(SafetensorsFile::close);
+            throw new CheckpointException(e.getMessage() + " — re-download or re-save the checkpoint", e);
+        } catch (RuntimeException e) {
+            shards.forEach(SafetensorsFile::close);
+            throw e;
+        }
+        String prefix;
+        if (byName.containsKey("model.language_model.embed_tokens.weight")) prefix = "model.language_model.";
+        else if (byName.containsKey("model.embed_tokens.weight")) prefix = "model.";
+        else if (byName.containsKey("embed_tokens.weight")) prefix = "";
+        else {
+            shards.forEach(SafetensorsFile::close);
+            throw new CheckpointException(dir + ": no embed_tokens.weight under the prefixes 'model.' or 'model.language_model.' — is this a Gemma 4 checkpoint?");
+        }
+        return new CheckpointFiles(dir, shards, byName, prefix);
+    }
+
+    private static List<Path> shardFiles(Path dir) {
+        if (!Files.isDirectory(dir)) throw new CheckpointException(dir + ": not a checkpoint folder (expected config.json and *.safetensors)");
+        Path index = dir.resolve("model.safetensors.index.json");
+        var names = new TreeSet<String>();
+        if (Files.isRegularFile(index)) {
+            try {
+                var map = new ObjectMapper().readTree(index.toFile()).path("weight_map");
+                if (!map.isObject()) throw new CheckpointException(index + ": has no weight_map object");
+                map.elements().forEachRemaining(n -> names.add(n.asText()));
+            } catch (IOException e) {
+                throw new CheckpointException(index + ": cannot read: " + e.getMessage(), e);
+            }
+            var out = new ArrayList<Path>();
+            for (String n : names) {
+                Path p = dir.resolve(n);
+                if (!Files.isRegularFile(p)) throw new CheckpointException(index + ": names shard '" + n + "', which is missing from " + dir);
+                out.add(p);
+            }
+            return out;
+        }
+        try (var s = Files.list(dir)) {
+            var out = s.filter(p -> p.getFileName().toString().endsWith(".safetensors")).sorted().toList();
+            if (out.isEmpty()) throw new CheckpointException(dir + ": no *.safetensors files");
+            return out;
+        } catch (IOException e) {
+            throw new CheckpointException(dir + ": cannot list: " + e.getMessage(), e);
+        }
+    }
+
+    public Path dir() { return dir; }
+
+    public String prefix() { return prefix; }
+
+    public Map<String, TensorView> all() { return byName; }
+
+    public List<Path> shardPaths() { return shards.stream().map(SafetensorsFile::path).toList(); }
+
+    public long totalBytes() { return byName.values().stream().mapToLong(t -> t.data().byteSize()).sum(); }
+
+    /** A text-model tensor by its name below the prefix, e.g. "layers.0.self_attn.q_proj.weight". */
+    public TensorView get(String name, long... shape) {
+        var t = byName.get(prefix + name);
+        if (t == null) t = byName.get(name);
+        if (t == null) throw new CheckpointException(dir + ": missing tensor '" + prefix + name + "' — the checkpoint does not match its config.json");
+        if (shape.length > 0 && !java.util.Arrays.equals(t.shape(), shape))
+            throw new CheckpointException(dir + ": tensor '" + t.name() + "' has shape " + t.shapeString() + ", config.json implies "
+                    + java.util.Arrays.toString(shape));
+        return t;
+    }
+
+    public boolean has(String name) { return byName.containsKey(prefix + name) || byName.containsKey(name); }
+
+    /** sha256 of the *.safetensors files' bytes concatenated in file-name order (DESIGN.md §4). */
+    public String weightsSha256() {
+        var files = new ArrayList<>(shardPaths());
+        files.sort(java.util.Comparator.comparing(p -> p.getFileName().toString()));
+        var md = sha256();
+        byte[] buf = new byte[1 << 20];
+        for (Path f : files) {
+            try (InputStream in = Files.newInputStream(f)) {
+                int n;
+                while ((n = in.read(buf)) > 0) md.update(buf, 0, n);
+            } catch (IOException e) {
+                throw new CheckpointException(f + ": cannot read: " + e.getMessage(), e);
+            }
+        }
+        return HexFormat.of().formatHex(md.digest());
+    }
+
+    public static String sha256(Path file) {
+        try {
+            return HexFormat.of().formatHex(sha256().digest(Files.readAllBytes(file)));
+        } catch (IOException e) {
+            throw new CheckpointException(file + ": cannot read: " + e.getMessage(), e);
+        }
+    }
+
+    private static MessageDigest sha256() {
+        try {
+            return MessageDigest.getInstance("SHA-256");
+        } catch (NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    @Override
+    public void close() { shards.forEach(SafetensorsFile::close); }
+}

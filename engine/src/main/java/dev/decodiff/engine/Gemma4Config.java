@@ -1,0 +1,186 @@
+package dev.decodiff.engine;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * The gemma4_text configuration, read from config.json in both forms transformers writes
+ * (5.5–5.7: global_head_dim + num_global_key_value_heads; 5.17: per_layer_config), with 5.17's defaults
+ * for absent keys (gemma4-spec.md §1). Values the engine cannot honour are refused, not ignored.
+ */
+public record Gemma4Config(
+        int vocabSize, int hidden, int numLayers, int numHeads, float rmsNormEps, float finalLogitSoftcap,
+        boolean tieWordEmbeddings, int pleDim, int pleVocab, int numKvSharedLayers, boolean doubleWideMlp,
+        boolean moe, int numExperts, int topKExperts, int moeIntermediate, boolean attentionBias,
+        int slidingWindow, RopeSpec slidingRope, RopeSpec fullRope, List<LayerSpec> layers) {
+
+    public LayerSpec layer(int i) { return layers.get(i); }
+
+    public boolean hasSoftcap() { return !Float.isNaN(finalLogitSoftcap); }
+
+    public boolean hasPle() { return pleDim > 0; }
+
+    public RopeSpec rope(LayerType t) { return t == LayerType.SLIDING ? slidingRope : fullRope; }
+
+    /** The first layer of index ≥ 0 that is KV-shared, or numLayers when none is. */
+    public int firstKvShared() { return numLayers - numKvSharedLayers; }
+
+    public static Gemma4Config read(Path file) {
+        JsonNode root;
+        try {
+            root = new ObjectMapper().readTree(Files.readString(file));
+        } catch (IOException e) {
+            throw new CheckpointException(file + ": cannot read config.json: " + e.getMessage(), e);
+        }
+        return parse(root, file.toString());
+    }
+
+    public static Gemma4Config parse(JsonNode root, String file) {
+        if (root == null || !root.isObject()) throw new CheckpointException(file + ": config.json is not a JSON object");
+        JsonNode c = root;
+        String modelType = root.path("model_type").asText("");
+        if (root.has("text_config") && !modelType.equals("gemma4_text")) c = root.get("text_config");
+        String textType = c.path("model_type").asText(modelType);
+        if (!textType.equals("gemma4_text") && !textType.equals("gemma4"))
+            throw new CheckpointException(file + ": model_type '" + textType + "' is not a Gemma 4 text model (expected gemma4_text, or gemma4 with a text_config)");
+
+        var r = new Reader(c, file);
+        String act = r.str("hidden_activation", "gelu_pytorch_tanh");
+        if (!act.equals("gelu_pytorch_tanh"))
+            throw new CheckpointException(file + ": hidden_activation '" + act + "' is not supported (only gelu_pytorch_tanh)");
+        JsonNode bidir = c.get("use_bidirectional_attention");
+        if (bidir != null && !bidir.isNull() && !bidir.asText().equals("vision"))
+            throw new CheckpointException(file + ": use_bidirectional_attention='" + bidir.asText()
+                    + "' is not supported by this engine (causal text decoding only)");
+
+        int vocab = r.i("vocab_size", 262144);
+        int hidden = r.i("hidden_size", 2304);
+        int L = r.i("num_hidden_layers", 30);
+        int nh = r.i("num_attention_heads", 8);
+        int nkv = r.i("num_key_value_heads", 4);
+        int headDim = r.i("head_dim", 256);
+        int globalHeadDim = r.i("global_head_dim", 512);
+        boolean kEqV = r.bool("attention_k_eq_v", false);
+        Integer nkvGlobal = r.optInt("num_global_key_value_heads");
+        int intermediate = r.i("intermediate_size", 9216);
+        int window = r.i("sliding_window", 512);
+        float eps = (float) r.d("rms_norm_eps", 1e-6);
+        Double softcap = r.optDouble("final_logit_softcapping");
+        boolean tie = r.bool("tie_word_embeddings", true);
+        Integer ple = c.has("hidden_size_per_layer_input") ? r.optInt("hidden_size_per_layer_input") : Integer.valueOf(256);
+        int pleDim = ple == null ? 0 : ple;
+        int pleVocab = r.i("vocab_size_per_layer_input", 262144);
+        int nShared = r.i("num_kv_shared_layers", 0);
+        boolean doubleWide = r.bool("use_double_wide_mlp", false);
+        boolean moe = r.bool("enable_moe_block", false);
+        int E = moe ? r.required("num_experts") : 0;
+        int K = moe ? r.required("top_k_experts") : 0;
+        int Im = moe ? r.required("moe_intermediate_size") : 0;
+        boolean bias = r.bool("attention_bias", false);
+
+        var types = new ArrayList<LayerType>();
+        JsonNode lt = c.get("layer_types");
+        if (lt != null && !lt.isNull()) {
+            if (!lt.isArray() || lt.size() != L)
+                throw new CheckpointException(file + ": layer_types must list " + L + " entries (num_hidden_layers), has " + lt.size());
+            lt.forEach(n -> types.add(LayerType.fromConfig(n.asText(), file)));
+        } else {
+            for (int i = 0; i < L; i++) types.add((i + 1) % 6 == 0 ? LayerType.FULL : LayerType.SLIDING);
+        }
+        // transformers forces the last layer to full attention whatever the config says.
+        if (L > 0) types.set(L - 1, LayerType.FULL);
+
+        RopeSpec slidingRope = RopeSpec.defaultRope(1e4);
+        RopeSpec fullRope = RopeSpec.proportional(1e6, 0.25, 1.0);
+        JsonNode rp = c.get("rope_parameters");
+        if (rp != null && !rp.isNull()) {
+            if (rp.has("sliding_attention")) slidingRope = rope(rp.get("sliding_attention"), file, "sliding_attention");
+            if (rp.has("full_attention")) fullRope = rope(rp.get("full_attention"), file, "full_attention");
+        }
+
+        JsonNode plc = c.get("per_layer_config");
+        if (nShared < 0 || nShared >= L && L > 0)
+            throw new CheckpointException(file + ": num_kv_shared_layers=" + nShared + " must be in [0, num_hidden_layers)");
+        int firstShared = L - nShared;
+        var layers = new ArrayList<LayerSpec>();
+        for (int i = 0; i < L; i++) {
+            LayerType t = types.get(i);
+            int d = headDim, kv = nkv;
+            boolean layerKEqV = kEqV && t == LayerType.FULL;
+            if (t == LayerType.FULL) {
+                d = globalHeadDim;
+                if (kEqV) {
+                    if (nkvGlobal != null) kv = nkvGlobal;
+                }
+            }
+            if (plc != null && !plc.isNull() && plc.has(Integer.toString(i))) {
+                JsonNode o = plc.get(Integer.toString(i));
+                if (o.has("head_dim")) d = o.get("head_dim").asInt();
+                if (o.has("num_key_value_heads")) kv = o.get("num_key_value_heads").asInt();
+            }
+            if (nh % kv != 0)
+                throw new CheckpointException(file + ": layer " + i + " has " + nh + " query heads and " + kv + " KV heads; GQA needs a whole ratio");
+            int src = i;
+            if (nShared > 0 && i >= firstShared) {
+                src = -1;
+                for (int j = firstShared - 1; j >= 0; j--) if (types.get(j) == t) { src = j; break; }
+                if (src < 0)
+                    throw new CheckpointException(file + ": KV-shared layer " + i + " (" + t.configName() + ") has no earlier non-shared layer of its type");
+            }
+            int inter = doubleWide && nShared > 0 && i >= firstShared ? 2 * intermediate : intermediate;
+            layers.add(new LayerSpec(i, t, d, kv, inter, layerKEqV, src));
+        }
+        return new Gemma4Config(vocab, hidden, L, nh, eps, softcap == null ? Float.NaN : softcap.floatValue(), tie,
+                pleDim, pleVocab, nShared, doubleWide, moe, E, K, Im, bias, window, slidingRope, fullRope, List.copyOf(layers));
+    }
+
+    private static RopeSpec rope(JsonNode n, String file, String which) {
+        String type = n.path("rope_type").asText("default");
+        double theta = n.path("rope_theta").asDouble(which.equals("full_attention") ? 1e6 : 1e4);
+        return switch (type) {
+            case "default" -> RopeSpec.defaultRope(theta);
+            case "proportional" -> RopeSpec.proportional(theta, n.path("partial_rotary_factor").asDouble(1.0), n.path("factor").asDouble(1.0));
+            default -> throw new CheckpointException(file + ": rope_parameters." + which + ".rope_type '" + type
+                    + "' is not supported (supported: default, proportional)");
+        };
+    }
+
+    private record Reader(JsonNode c, String file) {
+        int i(String k, int def) { JsonNode n = c.get(k); return n == null || n.isNull() ? def : n.asInt(); }
+
+        double d(String k, double def) { JsonNode n = c.get(k); return n == null || n.isNull() ? def : n.asDouble(); }
+
+        boolean bool(String k, boolean def) { JsonNode n = c.get(k); return n == null || n.isNull() ? def : n.asBoolean(); }
+
+        String str(String k, String def) { JsonNode n = c.get(k); return n == null || n.isNull() ? def : n.asText(); }
+
+        Integer optInt(String k) { JsonNode n = c.get(k); return n == null || n.isNull() ? null : n.asInt(); }
+
+        Double optDouble(String k) { JsonNode n = c.get(k); return n == null || n.isNull() ? null : n.asDouble(); }
+
+        int required(String k) {
+            JsonNode n = c.get(k);
+            if (n == null || n.isNull()) throw new CheckpointException(file + ": '" + k + "' is required when enable_moe_block is true");
+            return n.asInt();
+        }
+    }
+
+    /** A one-line-per-layer description for `decodiff inspect`. */
+    public List<String> describeLayers() {
+        var out = new ArrayList<String>();
+        for (var l : layers) {
+            out.add("layer %2d  %-7s d=%-4d kv=%-2d mlp=%-6d%s%s".formatted(l.index(), l.type() == LayerType.FULL ? "full" : "sliding",
+                    l.headDim(), l.kvHeads(), l.intermediate(), l.kEqV() ? " k_eq_v" : "",
+                    l.kvShared() ? " shares kv of layer " + l.kvSource() : ""));
+        }
+        return out;
+    }
+
+}

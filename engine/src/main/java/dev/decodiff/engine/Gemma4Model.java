@@ -1,0 +1,88 @@
+package dev.decodiff.engine;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+
+/** A loaded Gemma 4 text checkpoint: config, memory-mapped weights, RoPE tables. Sessions run the forward pass. */
+public final class Gemma4Model implements AutoCloseable {
+    private final Path dir;
+    private final Gemma4Config config;
+    private final CheckpointFiles files;
+    private final ModelWeights weights;
+    private final Rope slidingRope;
+    private final Rope fullRope;
+    private String weightsSha256;
+
+    private Gemma4Model(Path dir, Gemma4Config config, CheckpointFiles files, ModelWeights weights) {
+        this.dir = dir;
+        this.config = config;
+        this.files = files;
+        this.weights = weights;
+        int slidingDim = 0, fullDim = 0;
+        for (var l : config.layers()) {
+            if (l.type() == LayerType.SLIDING) slidingDim = l.headDim();
+            else fullDim = l.headDim();
+        }
+        this.slidingRope = slidingDim > 0 ? new Rope(config.slidingRope(), slidingDim) : null;
+        this.fullRope = fullDim > 0 ? new Rope(config.fullRope(), fullDim) : null;
+        for (var l : config.layers()) {
+            int want = l.type() == LayerType.SLIDING ? slidingDim : fullDim;
+            if (l.headDim() != want)
+                throw new CheckpointException(dir + "/config.json: layers of one type must share a head dim (layer " + l.index() + ")");
+        }
+    }
+
+    public static Gemma4Model load(Path dir) {
+        Path cfg = dir.resolve("config.json");
+        if (!Files.isRegularFile(cfg)) throw new CheckpointException(dir + ": no config.json — point --model at a Hugging Face checkpoint folder");
+        var config = Gemma4Config.read(cfg);
+        var files = CheckpointFiles.open(dir);
+        try {
+            return new Gemma4Model(dir, config, files, ModelWeights.load(files, config));
+        } catch (RuntimeException e) {
+            files.close();
+            throw e;
+        }
+    }
+
+    public Path directory() { return dir; }
+
+    public Gemma4Config config() { return config; }
+
+    public ModelWeights weights() { return weights; }
+
+    public CheckpointFiles files() { return files; }
+
+    Rope rope(LayerType t) { return t == LayerType.SLIDING ? slidingRope : fullRope; }
+
+    public String configSha256() { return CheckpointFiles.sha256(dir.resolve("config.json")); }
+
+    public synchronized String weightsSha256() {
+        if (weightsSha256 == null) weightsSha256 = files.weightsSha256();
+        return weightsSha256;
+    }
+
+    /** Bytes of weights a single-token decode step reads (every matrix once, the head once; embeddings: one row). */
+    public long weightBytesPerToken() {
+        long b = weights.lmHead().bytes();
+        for (var l : weights.layers()) {
+            b += l.q().bytes() + l.o().bytes() + l.gate().bytes() + l.up().bytes() + l.down().bytes();
+            if (l.k() != null) b += l.k().bytes();
+            if (l.v() != null) b += l.v().bytes();
+            if (l.pleGate() != null) b += l.pleGate().bytes() + l.pleProjection().bytes();
+            if (l.moe() != null) {
+                b += l.moe().router().bytes();
+                b += (long) config.topKExperts() * (l.moe().gateUp()[0].bytes() + l.moe().down()[0].bytes());
+            }
+        }
+        if (weights.pleModelProjection() != null) b += weights.pleModelProjection().bytes();
+        return b;
+    }
+
+    public InferenceSession newSession(EngineOptions options) { return new InferenceSession(this, options); }
+
+    public InferenceSession newSession() { return newSession(EngineOptions.defaults()); }
+
+    @Override
+    public void close() { files.close(); }
+}

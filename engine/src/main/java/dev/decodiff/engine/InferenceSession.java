@@ -1,0 +1,371 @@
+package dev.decodiff.engine;
+
+import dev.decodiff.metal.Parallel;
+import dev.decodiff.metal.VectorMath;
+import dev.decodiff.metal.WeightMatrix;
+
+import java.util.Arrays;
+
+/**
+ * One decoding conversation over a {@link Gemma4Model}: the KV caches and the position. {@link #forward} feeds
+ * any number of tokens in one pass (prefill) or one at a time (decode), reading the math of gemma4-spec.md §2
+ * top to bottom. Probes, when attached, see every capture point of DESIGN.md §3.
+ */
+public final class InferenceSession {
+    private final Gemma4Model model;
+    private final Gemma4Config cfg;
+    private final ModelWeights w;
+    private final EngineOptions options;
+    private final LayerCache[] caches;
+    private final String[][] names;
+    private Probe probe;
+    private int position;
+    private int step;
+
+    // This step's new keys and values per non-shared layer, committed to the caches after the last layer.
+    private final float[][] stepK;
+    private final float[][] stepV;
+
+    InferenceSession(Gemma4Model model, EngineOptions options) {
+        this.model = model;
+        this.cfg = model.config();
+        this.w = model.weights();
+        this.options = options;
+        this.probe = options.probe();
+        int L = cfg.numLayers();
+        caches = new LayerCache[L];
+        names = new String[L][];
+        stepK = new float[L][];
+        stepV = new float[L][];
+        for (var spec : cfg.layers()) {
+            int i = spec.index();
+            if (!spec.kvShared()) {
+                int stride = spec.kvHeads() * spec.headDim();
+                caches[i] = spec.type() == LayerType.SLIDING
+                        ? new SlidingLayerCache(stride, cfg.slidingWindow())
+                        : new FullLayerCache(stride, 64);
+            }
+            names[i] = new String[CapturePoints.LAYER_SUFFIXES.size()];
+            for (int s = 0; s < names[i].length; s++) names[i][s] = CapturePoints.layer(i, CapturePoints.LAYER_SUFFIXES.get(s));
+        }
+    }
+
+    private static final int Q = 0, K = 1, V = 2, K_READ = 3, V_READ = 4, ATTN_OUT = 5, MLP_OUT = 6, MOE_OUT = 7, OUT = 8;
+
+    public Gemma4Model model() { return model; }
+
+    public EngineOptions options() { return options; }
+
+    /** Tokens consumed so far; the next token goes to this position. */
+    public int position() { return position; }
+
+    /** Steps (forward calls) run so far. */
+    public int step() { return step; }
+
+    public void setProbe(Probe probe) { this.probe = probe; }
+
+    public LayerCache cache(int layer) { return caches[layer]; }
+
+    /** Feeds tokens at positions [position, position+T) and returns the logits at the last of them. */
+    public float[] forward(int[] tokens) {
+        if (tokens.length == 0) throw new IllegalArgumentException("forward needs at least one token");
+        for (int id : tokens)
+            if (id < 0 || id >= cfg.vocabSize()) throw new IllegalArgumentException("token id " + id + " is outside the vocabulary [0, " + cfg.vocabSize() + ")");
+        int T = tokens.length, H = cfg.hidden(), start = position;
+        if (probe != null) probe.beginStep(step, start, T);
+
+        float[] x = new float[T * H];
+        float embedScale = (float) Math.sqrt(H);
+        for (int t = 0; t < T; t++) {
+            w.embed().row(tokens[t], x, t * H);
+            VectorMath.scale(x, t * H, H, embedScale);
+        }
+        capture(CapturePoints.EMBED, new int[]{T, H}, x, x.length);
+
+        float[] ple = cfg.hasPle() ? perLayerInputs(tokens, x) : null;
+
+        for (var spec : cfg.layers()) decoderLayer(spec, x, ple, T, start);
+
+        float[] normed = new float[T * H];
+        for (int t = 0; t < T; t++) VectorMath.rmsNorm(x, t * H, H, w.finalNorm(), cfg.rmsNormEps(), normed, t * H);
+        capture(CapturePoints.FINAL_NORM, new int[]{T, H}, normed, normed.length);
+
+        float[] logits = new float[cfg.vocabSize()];
+        w.lmHead().matvec(normed, (T - 1) * H, logits, 0);
+        if (cfg.hasSoftcap()) {
+            float c = cfg.finalLogitSoftcap();
+            for (int i = 0; i < logits.length; i++) logits[i] = (float) Math.tanh(logits[i] / c) * c;
+        }
+        capture(CapturePoints.LOGITS, new int[]{logits.length}, logits, logits.length);
+
+        for (var spec : cfg.layers()) {
+            int i = spec.index();
+            if (!spec.kvShared()) caches[i].commit(start, T, stepK[i], stepV[i]);
+            stepK[i] = stepV[i] = null;
+        }
+        position += T;
+        if (probe != null) probe.endStep(step, logits, Sampler.argmax(logits));
+        step++;
+        return logits;
+    }
+
+    /** Per-layer inputs (spec §2.2): [T, L, P]. */
+    private float[] perLayerInputs(int[] tokens, float[] embedded) {
+        int T = tokens.length, H = cfg.hidden(), L = cfg.numLayers(), P = cfg.pleDim(), LP = L * P;
+        float[] proj = new float[T * LP];
+        w.pleModelProjection().matmul(embedded, T, proj);
+        float projScale = (float) Math.pow(H, -0.5);
+        float tokScale = (float) Math.sqrt(P);
+        float combine = (float) Math.pow(2.0, -0.5);
+        float[] tok = new float[LP];
+        for (int t = 0; t < T; t++) {
+            w.pleEmbed().row(tokens[t], tok, 0);
+            for (int j = 0; j < LP; j++) tok[j] *= tokScale;
+            int base = t * LP;
+            for (int j = 0; j < LP; j++) proj[base + j] *= projScale;
+            for (int l = 0; l < L; l++) VectorMath.rmsNorm(proj, base + l * P, P, w.pleProjectionNorm(), cfg.rmsNormEps(), proj, base + l * P);
+            for (int j = 0; j < LP; j++) proj[base + j] = (proj[base + j] + tok[j]) * combine;
+        }
+        capture(CapturePoints.PLE, new int[]{T, L, P}, proj, proj.length);
+        return proj;
+    }
+
+    private void decoderLayer(LayerSpec spec, float[] x, float[] ple, int T, int start) {
+        int H = cfg.hidden(), i = spec.index();
+        var lw = w.layers().get(i);
+        float eps = cfg.rmsNormEps();
+        float[] h = new float[T * H];
+        rowsNorm(x, T, H, lw.inputNorm(), h);
+        float[] a = attention(spec, lw, h, T, start);
+        rowsNorm(a, T, H, lw.postAttentionNorm(), a);
+        VectorMath.add(x, 0, a, 0, x.length);
+
+        float[] residual = x.clone();
+        rowsNorm(x, T, H, lw.preFeedforwardNorm(), h);
+        float[] m = mlp(lw.gate(), lw.up(), lw.down(), h, T);
+        capture(names[i][MLP_OUT], new int[]{T, H}, m, m.length);
+        if (lw.moe() != null) {
+            float[] moe = moe(lw.moe(), residual, T);
+            capture(names[i][MOE_OUT], new int[]{T, H}, moe, moe.length);
+            rowsNorm(m, T, H, lw.moe().postFeedforwardNorm1(), m);
+            rowsNorm(moe, T, H, lw.moe().postFeedforwardNorm2(), moe);
+            VectorMath.add(m, 0, moe, 0, m.length);
+        }
+        rowsNorm(m, T, H, lw.postFeedforwardNorm(), m);
+        for (int j = 0; j < x.length; j++) x[j] = residual[j] + m[j];
+
+        if (ple != null) {
+            int P = cfg.pleDim(), L = cfg.numLayers();
+            float[] g = new float[T * P];
+            lw.pleGate().matmul(x, T, g);
+            for (int t = 0; t < T; t++)
+                for (int j = 0; j < P; j++) g[t * P + j] = VectorMath.geluTanh(g[t * P + j]) * ple[(t * L + i) * P + j];
+            float[] p = new float[T * H];
+            lw.pleProjection().matmul(g, T, p);
+            rowsNorm(p, T, H, lw.plePostNorm(), p);
+            VectorMath.add(x, 0, p, 0, x.length);
+        }
+        float s = lw.layerScalar();
+        for (int j = 0; j < x.length; j++) x[j] *= s;
+        capture(names[i][OUT], new int[]{T, H}, x, x.length);
+    }
+
+    private void rowsNorm(float[] in, int T, int H, float[] weight, float[] out) {
+        for (int t = 0; t < T; t++) VectorMath.rmsNorm(in, t * H, H, weight, cfg.rmsNormEps(), out, t * H);
+    }
+
+    private float[] attention(LayerSpec spec, LayerWeights lw, float[] h, int T, int start) {
+        int i = spec.index(), nh = cfg.numHeads(), d = spec.headDim(), nkv = spec.kvHeads();
+        int qDim = nh * d, stride = nkv * d, H = cfg.hidden();
+        float eps = cfg.rmsNormEps();
+        Rope rope = model.rope(spec.type());
+
+        float[] q = new float[T * qDim];
+        lw.q().matmul(h, T, q);
+        addBias(q, T, lw.qBias());
+        for (int t = 0; t < T; t++) {
+            for (int hd = 0; hd < nh; hd++) VectorMath.rmsNorm(q, t * qDim + hd * d, d, lw.qNorm(), eps, q, t * qDim + hd * d);
+            rope.apply(q, t * qDim, nh, start + t);
+        }
+        capture(names[i][Q], new int[]{T, nh, d}, q, q.length);
+
+        float[] k, v;
+        LayerCache cache;
+        if (!spec.kvShared()) {
+            k = new float[T * stride];
+            lw.k().matmul(h, T, k);
+            addBias(k, T, lw.kBias());
+            if (spec.kEqV()) {
+                v = k.clone(); // k_eq_v: the value is the raw k projection, before k_norm and RoPE
+            } else {
+                v = new float[T * stride];
+                lw.v().matmul(h, T, v);
+                addBias(v, T, lw.vBias());
+            }
+            for (int t = 0; t < T; t++) {
+                for (int kh = 0; kh < nkv; kh++) {
+                    int o = t * stride + kh * d;
+                    VectorMath.rmsNorm(v, o, d, null, eps, v, o);
+                    VectorMath.rmsNorm(k, o, d, lw.kNorm(), eps, k, o);
+                }
+                rope.apply(k, t * stride, nkv, start + t);
+            }
+            capture(names[i][K], new int[]{T, nkv, d}, k, k.length);
+            capture(names[i][V], new int[]{T, nkv, d}, v, v.length);
+            stepK[i] = k;
+            stepV[i] = v;
+            cache = caches[i];
+        } else {
+            int src = spec.kvSource();
+            k = stepK[src];
+            v = stepV[src];
+            cache = caches[src];
+        }
+
+        boolean sliding = spec.type() == LayerType.SLIDING;
+        int window = cfg.slidingWindow();
+        int last = start + T - 1;
+        int lastLo = sliding ? Math.max(0, last - window + 1) : 0;
+        KeyValueView view = new KeyValueView(cache, k, v, start, stride);
+        float[] readK = null, readV = null;
+        if (probe != null && (probe.wants(names[i][K_READ]) || probe.wants(names[i][V_READ]))) {
+            int C = last - lastLo + 1;
+            readK = new float[C * stride];
+            readV = new float[C * stride];
+            for (int j = lastLo; j <= last; j++) {
+                System.arraycopy(view.keys(j), view.offset(j), readK, (j - lastLo) * stride, stride);
+                System.arraycopy(view.values(j), view.offset(j), readV, (j - lastLo) * stride, stride);
+            }
+            boolean kChanged = capture(names[i][K_READ], new int[]{C, nkv, d}, readK, readK.length);
+            boolean vChanged = capture(names[i][V_READ], new int[]{C, nkv, d}, readV, readV.length);
+            if (!kChanged && !vChanged) readK = readV = null;
+        }
+
+        float[] out = new float[T * qDim];
+        int group = nh / nkv;
+        final float[] subK = readK, subV = readV;
+        Parallel.forRange(T * nh, 1, (from, to) -> {
+            float[] scores = new float[(sliding ? Math.min(window, last + 1) : last + 1)];
+            for (int task = from; task < to; task++) {
+                int t = task / nh, hd = task % nh, kh = hd / group;
+                int p = start + t;
+                int lo = sliding ? Math.max(0, p - window + 1) : 0;
+                int n = p - lo + 1;
+                int qo = t * qDim + hd * d;
+                boolean sub = subK != null && t == T - 1;
+                for (int j = lo; j <= p; j++) {
+                    float[] ka = sub ? subK : view.keys(j);
+                    int ko = (sub ? (j - lo) * stride : view.offset(j)) + kh * d;
+                    scores[j - lo] = VectorMath.dot(q, qo, ka, ko, d);
+                }
+                VectorMath.softmax(scores, 0, n);
+                for (int j = lo; j <= p; j++) {
+                    float[] va = sub ? subV : view.values(j);
+                    int vo = (sub ? (j - lo) * stride : view.offset(j)) + kh * d;
+                    VectorMath.axpy(scores[j - lo], va, vo, out, qo, d);
+                }
+            }
+        });
+        capture(names[i][ATTN_OUT], new int[]{T, qDim}, out, out.length);
+
+        float[] a = new float[T * H];
+        lw.o().matmul(out, T, a);
+        addBias(a, T, lw.oBias());
+        return a;
+    }
+
+    /** Keys and values by absolute position: committed history from the cache, this step's from the chunk. */
+    private record KeyValueView(LayerCache cache, float[] chunkK, float[] chunkV, int start, int stride) {
+        float[] keys(int p) { return p < start ? cacheRow(p).keys() : chunkK; }
+
+        float[] values(int p) { return p < start ? cacheRow(p).values() : chunkV; }
+
+        int offset(int p) { return p < start ? cache.offset(p) : (p - start) * stride; }
+
+        private LayerCache cacheRow(int p) {
+            if (!cache.holds(p)) throw new IllegalStateException("position " + p + " is no longer in the cache");
+            return cache;
+        }
+    }
+
+    private static void addBias(float[] y, int T, float[] bias) {
+        if (bias == null) return;
+        for (int t = 0; t < T; t++) VectorMath.add(y, t * bias.length, bias, 0, bias.length);
+    }
+
+    private static float[] mlp(WeightMatrix gate, WeightMatrix up, WeightMatrix down, float[] h, int T) {
+        int I = gate.rows();
+        float[] g = new float[T * I];
+        float[] u = new float[T * I];
+        gate.matmul(h, T, g);
+        up.matmul(h, T, u);
+        for (int j = 0; j < g.length; j++) g[j] = VectorMath.geluTanh(g[j]) * u[j];
+        float[] out = new float[T * down.rows()];
+        down.matmul(g, T, out);
+        return out;
+    }
+
+    /** The MoE branch (spec §2.6) on the post-attention residual r: router, top-k experts, weighted sum. */
+    private float[] moe(LayerWeights.Moe m, float[] r, int T) {
+        int H = cfg.hidden(), E = cfg.numExperts(), K = cfg.topKExperts(), Im = cfg.moeIntermediate();
+        float eps = cfg.rmsNormEps();
+        float rootScale = (float) Math.pow(H, -0.5);
+        float[] out = new float[T * H];
+        float[] z = new float[H];
+        float[] u = new float[H];
+        float[] logits = new float[E];
+        float[] gu = new float[2 * Im];
+        float[] act = new float[Im];
+        float[] y = new float[H];
+        for (int t = 0; t < T; t++) {
+            VectorMath.rmsNorm(r, t * H, H, null, eps, z, 0);
+            for (int j = 0; j < H; j++) z[j] = z[j] * m.routerScale()[j] * rootScale;
+            m.router().matvec(z, 0, logits, 0);
+            VectorMath.softmax(logits, 0, E);
+            int[] top = topK(logits, K);
+            float sum = 0;
+            for (int e : top) sum += logits[e];
+            float[] weight = new float[E];
+            for (int e : top) weight[e] = logits[e] / sum * m.perExpertScale()[e];
+            VectorMath.rmsNorm(r, t * H, H, m.preFeedforwardNorm2(), eps, u, 0);
+            // transformers adds the experts' contributions in expert-index order.
+            for (int e = 0; e < E; e++) {
+                if (weight[e] == 0f && !contains(top, e)) continue;
+                m.gateUp()[e].matvec(u, 0, gu, 0);
+                for (int j = 0; j < Im; j++) act[j] = VectorMath.geluTanh(gu[j]) * gu[Im + j];
+                m.down()[e].matvec(act, 0, y, 0);
+                VectorMath.axpy(weight[e], y, 0, out, t * H, H);
+            }
+        }
+        return out;
+    }
+
+    private static boolean contains(int[] a, int v) {
+        for (int x : a) if (x == v) return true;
+        return false;
+    }
+
+    private static int[] topK(float[] p, int k) {
+        int[] idx = new int[k];
+        boolean[] used = new boolean[p.length];
+        for (int n = 0; n < k; n++) {
+            int best = -1;
+            for (int e = 0; e < p.length; e++) if (!used[e] && (best < 0 || p[e] > p[best])) best = e;
+            used[best] = true;
+            idx[n] = best;
+        }
+        return idx;
+    }
+
+    /** Offers a tensor to the probe; returns whether the probe replaced it. */
+    private boolean capture(String name, int[] shape, float[] buf, int len) {
+        if (probe == null || !probe.wants(name)) return false;
+        float[] copy = Arrays.copyOf(buf, len);
+        float[] rep = probe.capture(name, shape, copy);
+        if (rep == null) return false;
+        if (rep.length != len)
+            throw new IllegalArgumentException("probe replaced '" + name + "' with " + rep.length + " values, expected " + len);
+        System.arraycopy(rep, 0, buf, 0, len);
+        return true;
+    }
+}

