@@ -1,6 +1,69 @@
 package dev.decodiff.engine;
 
-/** The catalog of realistic engine bugs that can be switched on to prove the harness finds them. */
+import java.util.Arrays;
+
+/**
+ * The catalog of realistic engine bugs that can be switched on to prove the harness finds them. Each lives in
+ * the real code path behind a flag that is off by default; {@link #expectation} says where a correct harness
+ * must localize it (the cell is resolved per checkpoint and case by {@code ExpectedCell} in the harness).
+ */
 public enum Fault {
-    ;
+    K_EQ_V_ROTATED_KEYS("k-eq-v-rotated-keys",
+            "on attention_k_eq_v layers, decode steps read the cached (normed, rotated) keys back as values",
+            "step 1, the first k_eq_v layer, attn.v_read"),
+    SLIDING_WINDOW_OFF_BY_ONE("sliding-window-off-by-one",
+            "sliding layers attend W+1 keys instead of W",
+            "the first step whose last position is ≥ W, the first sliding layer, attn.k_read"),
+    RING_WRAP("ring-wrap",
+            "the sliding ring writes position p into slot (p+1) mod W once p ≥ W",
+            "the first step after a position ≥ W was committed, the first sliding layer, attn.k_read"),
+    DECODE_POSITION_OFF_BY_ONE("decode-position-off-by-one",
+            "decode steps rotate q and k at position p+1",
+            "step 1, layer 0, attn.q"),
+    ROPE_PROPORTIONAL_AS_PREFIX("rope-proportional-as-prefix",
+            "full layers apply standard RoPE to the first partial_rotary_factor·d dims (pairs j, j+n/2; denominator n)",
+            "step 0, the first full layer, attn.q"),
+    V_NORM_MISSING("v-norm-missing",
+            "values enter the cache without the scale-free v_norm",
+            "step 0, the first layer with its own values, attn.v"),
+    GQA_MODULO("gqa-modulo",
+            "query head h reads KV head h mod nkv instead of h / (nh/nkv)",
+            "step 0, the first layer with 1 < nkv < nh, attn.out"),
+    KV_SHARED_FIRST_SOURCE("kv-shared-first-source",
+            "KV-shared layers read the first, not the last, earlier layer of their type",
+            "step 0, the first shared layer whose first and last sources differ, attn.k_read"),
+    LAYER_SCALAR_IGNORED("layer-scalar-ignored",
+            "the per-layer layer_scalar is not applied",
+            "step 0, layer 0, out"),
+    SOFTCAP_MISSING("softcap-missing",
+            "the final logit soft-cap is skipped",
+            "step 0, logits"),
+    DECODE_RECOMPUTE("decode-recompute",
+            "decode re-reads the whole sequence every step: right numbers, cost ∝ context",
+            "no numeric divergence; positions processed per decode step > 1");
+
+    private final String id;
+    private final String description;
+    private final String expectation;
+
+    Fault(String id, String description, String expectation) {
+        this.id = id;
+        this.description = description;
+        this.expectation = expectation;
+    }
+
+    public String id() { return id; }
+
+    public String description() { return description; }
+
+    public String expectation() { return expectation; }
+
+    public static Fault byId(String id) {
+        for (var f : values()) if (f.id.equals(id)) return f;
+        throw new IllegalArgumentException("unknown fault '" + id + "'; the catalog has: "
+                + String.join(", ", Arrays.stream(values()).map(Fault::id).toList()));
+    }
+
+    @Override
+    public String toString() { return id; }
 }

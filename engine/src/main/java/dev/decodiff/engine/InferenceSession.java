@@ -21,6 +21,14 @@ public final class InferenceSession {
     private Probe probe;
     private int position;
     private int step;
+    private long positionsProcessed;
+    private int[] history = new int[64];
+
+    // Catalog faults, resolved once so the hot path tests a final boolean.
+    private final boolean faultValuesFromKeys, faultWindowPlusOne, faultRingWrap, faultDecodePosition, faultRopePrefix,
+            faultNoVNorm, faultGqaModulo, faultNoLayerScalar, faultNoSoftcap, faultRecompute;
+    private final int[] kvSource;
+    private final Rope prefixRope;
 
     // This step's new keys and values per non-shared layer, committed to the caches after the last layer.
     private final float[][] stepK;
@@ -32,21 +40,53 @@ public final class InferenceSession {
         this.w = model.weights();
         this.options = options;
         this.probe = options.probe();
+        faultValuesFromKeys = options.has(Fault.K_EQ_V_ROTATED_KEYS);
+        faultWindowPlusOne = options.has(Fault.SLIDING_WINDOW_OFF_BY_ONE);
+        faultRingWrap = options.has(Fault.RING_WRAP);
+        faultDecodePosition = options.has(Fault.DECODE_POSITION_OFF_BY_ONE);
+        faultRopePrefix = options.has(Fault.ROPE_PROPORTIONAL_AS_PREFIX);
+        faultNoVNorm = options.has(Fault.V_NORM_MISSING);
+        faultGqaModulo = options.has(Fault.GQA_MODULO);
+        faultNoLayerScalar = options.has(Fault.LAYER_SCALAR_IGNORED);
+        faultNoSoftcap = options.has(Fault.SOFTCAP_MISSING);
+        faultRecompute = options.has(Fault.DECODE_RECOMPUTE);
+        prefixRope = faultRopePrefix ? firstFullRopeAsPrefix() : null;
         int L = cfg.numLayers();
+        kvSource = new int[L];
+        for (var spec : cfg.layers()) kvSource[spec.index()] = spec.kvSource();
+        if (options.has(Fault.KV_SHARED_FIRST_SOURCE)) {
+            for (var spec : cfg.layers()) {
+                if (!spec.kvShared()) continue;
+                for (int j = 0; j < cfg.firstKvShared(); j++)
+                    if (cfg.layer(j).type() == spec.type()) { kvSource[spec.index()] = j; break; }
+            }
+        }
         caches = new LayerCache[L];
         names = new String[L][];
         stepK = new float[L][];
         stepV = new float[L][];
+        resetCaches();
         for (var spec : cfg.layers()) {
             int i = spec.index();
-            if (!spec.kvShared()) {
-                int stride = spec.kvHeads() * spec.headDim();
-                caches[i] = spec.type() == LayerType.SLIDING
-                        ? new SlidingLayerCache(stride, cfg.slidingWindow())
-                        : new FullLayerCache(stride, 64);
-            }
             names[i] = new String[CapturePoints.LAYER_SUFFIXES.size()];
             for (int s = 0; s < names[i].length; s++) names[i][s] = CapturePoints.layer(i, CapturePoints.LAYER_SUFFIXES.get(s));
+        }
+    }
+
+    private Rope firstFullRopeAsPrefix() {
+        for (var l : cfg.layers()) if (l.type() == LayerType.FULL) return Rope.standardOnPrefix(cfg.fullRope(), l.headDim());
+        return null;
+    }
+
+    private void resetCaches() {
+        for (var spec : cfg.layers()) {
+            int i = spec.index();
+            caches[i] = null;
+            if (spec.kvShared()) continue;
+            int stride = spec.kvHeads() * spec.headDim();
+            caches[i] = spec.type() == LayerType.SLIDING
+                    ? new SlidingLayerCache(stride, cfg.slidingWindow(), faultRingWrap)
+                    : new FullLayerCache(stride, 64);
         }
     }
 
@@ -66,12 +106,35 @@ public final class InferenceSession {
 
     public LayerCache cache(int layer) { return caches[layer]; }
 
+    /** Token positions run through the layers so far: the work counter that exposes hidden recomputation. */
+    public long positionsProcessed() { return positionsProcessed; }
+
     /** Feeds tokens at positions [position, position+T) and returns the logits at the last of them. */
     public float[] forward(int[] tokens) {
         if (tokens.length == 0) throw new IllegalArgumentException("forward needs at least one token");
         for (int id : tokens)
             if (id < 0 || id >= cfg.vocabSize()) throw new IllegalArgumentException("token id " + id + " is outside the vocabulary [0, " + cfg.vocabSize() + ")");
+        if (faultRecompute && position > 0) recomputeHistory();
+        if (history.length < position + tokens.length) history = Arrays.copyOf(history, Math.max(history.length * 2, position + tokens.length));
+        System.arraycopy(tokens, 0, history, position, tokens.length);
+        return run(tokens);
+    }
+
+    /** Fault decode-recompute: throw the caches away and re-read every earlier token, as a naive engine does. */
+    private void recomputeHistory() {
+        int end = position, savedStep = step;
+        Probe saved = probe;
+        probe = null;
+        resetCaches();
+        position = 0;
+        run(Arrays.copyOf(history, end));
+        probe = saved;
+        step = savedStep;
+    }
+
+    private float[] run(int[] tokens) {
         int T = tokens.length, H = cfg.hidden(), start = position;
+        positionsProcessed += T;
         if (probe != null) probe.beginStep(step, start, T);
 
         float[] x = new float[T * H];
@@ -92,7 +155,7 @@ public final class InferenceSession {
 
         float[] logits = new float[cfg.vocabSize()];
         w.lmHead().matvec(normed, (T - 1) * H, logits, 0);
-        if (cfg.hasSoftcap()) {
+        if (cfg.hasSoftcap() && !faultNoSoftcap) {
             float c = cfg.finalLogitSoftcap();
             for (int i = 0; i < logits.length; i++) logits[i] = (float) Math.tanh(logits[i] / c) * c;
         }
@@ -165,7 +228,7 @@ public final class InferenceSession {
             rowsNorm(p, T, H, lw.plePostNorm(), p);
             VectorMath.add(x, 0, p, 0, x.length);
         }
-        float s = lw.layerScalar();
+        float s = faultNoLayerScalar ? 1f : lw.layerScalar();
         for (int j = 0; j < x.length; j++) x[j] *= s;
         capture(names[i][OUT], new int[]{T, H}, x, x.length);
     }
@@ -178,14 +241,15 @@ public final class InferenceSession {
         int i = spec.index(), nh = cfg.numHeads(), d = spec.headDim(), nkv = spec.kvHeads();
         int qDim = nh * d, stride = nkv * d, H = cfg.hidden();
         float eps = cfg.rmsNormEps();
-        Rope rope = model.rope(spec.type());
+        Rope rope = faultRopePrefix && spec.type() == LayerType.FULL ? prefixRope : model.rope(spec.type());
+        int posShift = faultDecodePosition && T == 1 && start > 0 ? 1 : 0;
 
         float[] q = new float[T * qDim];
         lw.q().matmul(h, T, q);
         addBias(q, T, lw.qBias());
         for (int t = 0; t < T; t++) {
             for (int hd = 0; hd < nh; hd++) VectorMath.rmsNorm(q, t * qDim + hd * d, d, lw.qNorm(), eps, q, t * qDim + hd * d);
-            rope.apply(q, t * qDim, nh, start + t);
+            rope.apply(q, t * qDim, nh, start + t + posShift);
         }
         capture(names[i][Q], new int[]{T, nh, d}, q, q.length);
 
@@ -205,10 +269,10 @@ public final class InferenceSession {
             for (int t = 0; t < T; t++) {
                 for (int kh = 0; kh < nkv; kh++) {
                     int o = t * stride + kh * d;
-                    VectorMath.rmsNorm(v, o, d, null, eps, v, o);
+                    if (!faultNoVNorm) VectorMath.rmsNorm(v, o, d, null, eps, v, o);
                     VectorMath.rmsNorm(k, o, d, lw.kNorm(), eps, k, o);
                 }
-                rope.apply(k, t * stride, nkv, start + t);
+                rope.apply(k, t * stride, nkv, start + t + posShift);
             }
             capture(names[i][K], new int[]{T, nkv, d}, k, k.length);
             capture(names[i][V], new int[]{T, nkv, d}, v, v.length);
@@ -216,17 +280,18 @@ public final class InferenceSession {
             stepV[i] = v;
             cache = caches[i];
         } else {
-            int src = spec.kvSource();
+            int src = kvSource[i];
             k = stepK[src];
             v = stepV[src];
             cache = caches[src];
         }
 
         boolean sliding = spec.type() == LayerType.SLIDING;
-        int window = cfg.slidingWindow();
+        int window = cfg.slidingWindow() + (faultWindowPlusOne ? 1 : 0);
         int last = start + T - 1;
         int lastLo = sliding ? Math.max(0, last - window + 1) : 0;
-        KeyValueView view = new KeyValueView(cache, k, v, start, stride);
+        boolean valuesFromKeys = faultValuesFromKeys && spec.kEqV() && T == 1 && start > 0;
+        KeyValueView view = new KeyValueView(cache, k, v, start, stride, valuesFromKeys);
         float[] readK = null, readV = null;
         if (probe != null && (probe.wants(names[i][K_READ]) || probe.wants(names[i][V_READ]))) {
             int C = last - lastLo + 1;
@@ -247,7 +312,7 @@ public final class InferenceSession {
         Parallel.forRange(T * nh, 1, (from, to) -> {
             float[] scores = new float[(sliding ? Math.min(window, last + 1) : last + 1)];
             for (int task = from; task < to; task++) {
-                int t = task / nh, hd = task % nh, kh = hd / group;
+                int t = task / nh, hd = task % nh, kh = faultGqaModulo ? hd % nkv : hd / group;
                 int p = start + t;
                 int lo = sliding ? Math.max(0, p - window + 1) : 0;
                 int n = p - lo + 1;
@@ -275,10 +340,13 @@ public final class InferenceSession {
     }
 
     /** Keys and values by absolute position: committed history from the cache, this step's from the chunk. */
-    private record KeyValueView(LayerCache cache, float[] chunkK, float[] chunkV, int start, int stride) {
+    private record KeyValueView(LayerCache cache, float[] chunkK, float[] chunkV, int start, int stride, boolean valuesFromKeys) {
         float[] keys(int p) { return p < start ? cacheRow(p).keys() : chunkK; }
 
-        float[] values(int p) { return p < start ? cacheRow(p).values() : chunkV; }
+        float[] values(int p) {
+            if (p >= start) return chunkV;
+            return valuesFromKeys ? cacheRow(p).keys() : cacheRow(p).values();
+        }
 
         int offset(int p) { return p < start ? cache.offset(p) : (p - start) * stride; }
 

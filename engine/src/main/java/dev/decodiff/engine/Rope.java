@@ -10,9 +10,23 @@ public final class Rope {
     private final float[] invFreq;
 
     public Rope(RopeSpec spec, int headDim) {
+        this(headDim, headDim / 2, inverseFrequencies(spec, headDim));
+    }
+
+    private Rope(int headDim, int half, float[] invFreq) {
         this.headDim = headDim;
-        this.half = headDim / 2;
-        this.invFreq = inverseFrequencies(spec, headDim);
+        this.half = half;
+        this.invFreq = invFreq;
+    }
+
+    /**
+     * The bug of fault rope-proportional-as-prefix: standard RoPE over only the first n = partial·d dims,
+     * pairing (j, j + n/2) with denominator n, instead of proportional RoPE over the whole head.
+     */
+    static Rope standardOnPrefix(RopeSpec spec, int headDim) {
+        int n = (int) Math.floor(spec.partialRotaryFactor() * headDim);
+        var inv = inverseFrequencies(RopeSpec.defaultRope(spec.theta()), n);
+        return new Rope(headDim, n / 2, inv);
     }
 
     public float[] invFreq() { return invFreq.clone(); }

@@ -6,9 +6,16 @@ public final class SlidingLayerCache implements LayerCache {
     private final int window;
     private final float[] keys;
     private final float[] values;
+    private final boolean wrapFault;
     private int length;
 
     public SlidingLayerCache(int stride, int window) {
+        this(stride, window, false);
+    }
+
+    /** @param wrapFault fault ring-wrap: once p ≥ W, position p is written one slot too far */
+    SlidingLayerCache(int stride, int window, boolean wrapFault) {
+        this.wrapFault = wrapFault;
         this.stride = stride;
         this.window = window;
         this.keys = new float[window * stride];
@@ -29,7 +36,8 @@ public final class SlidingLayerCache implements LayerCache {
         // Only the last W positions can ever be read again.
         int first = Math.max(0, count - window);
         for (int t = first; t < count; t++) {
-            int dst = offset(start + t);
+            int p = start + t;
+            int dst = wrapFault && p >= window ? ((p + 1) % window) * stride : offset(p);
             System.arraycopy(k, t * stride, keys, dst, stride);
             System.arraycopy(v, t * stride, values, dst, stride);
         }
