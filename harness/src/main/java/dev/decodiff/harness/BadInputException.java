@@ -1,0 +1,18 @@
+package dev.decodiff.harness;
+
+import java.nio.file.Path;
+
+/**
+ * Input decodiff cannot judge: an unreadable dump, a manifest that breaks the schema, tensors that cannot be
+ * compared, a reference from another checkpoint. The message is one line naming the file and what to do; the
+ * CLI prints it and exits with 2. Bad input never yields "match".
+ */
+public final class BadInputException extends RuntimeException {
+    public BadInputException(String message) { super(message); }
+
+    public BadInputException(String message, Throwable cause) { super(message, cause); }
+
+    public BadInputException(Path file, String what) { super(file + ": " + what); }
+
+    public BadInputException(Path file, String what, Throwable cause) { super(file + ": " + what, cause); }
+}

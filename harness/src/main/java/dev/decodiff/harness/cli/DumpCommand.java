@@ -1,0 +1,158 @@
+package dev.decodiff.harness.cli;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.decodiff.engine.EngineOptions;
+import dev.decodiff.engine.Fault;
+import dev.decodiff.engine.Gemma4Model;
+import dev.decodiff.engine.Sampler;
+import dev.decodiff.harness.BadInputException;
+import dev.decodiff.harness.compare.ToleranceProfile;
+import dev.decodiff.harness.dump.DumpManifest;
+import dev.decodiff.harness.dump.DumpReader;
+import dev.decodiff.harness.dump.DumpWriter;
+import dev.decodiff.harness.live.CapturingProbe;
+import dev.decodiff.harness.live.LiveStep;
+import dev.decodiff.harness.live.ModelLocator;
+import dev.decodiff.harness.report.ProgressBar;
+import picocli.CommandLine.ArgGroup;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.EnumSet;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.Callable;
+import java.util.function.Predicate;
+
+@Command(name = "dump", mixinStandardHelpOptions = true,
+        description = {"Runs the engine and writes a dump v1 (manifest.json + one safetensors file per step), step by step.",
+                "With --reference it is teacher-forced on that dump's tokens and records the points the reference has;",
+                "with --prompt/--tokens it decodes greedily for -n steps and records every point (or --points)."},
+        footer = {"", "Example: decodiff dump --model checkpoints/gemma4-tiny --reference reference-dumps/gemma4-tiny/long --out out/mine"})
+final class DumpCommand implements Callable<Integer> {
+    @Option(names = "--model", required = true, paramLabel = "DIR", description = "Checkpoint folder (config.json + *.safetensors).")
+    Path model;
+
+    @Option(names = "--out", required = true, paramLabel = "DIR", description = "Output folder (new or empty; see --force).")
+    Path out;
+
+    @ArgGroup(exclusive = true, multiplicity = "1")
+    Source source;
+
+    static final class Source {
+        @Option(names = "--reference", paramLabel = "DUMP", description = "Teacher-force on this dump's tokens and steps.")
+        Path reference;
+
+        @Option(names = "--prompt", paramLabel = "TEXT", description = "Prompt text (encoded with the checkpoint's tokenizer, with <bos>).")
+        String prompt;
+
+        @Option(names = "--tokens", paramLabel = "IDS", split = ",", description = "Prompt token ids, comma-separated.")
+        int[] tokens;
+    }
+
+    @Option(names = {"-n", "--steps"}, paramLabel = "N",
+            description = "Steps to record: with --prompt/--tokens, the prefill and N−1 decode steps (N new tokens; default 16); with --reference, at most N of its steps.")
+    Integer steps;
+
+    @Option(names = "--points", paramLabel = "GLOB", split = ",",
+            description = "Record only points matching these globs (e.g. 'layers.5.*,logits'); '*' matches dots too.")
+    List<String> points;
+
+    @Option(names = "--force", description = "Replace the dump in a non-empty --out folder.")
+    boolean force;
+
+    @Option(names = "--allow-mismatch", description = "With --reference: run even if --model is not the reference's checkpoint.")
+    boolean allowMismatch;
+
+    @Option(names = "--fault", paramLabel = "ID", converter = Faults.Converter.class, completionCandidates = Faults.Candidates.class,
+            description = "Switch on a catalog fault (repeatable): ${COMPLETION-CANDIDATES}.")
+    List<Fault> faults = new ArrayList<>();
+
+    @picocli.CommandLine.Spec
+    picocli.CommandLine.Model.CommandSpec spec;
+
+    @Override
+    public Integer call() {
+        if (steps != null && steps < 1) throw new BadInputException("-n must be ≥ 1, got " + steps);
+        Predicate<String> globs = p -> true;
+        if (points != null && !points.isEmpty()) {
+            var pats = points.stream().map(String::strip).filter(s -> !s.isEmpty()).map(ToleranceProfile::glob).toList();
+            globs = p -> pats.stream().anyMatch(g -> g.matcher(p).matches());
+        }
+        var options = EngineOptions.defaults().withFaults(faults.isEmpty() ? EnumSet.noneOf(Fault.class) : EnumSet.copyOf(faults));
+        DumpReader ref = source.reference != null ? DumpReader.open(source.reference) : null;
+        if (ref != null) ModelLocator.check(model, ModelLocator.identity(model), ref.manifest(), ref.manifestFile(), allowMismatch);
+        int[] prompt = ref != null ? null : promptIds();
+        try (var m = Gemma4Model.load(model)) {
+            var modelInfo = new DumpManifest.Model(modelType(model), m.config().numLayers(), m.configSha256(), m.weightsSha256());
+            var producer = new DumpManifest.Producer("decodiff", new Main.Version().getVersion()[0].split(" ")[1], "float32", "decodiff-java");
+            DumpWriter w;
+            if (ref != null) {
+                Set<String> refPoints = ref.allPoints();
+                Predicate<String> g = globs;
+                var probe = new CapturingProbe(p -> refPoints.contains(p) && g.test(p));
+                var rm = ref.manifest();
+                int n = steps == null ? rm.stepCount() : Math.min(steps, rm.stepCount());
+                w = DumpWriter.create(out, force, producer, modelInfo, rm.tokens(), rm.promptLength());
+                var session = m.newSession(options.withProbe(probe));
+                try (var bar = new ProgressBar("dumping", n)) {
+                    for (int s = 0; s < n; s++) {
+                        var st = rm.step(s);
+                        float[] logits = session.forward(rm.stepTokens(s));
+                        w.writeStep(st.start(), st.length(), probe.take().values(), Sampler.argmax(logits), LiveStep.top2Margin(logits));
+                        bar.update(s + 1);
+                    }
+                }
+            } else {
+                int n = steps == null ? 16 : steps;
+                var probe = new CapturingProbe(globs);
+                var tokens = new ArrayList<Integer>();
+                for (int t : prompt) tokens.add(t);
+                w = DumpWriter.create(out, force, producer, modelInfo, tokens, prompt.length);
+                var session = m.newSession(options.withProbe(probe));
+                int[] feed = prompt;
+                try (var bar = new ProgressBar("dumping", n)) {
+                    for (int s = 0; s < n; s++) {
+                        int start = session.position();
+                        float[] logits = session.forward(feed);
+                        int next = Sampler.argmax(logits);
+                        tokens.add(next);
+                        w.setTokens(tokens);
+                        w.writeStep(start, feed.length, probe.take().values(), next, LiveStep.top2Margin(logits));
+                        feed = new int[]{next};
+                        bar.update(s + 1);
+                    }
+                }
+            }
+            var err = spec.commandLine().getErr();
+            err.println("decodiff: wrote " + w.stepsWritten() + " steps to " + out);
+            err.flush();
+        }
+        return Main.MATCH;
+    }
+
+    private int[] promptIds() {
+        var ti = new TokenInput();
+        ti.prompt = source.prompt;
+        ti.tokens = source.tokens;
+        return ti.resolve(model, false);
+    }
+
+    /** model_type as the manifest records it: the text model's ("gemma4_text"), also inside a multimodal config. */
+    static String modelType(Path dir) {
+        try {
+            var root = new ObjectMapper().readTree(Files.readString(dir.resolve("config.json")));
+            var tc = root.get("text_config");
+            if (tc != null && tc.has("model_type") && !"gemma4_text".equals(root.path("model_type").asText()))
+                return tc.get("model_type").asText();
+            return root.path("model_type").asText("gemma4_text");
+        } catch (IOException e) {
+            throw new BadInputException(dir.resolve("config.json"), "cannot read: " + e.getMessage());
+        }
+    }
+
+}

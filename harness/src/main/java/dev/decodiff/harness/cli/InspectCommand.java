@@ -1,0 +1,168 @@
+package dev.decodiff.harness.cli;
+
+import dev.decodiff.engine.CheckpointFiles;
+import dev.decodiff.engine.Gemma4Config;
+import dev.decodiff.engine.CapturePoints;
+import dev.decodiff.harness.BadInputException;
+import dev.decodiff.harness.compare.Comparison;
+import dev.decodiff.harness.dump.DumpManifest;
+import dev.decodiff.harness.dump.DumpReader;
+import dev.decodiff.metal.SafetensorsException;
+import dev.decodiff.metal.SafetensorsFile;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Parameters;
+
+import java.io.IOException;
+import java.io.PrintWriter;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.Callable;
+
+@Command(name = "inspect", mixinStandardHelpOptions = true,
+        description = "Describes a checkpoint (config per layer, tensors, bytes, dtypes, hashes), a dump (manifest, steps, points) or a .safetensors file.")
+final class InspectCommand implements Callable<Integer> {
+    @Parameters(paramLabel = "PATH", description = "A checkpoint folder, a dump folder or a .safetensors file.")
+    Path path;
+
+    @picocli.CommandLine.Spec
+    picocli.CommandLine.Model.CommandSpec spec;
+
+    @Override
+    public Integer call() {
+        var out = spec.commandLine().getOut();
+        if (!Files.exists(path)) throw new BadInputException(path, "does not exist");
+        if (Files.isDirectory(path) && Files.isRegularFile(path.resolve(DumpManifest.FILE_NAME))) dump(out);
+        else if (Files.isDirectory(path) && Files.isRegularFile(path.resolve("config.json"))) checkpoint(out);
+        else if (Files.isRegularFile(path) && path.toString().endsWith(".safetensors")) file(out, path);
+        else throw new BadInputException(path, "is neither a dump (manifest.json), a checkpoint (config.json) nor a .safetensors file");
+        out.flush();
+        return Main.MATCH;
+    }
+
+    private void dump(PrintWriter out) {
+        var d = DumpReader.open(path);
+        var m = d.manifest();
+        out.println("dump " + path + "  (format " + m.format() + " v" + m.version() + ")");
+        var p = m.producer();
+        if (p != null) out.println("  producer   " + join(p.name(), p.version(), p.dtype(), p.attention()));
+        var mm = m.model();
+        out.println("  model      " + mm.modelType() + ", " + mm.numHiddenLayers() + " layers");
+        out.println("  config     sha256 " + mm.configSha256());
+        out.println("  weights    sha256 " + (mm.weightsSha256() == null ? "(not given)" : mm.weightsSha256()));
+        out.println("  tokens     " + m.tokens().size() + " (prompt " + m.promptLength() + "): " + abbreviate(m.tokens()));
+        long bytes = 0;
+        for (int s = 0; s < d.stepCount(); s++) {
+            try { bytes += Files.size(d.stepFile(s)); } catch (IOException e) { /* checked on open */ }
+        }
+        out.println("  steps      " + d.stepCount() + " (" + human(bytes) + " on disk)");
+        out.println();
+        out.println("  step  start  len  next_token  top2_margin  points");
+        for (var st : m.steps())
+            out.printf(Locale.ROOT, "  %4d  %5d  %3d  %10s  %11s  %6d%n", st.index(), st.start(), st.length(),
+                    st.nextToken() == null ? "-" : st.nextToken().toString(),
+                    st.top2Margin() == null ? "-" : String.format(Locale.ROOT, "%.4f", st.top2Margin()), d.points(st.index()).size());
+        out.println();
+        var all = Comparison.causalOrder(d.allPoints());
+        var model = new ArrayList<String>();
+        var kinds = new LinkedHashMap<String, TreeMap<Integer, Boolean>>();
+        for (String pt : all) {
+            int l = CapturePoints.layerOf(pt);
+            if (l < 0) model.add(pt);
+            else kinds.computeIfAbsent(CapturePoints.kindOf(pt), k -> new TreeMap<>()).put(l, true);
+        }
+        out.println("  points     " + all.size() + " names");
+        if (!model.isEmpty()) out.println("    model-level  " + String.join(", ", model));
+        for (var e : kinds.entrySet()) out.println("    " + String.format("%-12s", e.getKey()) + " layers " + ranges(e.getValue().keySet()));
+        try (var s0 = d.readStep(0)) {
+            out.println();
+            out.println("  shapes at step 0 (first of each kind):");
+            var seen = new java.util.HashSet<String>();
+            for (String pt : Comparison.causalOrder(s0.points())) {
+                if (!seen.add(CapturePoints.kindOf(pt))) continue;
+                var t = s0.tensor(pt);
+                out.println("    " + String.format("%-24s", pt) + " " + t.dtype() + " " + t.shapeString());
+            }
+        }
+    }
+
+    private void checkpoint(PrintWriter out) {
+        var cfg = Gemma4Config.read(path.resolve("config.json"));
+        out.println("checkpoint " + path);
+        out.printf(Locale.ROOT, "  hidden %d, %d layers, %d query heads, vocab %,d, sliding window %d, final soft-cap %s%n",
+                cfg.hidden(), cfg.numLayers(), cfg.numHeads(), cfg.vocabSize(), cfg.slidingWindow(),
+                cfg.hasSoftcap() ? Float.toString(cfg.finalLogitSoftcap()) : "none");
+        out.printf(Locale.ROOT, "  tied head %s, per-layer inputs %s, KV-shared layers %d, double-wide MLP %s, MoE %s%n",
+                cfg.tieWordEmbeddings(), cfg.hasPle() ? cfg.pleDim() + " dims" : "no", cfg.numKvSharedLayers(), cfg.doubleWideMlp(),
+                cfg.moe() ? cfg.numExperts() + " experts, top " + cfg.topKExperts() + ", " + cfg.moeIntermediate() + " wide" : "no");
+        out.println("  rope  sliding " + cfg.slidingRope() + "; full " + cfg.fullRope());
+        out.println();
+        out.println("  layer  type     head_dim  kv_heads  k_eq_v  kv_from  ffn");
+        for (var l : cfg.layers())
+            out.printf(Locale.ROOT, "  %5d  %-7s  %8d  %8d  %-6s  %7s  %d%n", l.index(), l.type().toString().toLowerCase(Locale.ROOT),
+                    l.headDim(), l.kvHeads(), l.kEqV() ? "yes" : "", l.kvShared() ? Integer.toString(l.kvSource()) : "", l.intermediate());
+        out.println();
+        try (var files = CheckpointFiles.open(path)) {
+            var dtypes = new TreeMap<String, long[]>();
+            for (var t : files.all().values()) {
+                var c = dtypes.computeIfAbsent(t.dtype().toString(), k -> new long[2]);
+                c[0]++;
+                c[1] += t.data().byteSize();
+            }
+            out.println("  tensors    " + files.all().size() + " in " + files.shardPaths().size() + " file(s), " + human(files.totalBytes())
+                    + " (prefix '" + files.prefix() + "')");
+            for (var e : dtypes.entrySet()) out.println("    " + e.getKey() + ": " + e.getValue()[0] + " tensors, " + human(e.getValue()[1]));
+            out.println("  config     sha256 " + CheckpointFiles.sha256(path.resolve("config.json")));
+            out.println("  weights    sha256 " + files.weightsSha256());
+        }
+        out.println("  tokenizer  " + (Files.isRegularFile(path.resolve("tokenizer.json")) ? "tokenizer.json" : "(none)"));
+    }
+
+    private void file(PrintWriter out, Path f) {
+        try (var sf = SafetensorsFile.open(f)) {
+            out.println("safetensors " + f + ": " + sf.names().size() + " tensors");
+            for (var t : sf.tensors().values()) out.println("  " + String.format("%-40s", t.name()) + " " + t.dtype() + " " + t.shapeString());
+            if (!sf.metadata().isEmpty()) out.println("  metadata " + sf.metadata());
+        } catch (SafetensorsException e) {
+            throw new BadInputException(e.getMessage(), e);
+        }
+    }
+
+    static String join(String... xs) {
+        var l = new ArrayList<String>();
+        for (String x : xs) if (x != null && !x.isBlank()) l.add(x);
+        return String.join(", ", l);
+    }
+
+    static String abbreviate(List<Integer> t) {
+        if (t.size() <= 16) return t.toString();
+        return t.subList(0, 12) + " … " + t.subList(t.size() - 3, t.size());
+    }
+
+    static String ranges(java.util.Collection<Integer> xs) {
+        var sb = new StringBuilder();
+        Integer start = null, prev = null;
+        for (int x : xs) {
+            if (start == null) { start = x; prev = x; continue; }
+            if (x == prev + 1) { prev = x; continue; }
+            sb.append(sb.isEmpty() ? "" : ", ").append(start.equals(prev) ? "" + start : start + "–" + prev);
+            start = x;
+            prev = x;
+        }
+        if (start != null) sb.append(sb.isEmpty() ? "" : ", ").append(start.equals(prev) ? "" + start : start + "–" + prev);
+        return sb.toString();
+    }
+
+    static String human(long bytes) {
+        if (bytes < 1024) return bytes + " B";
+        if (bytes < 1 << 20) return String.format(Locale.ROOT, "%.1f KiB", bytes / 1024.0);
+        if (bytes < 1L << 30) return String.format(Locale.ROOT, "%.1f MiB", bytes / 1048576.0);
+        return String.format(Locale.ROOT, "%.2f GiB", bytes / 1073741824.0);
+    }
+
+}

@@ -1,0 +1,82 @@
+package dev.decodiff.harness.cli;
+
+import dev.decodiff.engine.CheckpointException;
+import dev.decodiff.harness.BadInputException;
+import dev.decodiff.metal.SafetensorsException;
+import picocli.CommandLine;
+import picocli.CommandLine.Command;
+
+import java.io.PrintWriter;
+import java.io.UncheckedIOException;
+
+/**
+ * decodiff's command line. Exit codes: 0 match (or success), 1 divergence, 2 bad input or usage.
+ * Every bad-input error is one line naming the file and what to do.
+ */
+@Command(name = "decodiff", mixinStandardHelpOptions = true, versionProvider = Main.Version.class,
+        description = "Finds where an LLM engine's decode goes wrong: which step, layer and tensor, and why.",
+        subcommands = {CompareCommand.class, DumpCommand.class, RunCommand.class, InspectCommand.class, CommandLine.HelpCommand.class},
+        footer = {"", "Exit codes: 0 match, 1 divergence, 2 bad input or usage.",
+                "Start with: decodiff compare   (the bundled default case against the live engine)"})
+public final class Main implements Runnable {
+    public static final int MATCH = 0, DIVERGENCE = 1, BAD_INPUT = 2;
+
+    @CommandLine.Spec
+    CommandLine.Model.CommandSpec spec;
+
+    @Override
+    public void run() {
+        throw new CommandLine.ParameterException(spec.commandLine(), "Missing subcommand: compare, dump, run or inspect");
+    }
+
+    public static void main(String[] args) {
+        System.exit(execute(args));
+    }
+
+    /** Runs the CLI in-process (the tests call this) and returns the exit code. */
+    public static int execute(String... args) {
+        return commandLine(new PrintWriter(System.out, true), new PrintWriter(System.err, true)).execute(args);
+    }
+
+    public static CommandLine commandLine(PrintWriter out, PrintWriter err) {
+        var cl = new CommandLine(new Main());
+        cl.setOut(out);
+        cl.setErr(err);
+        cl.setExecutionExceptionHandler((ex, commandLine, parseResult) -> {
+            var e = commandLine.getErr();
+            if (isBadInput(ex)) {
+                e.println("decodiff: " + oneLine(ex.getMessage()));
+            } else {
+                e.println("decodiff: internal error: " + ex);
+                ex.printStackTrace(e);
+            }
+            e.flush();
+            return BAD_INPUT;
+        });
+        return cl;
+    }
+
+    static boolean isBadInput(Throwable ex) {
+        return ex instanceof BadInputException || ex instanceof CheckpointException || ex instanceof SafetensorsException
+                || ex instanceof UncheckedIOException || ex instanceof java.nio.file.NoSuchFileException;
+    }
+
+    static String oneLine(String s) { return s == null ? "" : s.replace('\n', ' ').strip(); }
+
+    public static final class Version implements CommandLine.IVersionProvider {
+        @Override
+        public String[] getVersion() {
+            String v = "dev";
+            try (var in = Main.class.getResourceAsStream("/decodiff-version.properties")) {
+                if (in != null) {
+                    var p = new java.util.Properties();
+                    p.load(in);
+                    v = p.getProperty("version", v);
+                }
+            } catch (java.io.IOException ignored) {
+                // fall back to "dev"
+            }
+            return new String[]{"decodiff " + v + " (dump format v1; Java " + Runtime.version() + ")"};
+        }
+    }
+}

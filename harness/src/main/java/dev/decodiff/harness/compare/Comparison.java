@@ -1,0 +1,196 @@
+package dev.decodiff.harness.compare;
+
+import dev.decodiff.engine.CapturePoints;
+import dev.decodiff.harness.BadInputException;
+import dev.decodiff.harness.dump.DumpManifest;
+import dev.decodiff.harness.dump.DumpReader;
+import dev.decodiff.harness.dump.StepTensors;
+import dev.decodiff.metal.TensorView;
+
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Comparator;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Objects;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.function.IntConsumer;
+
+/**
+ * Compares a candidate against a reference dump step by step (one step of each mapped at a time): every point both
+ * sides have, in causal order, plus the greedy token per step; finds the first divergence and explains it.
+ */
+public final class Comparison {
+    private Comparison() {}
+
+    /** Orders point names causally (DESIGN.md §3), unknown names after known ones, then by name. */
+    public static final Comparator<String> CAUSAL =
+            Comparator.comparingLong(CapturePoints::causalRank).thenComparing(Comparator.naturalOrder());
+
+    private static final int UPSTREAM = 4;
+
+    public record Options(ToleranceProfile profile, boolean allowMismatch, IntConsumer progress) {
+        public Options {
+            Objects.requireNonNull(profile);
+            if (progress == null) progress = s -> {};
+        }
+
+        public static Options defaults() { return new Options(ToleranceProfile.defaults(), false, null); }
+    }
+
+    /**
+     * Two dumps must come from the same checkpoint and feed the same tokens. Returns the warnings that
+     * {@code allowMismatch} turned into notes; without it, any mismatch is bad input.
+     */
+    public static List<String> checkIdentity(DumpManifest ref, Path refFile, DumpManifest cand, Path candFile, boolean allowMismatch) {
+        var notes = new ArrayList<String>();
+        String hint = "; compare dumps of the same checkpoint, or pass --allow-mismatch to compare anyway";
+        if (!Objects.equals(ref.model().configSha256(), cand.model().configSha256()))
+            mismatch(notes, allowMismatch, candFile, "was made from another checkpoint: config_sha256 " + abbrev(cand.model().configSha256())
+                    + "… but the reference (" + refFile + ") has " + abbrev(ref.model().configSha256()) + "…" + hint);
+        String rw = ref.model().weightsSha256(), cw = cand.model().weightsSha256();
+        if (rw != null && cw != null && !rw.equals(cw))
+            mismatch(notes, allowMismatch, candFile, "was made from other weights: weights_sha256 " + abbrev(cw)
+                    + "… but the reference (" + refFile + ") has " + abbrev(rw) + "…" + hint);
+        int steps = Math.min(ref.stepCount(), cand.stepCount());
+        for (int s = 0; s < steps; s++) {
+            var a = ref.step(s);
+            var b = cand.step(s);
+            if (a.start() != b.start() || a.length() != b.length())
+                throw new BadInputException(candFile, "step " + s + " feeds positions [" + b.start() + ", " + b.end()
+                        + ") but the reference's feeds [" + a.start() + ", " + a.end() + "); make the candidate step like the reference (teacher-forced on its tokens)");
+        }
+        int fed = steps == 0 ? 0 : ref.step(steps - 1).end();
+        for (int i = 0; i < fed; i++) {
+            int rt = ref.tokens().get(i), ct = cand.tokens().get(i);
+            if (rt != ct) {
+                mismatch(notes, allowMismatch, candFile, "feeds other tokens than the reference: position " + i + " is " + ct
+                        + " but the reference (" + refFile + ") has " + rt + "; teacher-force the candidate on the reference's tokens (decodiff dump --reference), or pass --allow-mismatch");
+                break;
+            }
+        }
+        return notes;
+    }
+
+    private static void mismatch(List<String> notes, boolean allow, Path file, String what) {
+        if (!allow) throw new BadInputException(file, what);
+        notes.add(file + " " + what.replaceAll("; compare dumps.*|; teacher-force.*", "") + " (compared anyway: --allow-mismatch)");
+    }
+
+    static String abbrev(String sha) { return sha == null ? "null" : sha.substring(0, Math.min(12, sha.length())); }
+
+    public static ComparisonResult run(DumpReader ref, CandidateSource cand, Options opt) { return run(ref, cand, opt, List.of()); }
+
+    public static ComparisonResult run(DumpReader ref, CandidateSource cand, Options opt, List<String> notesIn) {
+        long t0 = System.nanoTime();
+        var profile = opt.profile();
+        var notes = new ArrayList<>(notesIn);
+        var cells = new ArrayList<CellStats>();
+        var tokens = new ArrayList<TokenAgreement>();
+        var onlyRef = new TreeSet<>(CAUSAL);
+        var onlyCand = new TreeSet<>(CAUSAL);
+        FirstDivergence first = null;
+        int steps = Math.min(ref.stepCount(), cand.stepCount());
+        if (steps < ref.stepCount())
+            notes.add("the candidate has " + cand.stepCount() + " of the reference's " + ref.stepCount() + " steps; compared steps 0–" + (steps - 1));
+        for (int s = 0; s < steps; s++) {
+            try (StepTensors r = ref.readStep(s); StepTensors c = cand.step(s)) {
+                var common = new TreeSet<>(CAUSAL);
+                for (String p : r.points()) {
+                    if (c.points().contains(p)) common.add(p);
+                    else onlyRef.add(p);
+                }
+                for (String p : c.points()) if (!r.points().contains(p)) onlyCand.add(p);
+                var stepCells = new ArrayList<CellStats>();
+                for (String p : common) stepCells.add(cell(s, p, r, c, profile.tolerance(p), opt.allowMismatch(), notes));
+                cells.addAll(stepCells);
+                var tok = TokenAgreement.of(s, r.nextToken(), c.nextToken(), r.top2Margin(), profile.nearTie());
+                tokens.add(tok);
+                if (first == null) first = firstIn(stepCells, tok, r, c);
+            }
+            opt.progress().accept(s + 1);
+        }
+        if (cells.isEmpty())
+            throw new BadInputException(cand.describe() + ": shares no capture point with the reference (" + ref.dir()
+                    + ", which has " + String.join(", ", causalOrder(ref.allPoints()).stream().limit(6).toList())
+                    + (ref.allPoints().size() > 6 ? ", …" : "") + "); record the points of DESIGN.md §3 under their contract names");
+        String observer = cand.observerEffect();
+        return new ComparisonResult(ref.dir().toString(), cand.describe(), ref.manifest(), steps, List.copyOf(cells),
+                List.copyOf(tokens), List.copyOf(onlyRef), List.copyOf(onlyCand), first, observer, List.copyOf(notes),
+                profile, (System.nanoTime() - t0) / 1e9);
+    }
+
+    private static FirstDivergence firstIn(List<CellStats> stepCells, TokenAgreement tok, StepTensors r, StepTensors c) {
+        for (int i = 0; i < stepCells.size(); i++) {
+            var cell = stepCells.get(i);
+            if (cell.passed()) continue;
+            var upstream = new ArrayList<>(stepCells.subList(Math.max(0, i - UPSTREAM), i));
+            String why = Diagnosis.explain(cell, r, c);
+            return new FirstDivergence(cell.step(), cell.point(), cell, List.copyOf(upstream), why, null);
+        }
+        if (tok.failed()) {
+            var upstream = stepCells.subList(Math.max(0, stepCells.size() - UPSTREAM), stepCells.size());
+            return new FirstDivergence(tok.step(), CapturePoints.LOGITS, null, List.copyOf(upstream),
+                    "the greedy token flips (reference " + tok.reference() + ", candidate " + tok.candidate() + ") although the reference's top-2 margin is "
+                            + String.format(java.util.Locale.ROOT, "%.3g", tok.referenceMargin()) + ", above the near-tie threshold", tok);
+        }
+        return null;
+    }
+
+    private static CellStats cell(int s, String p, StepTensors r, StepTensors c, double tol, boolean allowMismatch, List<String> notes) {
+        TensorView rt = r.tensor(p), ct = c.tensor(p);
+        if (!Arrays.equals(rt.shape(), ct.shape())) {
+            String kind = CapturePoints.kindOf(p);
+            boolean readAxisOnly = (kind.equals("attn.k_read") || kind.equals("attn.v_read")) && rt.rank() == ct.rank() && rt.rank() >= 1
+                    && Arrays.equals(Arrays.copyOfRange(rt.shape(), 1, rt.rank()), Arrays.copyOfRange(ct.shape(), 1, ct.rank()));
+            if (readAxisOnly) return CellStats.shapeMismatch(s, p, rt.shape(), ct.shape(), tol);
+            throw new BadInputException(c.origin() + ": tensor '" + p + "' has shape " + Arrays.toString(ct.shape())
+                    + " but the reference's (" + r.origin() + ") is " + Arrays.toString(rt.shape())
+                    + "; both sides must store capture points in DESIGN.md §3's shapes");
+        }
+        if (rt.dtype() != ct.dtype()) {
+            String what = "tensor '" + p + "' is " + ct.dtype() + " but the reference's (" + r.origin() + ") is " + rt.dtype();
+            if (!allowMismatch)
+                throw new BadInputException(c.origin() + ": " + what + "; store both sides in the same dtype (float32), or pass --allow-mismatch");
+            if (notes.stream().noneMatch(n -> n.startsWith("dtype")))
+                notes.add("dtype differs (" + ct.dtype() + " vs " + rt.dtype() + ", first at step " + s + " " + p + "): compared anyway (--allow-mismatch)");
+        }
+        var sums = CellKernel.sums(rt, ct);
+        if (sums.nonFiniteRef() > 0)
+            throw new BadInputException(r.origin() + ": reference tensor '" + p + "' holds " + sums.nonFiniteRef()
+                    + " NaN/Inf values; a reference must be finite — re-create it (float32)");
+        return CellStats.of(s, p, rt.shape(), sums, tol);
+    }
+
+    /** All points of a set in causal order. */
+    public static List<String> causalOrder(Set<String> points) {
+        var l = new ArrayList<>(points);
+        l.sort(CAUSAL);
+        return l;
+    }
+
+    /** The candidate source for a dump folder. */
+    public static CandidateSource dumpSource(DumpReader cand) {
+        return new CandidateSource() {
+            @Override public String describe() { return cand.dir().toString(); }
+            @Override public int stepCount() { return cand.stepCount(); }
+            @Override public StepTensors step(int s) { return cand.readStep(s); }
+        };
+    }
+
+    /** Convenience: compare two dump folders (identity checked). */
+    public static ComparisonResult compareDumps(Path reference, Path candidate, Options opt) {
+        var ref = DumpReader.open(reference);
+        var cand = DumpReader.open(candidate);
+        var notes = checkIdentity(ref.manifest(), ref.manifestFile(), cand.manifest(), cand.manifestFile(), opt.allowMismatch());
+        return run(ref, dumpSource(cand), opt, notes);
+    }
+
+    static Set<String> union(Set<String> a, Set<String> b) {
+        var u = new LinkedHashSet<>(a);
+        u.addAll(b);
+        return u;
+    }
+}

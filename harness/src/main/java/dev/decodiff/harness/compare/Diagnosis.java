@@ -1,0 +1,233 @@
+package dev.decodiff.harness.compare;
+
+import dev.decodiff.engine.CapturePoints;
+import dev.decodiff.harness.dump.StepTensors;
+import dev.decodiff.metal.TensorView;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Locale;
+
+/**
+ * A one-line explanation of a failing cell where a known pattern fits (DESIGN.md §5): the candidate equals another
+ * reference tensor of the same step and layer (values == keys), a constant scale factor, positions shifted by one
+ * along the read axis of k_read/v_read, permuted heads, or swapped axes. Returns null when nothing fits: decodiff
+ * does not guess.
+ */
+public final class Diagnosis {
+    private Diagnosis() {}
+
+    /** Below this rel L2 two tensors count as "equal" for a diagnosis. */
+    static double nearEqual(double tol) { return Math.max(10 * tol, 1e-3); }
+
+    public static String explain(CellStats cell, StepTensors ref, StepTensors cand) {
+        String p = cell.point();
+        TensorView r = ref.tensor(p), c = cand.tensor(p);
+        double near = nearEqual(cell.tolerance());
+        if (cell.nonFinite() > 0) return nonFinite(cell, c);
+        if (cell.shapeNote() != null) {
+            String shift = readWindowShift(r, c, near);
+            return cell.shapeNote() + (shift != null ? "; " + shift : "") + ": the read window is off by one";
+        }
+        String eq = equalsOther(p, c, ref, near);
+        if (eq != null) return eq;
+        String scale = scale(cell, near);
+        if (scale != null) return scale;
+        String kind = CapturePoints.kindOf(p);
+        if ((kind.equals("attn.k_read") || kind.equals("attn.v_read")) && r.rank() >= 1 && r.dim(0) >= 2) {
+            String shift = positionShift(r, c, near);
+            if (shift != null) return shift;
+        }
+        int headDim = headDim(p, r, ref);
+        if (headDim > 0) {
+            String perm = headPermutation(r, c, headDim, near);
+            if (perm != null) return perm;
+            String swap = swappedAxes(r, c, headDim, near);
+            if (swap != null) return swap;
+        }
+        return null;
+    }
+
+    private static String nonFinite(CellStats cell, TensorView c) {
+        long first = -1;
+        long n = c.elementCount();
+        for (long i = 0; i < n; i++) if (!Float.isFinite(c.getFloat(i))) { first = i; break; }
+        var ci = indexND(c.shape(), first);
+        return "the candidate has " + cell.nonFinite() + " NaN/Inf value" + (cell.nonFinite() == 1 ? "" : "s")
+                + " (first at " + Arrays.toString(ci) + " = " + c.getFloat(first) + ")";
+    }
+
+    // ------------------------------------------------------------------ equality with another reference tensor
+
+    private static String equalsOther(String p, TensorView c, StepTensors ref, double near) {
+        int layer = CapturePoints.layerOf(p);
+        String best = null;
+        double bestRel = Double.POSITIVE_INFINITY;
+        var candidates = new ArrayList<String>();
+        for (String q : ref.points()) {
+            if (q.equals(p) || CapturePoints.layerOf(q) != layer) continue;
+            candidates.add(q);
+        }
+        if (layer > 0) {
+            String prev = CapturePoints.layer(layer - 1, CapturePoints.kindOf(p));
+            if (ref.points().contains(prev)) candidates.add(prev);
+        }
+        for (String q : candidates) {
+            TensorView o = ref.tensor(q);
+            if (!Arrays.equals(o.shape(), c.shape())) continue;
+            double rel = CellKernel.relL2Gather(o, i -> i, c, i -> i, c.elementCount());
+            if (rel <= near && rel < bestRel) {
+                bestRel = rel;
+                best = q;
+            }
+        }
+        if (best == null) return null;
+        String how = bestRel == 0 ? "bit-identical to" : "equal to (rel L2 " + fmt(bestRel) + ")";
+        String pk = CapturePoints.kindOf(p), qk = CapturePoints.kindOf(best);
+        int ql = CapturePoints.layerOf(best);
+        if (ql != layer)
+            return "the candidate's " + p + " is " + how + " the reference's " + best + ": layer " + layer + " passed on layer " + ql + "'s result unchanged";
+        String meaning = switch (pk + "=" + qk) {
+            case "attn.v_read=attn.k_read" -> ": the values read back from the cache are the keys (the cache hands back keys as values)";
+            case "attn.k_read=attn.v_read" -> ": the keys read back from the cache are the values";
+            case "attn.v=attn.k" -> ": the values entering the cache are the keys";
+            case "attn.k=attn.v" -> ": the keys entering the cache are the values";
+            case "attn.k=attn.q", "attn.q=attn.k" -> ": queries and keys are mixed up";
+            case "out=attn.out", "out=mlp.out", "out=moe.out" -> ": the layer's output skips the residual stream";
+            default -> "";
+        };
+        return "the candidate's " + p + " is " + how + " the reference's " + best + meaning;
+    }
+
+    // ------------------------------------------------------------------ constant scale
+
+    private static String scale(CellStats cell, double near) {
+        if (!(cell.refNorm() > 0) || !(cell.candNorm() > 0) || Double.isNaN(cell.cosine())) return null;
+        double cos = Math.min(1, cell.cosine());
+        double sin = Math.sqrt(Math.max(0, 1 - cos * cos));
+        double alpha = cell.normRatio() * cos;
+        if (sin > near || Math.abs(alpha - 1) <= 10 * cell.tolerance()) return null;
+        return "a constant scale factor: candidate ≈ " + fmtFactor(alpha) + " × reference (norms " + fmtNorm(cell.candNorm())
+                + " vs " + fmtNorm(cell.refNorm()) + ")" + namedFactor(alpha);
+    }
+
+    /**
+     * Names factors that usually mean something: √n or 1/√n for small n and for powers of two (a missing or doubled
+     * attention scale √d, an embedding scale √H). Only numbers sparse enough that a match is not a coincidence.
+     */
+    static String namedFactor(double a) {
+        double abs = Math.abs(a);
+        if (abs < 1e-12) return "";
+        String sign = a < 0 ? "−" : "";
+        var ns = new java.util.TreeSet<Integer>();
+        for (int n = 2; n <= 16; n++) ns.add(n);
+        for (int n = 32; n <= 1 << 16; n <<= 1) ns.add(n);
+        for (int n : ns) {
+            double root = Math.sqrt(n);
+            boolean isSquare = Math.rint(root) == root;
+            if (Math.abs(abs - root) / root < 1e-3) return isSquare ? "" : " = " + sign + "√" + n;
+            if (Math.abs(abs * root - 1) < 1e-3) return isSquare ? " = " + sign + "1/" + (int) root : " = " + sign + "1/√" + n;
+        }
+        return "";
+    }
+
+    // ------------------------------------------------------------------ positions along the read axis
+
+    private static String positionShift(TensorView r, TensorView c, double near) {
+        long rows = r.dim(0), row = r.elementCount() / rows;
+        double plus = CellKernel.relL2Rows(r, 1, c, 0, rows - 1, row);   // candidate row i = reference row i+1
+        double minus = CellKernel.relL2Rows(r, 0, c, 1, rows - 1, row);  // candidate row i = reference row i−1
+        if (plus <= near && plus <= minus)
+            return "off by one position: candidate row i holds the reference's position i+1 along the read axis (C) — the read window starts one position late";
+        if (minus <= near)
+            return "off by one position: candidate row i holds the reference's position i−1 along the read axis (C) — the read window starts one position early";
+        return null;
+    }
+
+    /** When the candidate reads one position more or fewer: which end lines up. */
+    private static String readWindowShift(TensorView r, TensorView c, double near) {
+        if (r.rank() != c.rank() || r.rank() < 1) return null;
+        long rr = r.dim(0), cr = c.dim(0), row = rr == 0 ? 0 : r.elementCount() / rr;
+        long common = Math.min(rr, cr);
+        if (common == 0 || row == 0) return null;
+        // newest positions aligned (both end at p)
+        double tail = CellKernel.relL2Rows(r, rr - common, c, cr - common, common, row);
+        if (tail <= near) return cr > rr
+                ? "its newest " + common + " positions match, it also reads " + (cr - rr) + " older one" + (cr - rr == 1 ? "" : "s")
+                : "its " + common + " positions match the newest of the reference's, it misses " + (rr - cr) + " older one" + (rr - cr == 1 ? "" : "s");
+        double head = CellKernel.relL2Rows(r, 0, c, 0, common, row);
+        if (head <= near) return "its first " + common + " positions match, the window ends " + Math.abs(cr - rr) + " position" + (Math.abs(cr - rr) == 1 ? "" : "s") + (cr > rr ? " late" : " early");
+        return null;
+    }
+
+    // ------------------------------------------------------------------ heads
+
+    /** The head size for points with a head axis: [T, nh, d], [C, nkv, d], or attn.out [T, nh·d] using q's d. */
+    private static int headDim(String p, TensorView r, StepTensors ref) {
+        String kind = CapturePoints.kindOf(p);
+        if (kind.equals("attn.q") || kind.equals("attn.k") || kind.equals("attn.v") || kind.equals("attn.k_read") || kind.equals("attn.v_read"))
+            return r.rank() == 3 && r.dim(1) >= 2 ? (int) r.dim(2) : -1;
+        if (kind.equals("attn.out") && r.rank() == 2) {
+            String q = CapturePoints.layer(CapturePoints.layerOf(p), "attn.q");
+            if (ref.points().contains(q)) {
+                var qs = ref.tensor(q).shape();
+                if (qs.length == 3 && qs[1] >= 2 && qs[1] * qs[2] == r.dim(1)) return (int) qs[2];
+            }
+        }
+        return -1;
+    }
+
+    private static String headPermutation(TensorView r, TensorView c, int d, double near) {
+        long rows = r.dim(0);
+        int heads = (int) (r.elementCount() / rows / d);
+        if (heads < 2 || heads > 256) return null;
+        int[] map = new int[heads];
+        boolean identity = true;
+        var used = new boolean[heads];
+        for (int h = 0; h < heads; h++) {
+            int best = -1;
+            double bestRel = Double.POSITIVE_INFINITY;
+            for (int g = 0; g < heads; g++) {
+                final int hh = h, gg = g;
+                double rel = CellKernel.relL2Gather(r, k -> (k / d) * heads * d + (long) gg * d + k % d,
+                        c, k -> (k / d) * heads * d + (long) hh * d + k % d, rows * d);
+                if (rel < bestRel) { bestRel = rel; best = g; }
+            }
+            if (bestRel > near || used[best]) return null;
+            used[best] = true;
+            map[h] = best;
+            if (best != h) identity = false;
+        }
+        if (identity) return null;
+        return "heads permuted: candidate head h holds the reference's head " + Arrays.toString(map) + "[h]";
+    }
+
+    private static String swappedAxes(TensorView r, TensorView c, int d, double near) {
+        long a = r.dim(0), b = r.elementCount() / a / d;
+        if (a < 2 || b < 2) return null;
+        double rel = CellKernel.relL2Gather(r, k -> k,
+                c, k -> { long ai = k / (b * d), bi = (k / d) % b, di = k % d; return (bi * a + ai) * d + di; }, a * b * d);
+        if (rel > near) return null;
+        return "a layout transform: the candidate stores [" + b + ", " + a + ", " + d + "] (heads first) where the reference has ["
+                + a + ", " + b + ", " + d + "] (rows first)";
+    }
+
+    // ------------------------------------------------------------------ formatting
+
+    static long[] indexND(long[] shape, long flat) {
+        var idx = new long[shape.length];
+        long rem = Math.max(0, flat);
+        for (int i = shape.length - 1; i >= 0; i--) {
+            long d = Math.max(1, shape[i]);
+            idx[i] = rem % d;
+            rem /= d;
+        }
+        return idx;
+    }
+
+    static String fmt(double x) { return String.format(Locale.ROOT, "%.2e", x); }
+
+    static String fmtFactor(double x) { return String.format(Locale.ROOT, Math.abs(x) >= 100 || Math.abs(x) < 0.01 ? "%.4g" : "%.4f", x).replaceAll("(\\.\\d*?)0+$", "$1").replaceAll("\\.$", ""); }
+
+    static String fmtNorm(double x) { return String.format(Locale.ROOT, "%.2f", x); }
+}

@@ -1,0 +1,20 @@
+package dev.decodiff.harness.compare;
+
+import java.util.List;
+
+/**
+ * The first failure in causal order (step, then DESIGN.md §3's order inside the step): a cell over tolerance or with
+ * NaN/Inf, or — when every cell passes — a greedy token that flips by more than a near-tie. {@code upstream} are the
+ * cells just before it in the same step, whose margins show where the numbers were still clean.
+ */
+public record FirstDivergence(int step, String point, CellStats cell, List<CellStats> upstream, String diagnosis,
+                              TokenAgreement token) {
+    public Integer layer() {
+        int l = dev.decodiff.engine.CapturePoints.layerOf(point);
+        return l < 0 ? null : l;
+    }
+
+    public double relL2() { return cell == null ? Double.NaN : cell.relL2(); }
+
+    public double tolerance() { return cell == null ? Double.NaN : cell.tolerance(); }
+}

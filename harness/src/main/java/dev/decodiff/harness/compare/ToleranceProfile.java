@@ -1,0 +1,138 @@
+package dev.decodiff.harness.compare;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.decodiff.engine.CapturePoints;
+import dev.decodiff.harness.BadInputException;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.regex.Pattern;
+
+/**
+ * Tolerances (max rel L2) per capture point, and the near-tie threshold for token flips. The defaults are for an
+ * fp32 candidate against an fp32 reference (docs/tolerances.md says why each is what it is). A JSON profile
+ * overrides any of them:
+ * <pre>{"default": 1e-4, "near_tie": 0.01, "points": {"logits": 2e-4, "attn.k_read": 1e-4, "layers.5.*": 1e-3}}</pre>
+ * A key of "points" is a point kind ("attn.out", "logits"), a full point name, or a glob over full names;
+ * the most specific wins: full name, then the longest glob, then kind, then the default.
+ */
+public final class ToleranceProfile {
+    public static final double DEFAULT_TOLERANCE = 1e-4;
+    public static final double DEFAULT_NEAR_TIE = 0.01;
+
+    /** Defaults per point kind for fp32 against fp32. */
+    public static final Map<String, Double> DEFAULT_KINDS = defaultKinds();
+
+    private final String source;
+    private final double fallback;
+    private final double nearTie;
+    private final Map<String, Double> kinds;
+    private final Map<String, Double> names;
+    private final List<Map.Entry<Pattern, Double>> globs;
+
+    private ToleranceProfile(String source, double fallback, double nearTie, Map<String, Double> kinds,
+                             Map<String, Double> names, List<Map.Entry<Pattern, Double>> globs) {
+        this.source = source;
+        this.fallback = fallback;
+        this.nearTie = nearTie;
+        this.kinds = kinds;
+        this.names = names;
+        this.globs = globs;
+    }
+
+    private static Map<String, Double> defaultKinds() {
+        var m = new LinkedHashMap<String, Double>();
+        m.put(CapturePoints.EMBED, 1e-5); // a row lookup times one scale: nothing accumulates
+        m.put(CapturePoints.PLE, 1e-4);
+        for (String s : CapturePoints.LAYER_SUFFIXES) m.put(s, DEFAULT_TOLERANCE);
+        m.put(CapturePoints.FINAL_NORM, DEFAULT_TOLERANCE);
+        m.put(CapturePoints.LOGITS, DEFAULT_TOLERANCE);
+        return java.util.Collections.unmodifiableMap(m);
+    }
+
+    public static ToleranceProfile defaults() {
+        return new ToleranceProfile("built-in fp32 defaults", DEFAULT_TOLERANCE, DEFAULT_NEAR_TIE, DEFAULT_KINDS, Map.of(), List.of());
+    }
+
+    /** Reads a profile file; keys it does not set keep their defaults. */
+    public static ToleranceProfile load(Path file) {
+        JsonNode root;
+        try {
+            root = new ObjectMapper().readTree(Files.readString(file));
+        } catch (IOException e) {
+            String why = e instanceof com.fasterxml.jackson.core.JsonProcessingException j ? "is not valid JSON (" + j.getOriginalMessage() + ")" : "cannot be read: " + e.getMessage();
+            throw new BadInputException(file, why + "; a tolerance profile looks like {\"default\": 1e-4, \"points\": {\"logits\": 2e-4}}");
+        }
+        if (root == null || !root.isObject()) throw new BadInputException(file, "must be a JSON object like {\"default\": 1e-4, \"points\": {…}}");
+        double fallback = positive(file, root, "default", DEFAULT_TOLERANCE);
+        double nearTie = root.has("near_tie") ? nonNegative(file, root.get("near_tie"), "near_tie") : DEFAULT_NEAR_TIE;
+        var kinds = new LinkedHashMap<>(DEFAULT_KINDS);
+        if (root.has("default")) kinds.replaceAll((k, v) -> k.equals(CapturePoints.EMBED) ? Math.min(v, fallback) : fallback);
+        var names = new LinkedHashMap<String, Double>();
+        var globs = new ArrayList<Map.Entry<Pattern, Double>>();
+        JsonNode pts = root.get("points");
+        if (pts != null) {
+            if (!pts.isObject()) throw new BadInputException(file, "\"points\" must be an object of point → tolerance");
+            for (var it = pts.fields(); it.hasNext(); ) {
+                var e = it.next();
+                double tol = positive(file, pts, e.getKey(), 0);
+                String key = e.getKey();
+                if (key.contains("*") || key.contains("?")) globs.add(Map.entry(glob(key), tol));
+                else if (CapturePoints.layerOf(key) >= 0) names.put(key, tol);
+                else kinds.put(key, tol);
+            }
+        }
+        globs.sort(Comparator.comparingInt((Map.Entry<Pattern, Double> e) -> e.getKey().pattern().length()).reversed());
+        return new ToleranceProfile(file.toString(), fallback, nearTie, kinds, names, globs);
+    }
+
+    private static double positive(Path file, JsonNode obj, String key, double dflt) {
+        JsonNode n = obj.get(key);
+        if (n == null) return dflt;
+        if (!n.isNumber() || !(n.asDouble() > 0) || !Double.isFinite(n.asDouble()))
+            throw new BadInputException(file, "tolerance for \"" + key + "\" must be a positive number, got " + n);
+        return n.asDouble();
+    }
+
+    private static double nonNegative(Path file, JsonNode n, String key) {
+        if (!n.isNumber() || n.asDouble() < 0) throw new BadInputException(file, "\"" + key + "\" must be a number ≥ 0, got " + n);
+        return n.asDouble();
+    }
+
+    /** A glob over point names: '*' matches any run of characters (dots too), '?' one character. */
+    public static Pattern glob(String g) {
+        var sb = new StringBuilder();
+        for (char ch : g.toCharArray()) {
+            if (ch == '*') sb.append(".*");
+            else if (ch == '?') sb.append('.');
+            else sb.append(Pattern.quote(String.valueOf(ch)));
+        }
+        return Pattern.compile(sb.toString());
+    }
+
+    public ToleranceProfile withNearTie(double t) {
+        return new ToleranceProfile(source, fallback, t, kinds, names, globs);
+    }
+
+    public double nearTie() { return nearTie; }
+
+    public String source() { return source; }
+
+    public double tolerance(String point) {
+        Double t = names.get(point);
+        if (t != null) return t;
+        for (var g : globs) if (g.getKey().matcher(point).matches()) return g.getValue();
+        t = kinds.get(CapturePoints.kindOf(point));
+        return t != null ? t : fallback;
+    }
+
+    /** Tolerance per kind, for reports. */
+    public Map<String, Double> kinds() { return kinds; }
+}

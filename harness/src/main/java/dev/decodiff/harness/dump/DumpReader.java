@@ -1,0 +1,220 @@
+package dev.decodiff.harness.dump;
+
+import com.fasterxml.jackson.core.JsonProcessingException;
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.decodiff.harness.BadInputException;
+import dev.decodiff.metal.SafetensorsException;
+import dev.decodiff.metal.SafetensorsFile;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Set;
+
+/**
+ * Opens a dump folder (DESIGN.md §4): validates manifest.json against the v1 schema, checks that steps, tokens and
+ * prompt_length agree, that every step file exists and has a sound safetensors header with float tensors. Step data
+ * is read one step at a time through memory maps ({@link #readStep}), so dumps larger than RAM can be compared.
+ */
+public final class DumpReader {
+    private static final ObjectMapper JSON = new ObjectMapper();
+
+    private final Path dir;
+    private final DumpManifest manifest;
+    private final List<Set<String>> stepPoints;
+
+    private DumpReader(Path dir, DumpManifest manifest, List<Set<String>> stepPoints) {
+        this.dir = dir;
+        this.manifest = manifest;
+        this.stepPoints = stepPoints;
+    }
+
+    public static DumpReader open(Path dir) {
+        if (!Files.exists(dir))
+            throw new BadInputException(dir, "no such dump folder; pass a folder holding manifest.json and step-NNNN.safetensors");
+        if (!Files.isDirectory(dir))
+            throw new BadInputException(dir, "is a file, not a dump folder; pass the folder that holds manifest.json");
+        Path mf = dir.resolve(DumpManifest.FILE_NAME);
+        if (!Files.isRegularFile(mf))
+            throw new BadInputException(mf, "missing; a dump folder needs manifest.json (DESIGN.md §4) — is this the right folder?");
+        DumpManifest manifest = parseManifest(mf);
+        var points = new ArrayList<Set<String>>();
+        for (var st : manifest.steps()) points.add(checkStepFile(dir.resolve(st.file()), mf));
+        return new DumpReader(dir, manifest, List.copyOf(points));
+    }
+
+    public Path dir() { return dir; }
+
+    public DumpManifest manifest() { return manifest; }
+
+    public Path manifestFile() { return dir.resolve(DumpManifest.FILE_NAME); }
+
+    public int stepCount() { return manifest.stepCount(); }
+
+    /** The capture points stored for step s (from its header, read on open). */
+    public Set<String> points(int s) { return stepPoints.get(s); }
+
+    /** The union of the points of all steps, in first-seen order. */
+    public Set<String> allPoints() {
+        var all = new LinkedHashSet<String>();
+        stepPoints.forEach(all::addAll);
+        return all;
+    }
+
+    public Path stepFile(int s) { return dir.resolve(manifest.step(s).file()); }
+
+    /** Memory-maps step s; close it when done so at most a step or two is mapped at a time. */
+    public DumpStep readStep(int s) {
+        Path f = stepFile(s);
+        try {
+            return new DumpStep(manifest.step(s), SafetensorsFile.open(f));
+        } catch (SafetensorsException e) {
+            throw new BadInputException(e.getMessage() + "; the dump is damaged — re-create it with its producer", e);
+        }
+    }
+
+    // ---------------------------------------------------------------- validation
+
+    private static Set<String> checkStepFile(Path f, Path mf) {
+        if (!Files.isRegularFile(f))
+            throw new BadInputException(f, "missing, but " + mf.getFileName() + " names it; the dump is incomplete — re-create it (or fix its manifest)");
+        try (var sf = SafetensorsFile.open(f)) {
+            for (var t : sf.tensors().values()) {
+                if (!t.dtype().isFloat())
+                    throw new BadInputException(f, "tensor '" + t.name() + "' has dtype " + t.dtype()
+                            + "; capture points must be F32, BF16 or F16 — fix the producer");
+            }
+            return Set.copyOf(new LinkedHashSet<>(sf.names()));
+        } catch (SafetensorsException e) {
+            throw new BadInputException(e.getMessage() + "; the dump is damaged — re-create it with its producer", e);
+        }
+    }
+
+    /** Parses and validates manifest.json; every problem is a one-line BadInputException naming the file. */
+    public static DumpManifest parseManifest(Path mf) {
+        JsonNode root;
+        try {
+            root = JSON.readTree(Files.readString(mf));
+        } catch (JsonProcessingException e) {
+            throw new BadInputException(mf, "is not valid JSON (" + e.getOriginalMessage() + " at line "
+                    + e.getLocation().getLineNr() + "); re-create the dump or fix the file");
+        } catch (IOException e) {
+            throw new BadInputException(mf, "cannot be read: " + e.getMessage());
+        }
+        var v = new Check(mf);
+        if (root == null || !root.isObject()) throw v.fail("is not a JSON object");
+        String format = v.text(root, "format");
+        if (!DumpManifest.FORMAT.equals(format)) throw v.fail("\"format\" is \"" + format + "\", expected \"decodiff-dump\"");
+        JsonNode ver = root.get("version");
+        if (ver == null || !ver.canConvertToInt())
+            throw v.fail("\"version\" is missing or not an integer; a dump v1 manifest has \"version\": 1");
+        if (ver.asInt() != DumpManifest.VERSION)
+            throw v.fail("unknown dump format version " + ver.asInt() + "; this decodiff reads version 1 — upgrade decodiff or re-create the dump");
+
+        JsonNode p = root.get("producer");
+        DumpManifest.Producer producer = null;
+        if (p != null && !p.isNull()) {
+            if (!p.isObject()) throw v.fail("\"producer\" must be an object");
+            producer = new DumpManifest.Producer(p.path("name").asText(null), p.path("version").asText(null),
+                    p.path("dtype").asText(null), p.path("attention").asText(null));
+        }
+
+        JsonNode m = root.get("model");
+        if (m == null || !m.isObject()) throw v.fail("\"model\" is missing or not an object (needs model_type, num_hidden_layers, config_sha256)");
+        String configSha = v.sha(m, "model.config_sha256", m.get("config_sha256"), false);
+        String weightsSha = v.sha(m, "model.weights_sha256", m.get("weights_sha256"), true);
+        var model = new DumpManifest.Model(m.path("model_type").asText(null),
+                m.path("num_hidden_layers").asInt(0), configSha, weightsSha);
+
+        JsonNode tk = root.get("tokens");
+        if (tk == null || !tk.isArray() || tk.isEmpty()) throw v.fail("\"tokens\" must be a non-empty array of token ids");
+        var tokens = new ArrayList<Integer>(tk.size());
+        for (int i = 0; i < tk.size(); i++) {
+            JsonNode t = tk.get(i);
+            if (!t.isIntegralNumber() || !t.canConvertToInt() || t.asInt() < 0)
+                throw v.fail("tokens[" + i + "] = " + t + " is not a token id (a non-negative integer)");
+            tokens.add(t.asInt());
+        }
+        JsonNode pl = root.get("prompt_length");
+        if (pl == null || !pl.isIntegralNumber()) throw v.fail("\"prompt_length\" is missing or not an integer");
+        int promptLength = pl.asInt();
+        if (promptLength < 1 || promptLength > tokens.size())
+            throw v.fail("prompt_length " + promptLength + " must be between 1 and the " + tokens.size() + " tokens");
+
+        JsonNode sn = root.get("steps");
+        if (sn == null || !sn.isArray()) throw v.fail("\"steps\" is missing or not an array");
+        if (sn.isEmpty()) throw v.fail("\"steps\" is empty (did the producer stop before step 0?); re-create the dump");
+        var steps = new ArrayList<DumpManifest.Step>();
+        var files = new java.util.HashSet<String>();
+        int expectStart = 0;
+        for (int i = 0; i < sn.size(); i++) {
+            JsonNode s = sn.get(i);
+            String at = "steps[" + i + "]";
+            if (!s.isObject()) throw v.fail(at + " is not an object");
+            int index = v.integer(s, at + ".index", "index");
+            int start = v.integer(s, at + ".start", "start");
+            int length = v.integer(s, at + ".length", "length");
+            String file = v.text(s, "file", at + ".file");
+            if (index != i) throw v.fail(at + ".index is " + index + "; steps must be listed in order with index 0, 1, 2, …");
+            if (start != expectStart)
+                throw v.fail(at + ".start is " + start + " but the previous steps end at position " + expectStart + "; steps must be contiguous");
+            if (length < 1) throw v.fail(at + ".length is " + length + "; a step feeds at least one token");
+            if (i == 0 && length != promptLength)
+                throw v.fail("steps[0].length is " + length + " but prompt_length is " + promptLength + "; step 0 feeds the whole prompt");
+            if (start + length > tokens.size())
+                throw v.fail(at + " feeds positions [" + start + ", " + (start + length) + ") but \"tokens\" has only " + tokens.size());
+            if (file.isEmpty() || file.contains("/") || file.contains("\\") || file.equals("..") || file.equals("."))
+                throw v.fail(at + ".file \"" + file + "\" must be a plain file name inside the dump folder");
+            if (!files.add(file)) throw v.fail(at + ".file \"" + file + "\" is also named by an earlier step");
+            Integer next = null;
+            JsonNode nt = s.get("next_token");
+            if (nt != null && !nt.isNull()) {
+                if (!nt.isIntegralNumber() || nt.asInt() < 0) throw v.fail(at + ".next_token " + nt + " is not a token id");
+                next = nt.asInt();
+            }
+            Double margin = null;
+            JsonNode mg = s.get("top2_margin");
+            if (mg != null && !mg.isNull()) {
+                if (!mg.isNumber()) throw v.fail(at + ".top2_margin " + mg + " is not a number");
+                margin = mg.asDouble();
+            }
+            steps.add(new DumpManifest.Step(index, start, length, file, next, margin));
+            expectStart = start + length;
+        }
+        return new DumpManifest(format, ver.asInt(), producer, model, tokens, promptLength, steps);
+    }
+
+    private record Check(Path file) {
+        BadInputException fail(String what) {
+            return new BadInputException(file, what + (what.contains(";") ? "" : "; fix the manifest or re-create the dump"));
+        }
+
+        String text(JsonNode obj, String key) { return text(obj, key, key); }
+
+        String text(JsonNode obj, String key, String label) {
+            JsonNode n = obj.get(key);
+            if (n == null || !n.isTextual()) throw fail("\"" + label + "\" is missing or not a string");
+            return n.asText();
+        }
+
+        int integer(JsonNode obj, String label, String key) {
+            JsonNode n = obj.get(key);
+            if (n == null || !n.isIntegralNumber() || !n.canConvertToInt()) throw fail("\"" + label + "\" is missing or not an integer");
+            return n.asInt();
+        }
+
+        String sha(JsonNode obj, String label, JsonNode n, boolean nullable) {
+            if (n == null || n.isNull()) {
+                if (nullable) return null;
+                throw fail("\"" + label + "\" is missing (sha256 of the checkpoint's config.json bytes)");
+            }
+            if (!n.isTextual() || !n.asText().matches("[0-9a-fA-F]{64}"))
+                throw fail("\"" + label + "\" is not a sha256 hex digest: " + n);
+            return n.asText().toLowerCase(java.util.Locale.ROOT);
+        }
+    }
+}

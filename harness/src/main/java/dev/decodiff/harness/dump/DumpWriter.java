@@ -1,0 +1,101 @@
+package dev.decodiff.harness.dump;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.SerializationFeature;
+import dev.decodiff.harness.BadInputException;
+import dev.decodiff.metal.SafetensorsWriter;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * Writes a dump v1 step by step. Each step file is written atomically, then manifest.json is rewritten atomically
+ * to list it, so a producer that crashes keeps every step written so far as a readable dump.
+ */
+public final class DumpWriter {
+    static final ObjectMapper JSON = new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT);
+
+    private final Path dir;
+    private DumpManifest manifest;
+    private final List<DumpManifest.Step> steps = new ArrayList<>();
+
+    private DumpWriter(Path dir, DumpManifest manifest) {
+        this.dir = dir;
+        this.manifest = manifest;
+    }
+
+    /**
+     * Prepares {@code dir} (created if absent). A non-empty folder is refused unless {@code force}, which removes
+     * the dump files there (manifest.json, step-*.safetensors, leftovers of an interrupted write) and nothing else.
+     */
+    public static DumpWriter create(Path dir, boolean force, DumpManifest.Producer producer, DumpManifest.Model model,
+                                    List<Integer> tokens, int promptLength) {
+        try {
+            if (Files.exists(dir) && !Files.isDirectory(dir))
+                throw new BadInputException(dir, "is a file; --out needs a folder (new or empty)");
+            if (Files.isDirectory(dir)) {
+                List<Path> present;
+                try (var s = Files.list(dir)) { present = s.toList(); }
+                if (!present.isEmpty()) {
+                    if (!force)
+                        throw new BadInputException(dir, "is not empty (" + present.size() + " entries); choose a new folder or pass --force to replace the dump there");
+                    for (Path p : present) {
+                        String n = p.getFileName().toString();
+                        if (n.equals(DumpManifest.FILE_NAME) || n.endsWith(".partial") || n.matches("step-\\d+\\.safetensors"))
+                            Files.delete(p);
+                    }
+                }
+            }
+            Files.createDirectories(dir);
+        } catch (IOException e) {
+            throw new BadInputException(dir, "cannot prepare the output folder: " + e.getMessage(), e);
+        }
+        var w = new DumpWriter(dir, new DumpManifest(DumpManifest.FORMAT, DumpManifest.VERSION, producer, model,
+                tokens, promptLength, List.of()));
+        w.writeManifest();
+        return w;
+    }
+
+    public Path dir() { return dir; }
+
+    public int stepsWritten() { return steps.size(); }
+
+    public DumpManifest manifest() { return manifest; }
+
+    /** Updates the token list (free-running generation appends its tokens as it goes). */
+    public void setTokens(List<Integer> tokens) { manifest = manifest.withTokens(tokens); }
+
+    /** Writes the next step's tensors, then the manifest that lists it. */
+    public void writeStep(int start, int length, Collection<CapturedTensor> tensors, Integer nextToken, Double top2Margin) {
+        int index = steps.size();
+        String file = DumpManifest.stepFileName(index);
+        var w = new SafetensorsWriter();
+        for (var t : tensors) w.add(t.point(), t.shape(), t.data());
+        try {
+            w.write(dir.resolve(file), Map.of("format", "decodiff-dump", "step", Integer.toString(index)));
+        } catch (IOException e) {
+            throw new UncheckedIOException(dir.resolve(file) + ": cannot write: " + e.getMessage(), e);
+        }
+        steps.add(new DumpManifest.Step(index, start, length, file, nextToken, top2Margin));
+        manifest = manifest.withSteps(steps);
+        writeManifest();
+    }
+
+    private void writeManifest() {
+        Path mf = dir.resolve(DumpManifest.FILE_NAME);
+        Path tmp = dir.resolve(DumpManifest.FILE_NAME + ".partial");
+        try {
+            Files.write(tmp, JSON.writeValueAsBytes(manifest));
+            Files.move(tmp, mf, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+        } catch (IOException e) {
+            throw new UncheckedIOException(mf + ": cannot write: " + e.getMessage(), e);
+        }
+    }
+}

@@ -1,0 +1,69 @@
+package dev.decodiff.harness.live;
+
+import dev.decodiff.engine.CheckpointFiles;
+import dev.decodiff.harness.BadInputException;
+import dev.decodiff.harness.dump.DumpManifest;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Objects;
+
+/** Finds checkpoints and checks that a checkpoint is the one a reference dump was made from (DESIGN.md §4 hashes). */
+public final class ModelLocator {
+    private ModelLocator() {}
+
+    public record Identity(String configSha256, String weightsSha256) {}
+
+    /** Hashes of a checkpoint folder: config.json's bytes, and the *.safetensors bytes in file-name order. */
+    public static Identity identity(Path dir) {
+        Path cfg = dir.resolve("config.json");
+        if (!Files.isRegularFile(cfg)) throw new BadInputException(dir, "has no config.json; --model needs a Hugging Face checkpoint folder");
+        String c = CheckpointFiles.sha256(cfg);
+        try (var f = CheckpointFiles.open(dir)) {
+            return new Identity(c, f.weightsSha256());
+        }
+    }
+
+    /** The bundled checkpoints: folders under checkpoints/ that hold a config.json. */
+    public static List<Path> bundled(Path home) {
+        Path root = home.resolve("checkpoints");
+        var out = new ArrayList<Path>();
+        if (!Files.isDirectory(root)) return out;
+        try (var s = Files.list(root)) {
+            s.filter(p -> Files.isRegularFile(p.resolve("config.json"))).sorted().forEach(out::add);
+        } catch (IOException e) {
+            throw new BadInputException(root, "cannot list: " + e.getMessage());
+        }
+        return out;
+    }
+
+    /** The bundled checkpoint whose config and weights hashes equal the reference manifest's. */
+    public static Path bundledFor(Path home, DumpManifest ref, Path refManifest) {
+        var m = ref.model();
+        for (Path dir : bundled(home)) {
+            if (!m.configSha256().equals(CheckpointFiles.sha256(dir.resolve("config.json")))) continue;
+            if (m.weightsSha256() == null || m.weightsSha256().equals(identity(dir).weightsSha256())) return dir;
+        }
+        throw new BadInputException(refManifest, "was made from a checkpoint that is not bundled (config_sha256 "
+                + m.configSha256().substring(0, 12) + "…, none of " + bundled(home).size() + " folders under "
+                + home.resolve("checkpoints") + " matches); pass --model DIR, or give a CANDIDATE dump");
+    }
+
+    /** Checks --model against the reference; returns a note when allowMismatch lets a mismatch through. */
+    public static String check(Path modelDir, Identity id, DumpManifest ref, Path refManifest, boolean allowMismatch) {
+        var m = ref.model();
+        String what = null;
+        if (!Objects.equals(m.configSha256(), id.configSha256()))
+            what = "config.json differs from the reference's checkpoint (config_sha256 " + id.configSha256().substring(0, 12)
+                    + "… vs " + m.configSha256().substring(0, 12) + "… in " + refManifest + ")";
+        else if (m.weightsSha256() != null && !m.weightsSha256().equals(id.weightsSha256()))
+            what = "weights differ from the reference's checkpoint (weights_sha256 " + id.weightsSha256().substring(0, 12)
+                    + "… vs " + m.weightsSha256().substring(0, 12) + "… in " + refManifest + ")";
+        if (what == null) return null;
+        if (!allowMismatch) throw new BadInputException(modelDir, what + "; use the checkpoint the reference was made from, or pass --allow-mismatch");
+        return modelDir + ": " + what + " (compared anyway: --allow-mismatch)";
+    }
+}

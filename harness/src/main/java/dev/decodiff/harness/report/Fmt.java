@@ -1,0 +1,74 @@
+package dev.decodiff.harness.report;
+
+import java.util.Locale;
+
+/** Number formatting shared by the reports: short scientific notation that still reads at 1e-7. */
+public final class Fmt {
+    private Fmt() {}
+
+    /** 1.2e-7, 9.4e-1, 0, NaN, ∞ — at most 7 characters. */
+    public static String rel(double x) {
+        if (Double.isNaN(x)) return "NaN";
+        if (Double.isInfinite(x)) return "∞";
+        if (x == 0) return "0";
+        String s = String.format(Locale.ROOT, "%.1e", x);
+        int e = s.indexOf('e');
+        String mant = s.substring(0, e), exp = s.substring(e + 1);
+        int ev = Integer.parseInt(exp);
+        return mant + "e" + ev;
+    }
+
+    public static String sci(double x) {
+        if (Double.isNaN(x)) return "NaN";
+        if (Double.isInfinite(x)) return x > 0 ? "∞" : "−∞";
+        return String.format(Locale.ROOT, "%.2e", x);
+    }
+
+    public static String num(double x, int digits) {
+        if (!Double.isFinite(x)) return sci(x);
+        return String.format(Locale.ROOT, "%." + digits + "f", x);
+    }
+
+    public static String count(long n) { return String.format(Locale.ROOT, "%,d", n); }
+
+    public static String percent(double share) {
+        if (!Double.isFinite(share)) return "∞%";
+        double p = share * 100;
+        if (p < 0.1) return "<0.1%";
+        if (p < 10) return String.format(Locale.ROOT, "%.1f%%", p);
+        return String.format(Locale.ROOT, "%.0f%%", p);
+    }
+
+    public static String pad(String s, int w) {
+        int len = s.codePointCount(0, s.length());
+        return len >= w ? s : s + " ".repeat(w - len);
+    }
+
+    public static String padLeft(String s, int w) {
+        int len = s.codePointCount(0, s.length());
+        return len >= w ? s : " ".repeat(w - len) + s;
+    }
+
+    /** Wraps a paragraph at width, indenting every line. */
+    public static String wrap(String text, int width, String indent) {
+        var sb = new StringBuilder();
+        int col = 0;
+        for (String word : text.split(" ")) {
+            if (word.isEmpty()) continue;
+            if (col > 0 && col + 1 + word.length() > width) {
+                sb.append('\n');
+                col = 0;
+            }
+            if (col == 0) {
+                sb.append(indent);
+                col = indent.length();
+            } else {
+                sb.append(' ');
+                col++;
+            }
+            sb.append(word);
+            col += word.length();
+        }
+        return sb.toString();
+    }
+}

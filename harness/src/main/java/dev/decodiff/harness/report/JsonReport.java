@@ -1,0 +1,123 @@
+package dev.decodiff.harness.report;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.SerializationFeature;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.decodiff.harness.compare.CellStats;
+import dev.decodiff.harness.compare.ComparisonResult;
+import dev.decodiff.harness.compare.FirstDivergence;
+
+import java.util.Locale;
+
+/**
+ * The machine-readable verdict ({@code compare --json}). Stable keys: verdict, first_divergence {step, layer, point,
+ * rel_l2, tolerance, …} or null, cells, observer_effect; plus tokens, steps, only_in_reference, only_in_candidate,
+ * worst_by_kind, notes and the verdict paragraph. Non-finite numbers are written as null.
+ */
+public final class JsonReport {
+    private static final ObjectMapper JSON = new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT);
+
+    private JsonReport() {}
+
+    public static String render(ComparisonResult r) {
+        try {
+            return JSON.writeValueAsString(tree(r));
+        } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    public static ObjectNode tree(ComparisonResult r) {
+        var o = JSON.createObjectNode();
+        o.put("verdict", r.verdict());
+        var fd = r.firstDivergence();
+        if (fd == null) o.putNull("first_divergence");
+        else o.set("first_divergence", divergence(fd));
+        o.put("cells", r.cells().size());
+        o.put("failing_cells", r.failingCells());
+        o.put("observer_effect", r.observerEffect());
+        o.put("reference", r.reference());
+        o.put("candidate", r.candidate());
+        var steps = o.putObject("steps");
+        steps.put("compared", r.stepsCompared());
+        steps.put("reference", r.referenceSteps());
+        steps.put("prompt_length", r.referenceManifest().promptLength());
+        var tk = o.putObject("tokens");
+        for (var s : dev.decodiff.harness.compare.TokenAgreement.Status.values())
+            tk.put(s.name().toLowerCase(Locale.ROOT), r.tokensWith(s));
+        var per = tk.putArray("per_step");
+        for (var t : r.tokens()) {
+            var e = per.addObject();
+            e.put("step", t.step());
+            putInt(e, "reference", t.reference());
+            putInt(e, "candidate", t.candidate());
+            if (t.referenceMargin() == null) e.putNull("reference_margin");
+            else num(e, "reference_margin", t.referenceMargin());
+            e.put("status", t.status().name().toLowerCase(Locale.ROOT));
+        }
+        strings(o.putArray("only_in_reference"), r.onlyInReference());
+        strings(o.putArray("only_in_candidate"), r.onlyInCandidate());
+        var wk = o.putObject("worst_by_kind");
+        r.worstByKind().forEach((k, c) -> wk.set(k, cell(c)));
+        strings(o.putArray("notes"), r.notes());
+        o.put("tolerance_profile", r.profile().source());
+        num(o, "near_tie", r.profile().nearTie());
+        o.put("verdict_text", VerdictText.paragraph(r));
+        num(o, "seconds", r.seconds());
+        return o;
+    }
+
+    private static ObjectNode divergence(FirstDivergence fd) {
+        var o = JSON.createObjectNode();
+        o.put("step", fd.step());
+        if (fd.layer() == null) o.putNull("layer");
+        else o.put("layer", fd.layer());
+        o.put("point", fd.point());
+        num(o, "rel_l2", fd.relL2());
+        num(o, "tolerance", fd.tolerance());
+        var c = fd.cell();
+        if (c != null) {
+            num(o, "cosine", c.cosine());
+            num(o, "norm_ratio", c.normRatio());
+            num(o, "reference_norm", c.refNorm());
+            num(o, "candidate_norm", c.candNorm());
+            num(o, "max_abs_diff", c.maxAbsDiff());
+            var idx = o.putArray("max_abs_diff_index");
+            for (long i : c.maxIndexND()) idx.add(i);
+            o.put("non_finite", c.nonFinite());
+            if (c.shapeNote() != null) o.put("shape", c.shapeNote());
+        }
+        o.put("kind", fd.token() != null ? "token_flip" : c != null && c.nonFinite() > 0 ? "non_finite" : "over_tolerance");
+        if (fd.diagnosis() == null) o.putNull("diagnosis");
+        else o.put("diagnosis", fd.diagnosis());
+        var up = o.putArray("upstream");
+        for (var u : fd.upstream()) up.add(cell(u));
+        return o;
+    }
+
+    private static ObjectNode cell(CellStats c) {
+        var o = JSON.createObjectNode();
+        o.put("step", c.step());
+        o.put("point", c.point());
+        num(o, "rel_l2", c.relL2());
+        num(o, "tolerance", c.tolerance());
+        num(o, "cosine", c.cosine());
+        num(o, "norm_ratio", c.normRatio());
+        num(o, "max_abs_diff", c.maxAbsDiff());
+        o.put("passed", c.passed());
+        return o;
+    }
+
+    private static void num(ObjectNode o, String k, double v) {
+        if (Double.isFinite(v)) o.put(k, v);
+        else o.putNull(k);
+    }
+
+    private static void putInt(ObjectNode o, String k, Integer v) {
+        if (v == null) o.putNull(k);
+        else o.put(k, v);
+    }
+
+    private static void strings(ArrayNode a, java.util.List<String> xs) { xs.forEach(a::add); }
+}

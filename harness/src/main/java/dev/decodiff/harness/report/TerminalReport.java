@@ -1,0 +1,167 @@
+package dev.decodiff.harness.report;
+
+import dev.decodiff.engine.CapturePoints;
+import dev.decodiff.harness.compare.CellStats;
+import dev.decodiff.harness.compare.ComparisonResult;
+import dev.decodiff.harness.compare.TokenAgreement;
+import dev.decodiff.harness.dump.DumpManifest;
+
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * The terminal report: a header, a layers × points table of the first divergent step (or of the step with the
+ * closest call when everything matches), a step × layer summary of the worst rel L2, then the verdict paragraph.
+ */
+public final class TerminalReport {
+    private static final int W = 8, WD = 9;
+    private static final int MAX_SUMMARY_ROWS = 48;
+
+    private TerminalReport() {}
+
+    public static String render(ComparisonResult r, boolean colour) {
+        var st = new Terminal.Style(colour);
+        var sb = new StringBuilder();
+        header(sb, r, st);
+        var fd = r.firstDivergence();
+        int focus = fd != null ? fd.step() : (r.worstCell() != null ? r.worstCell().step() : 0);
+        detail(sb, r, focus, fd != null ? fd.point() : null, st);
+        summary(sb, r, st);
+        if (!r.onlyInReference().isEmpty())
+            sb.append(st.dim("only in the reference (not compared): " + abbreviate(r.onlyInReference()))).append('\n');
+        if (!r.onlyInCandidate().isEmpty())
+            sb.append(st.dim("only in the candidate (not compared): " + abbreviate(r.onlyInCandidate()))).append('\n');
+        for (String n : r.notes()) sb.append(st.yellow("note: " + n)).append('\n');
+        sb.append('\n');
+        String verdict = r.matches() ? st.boldGreen("MATCH") : st.boldRed("DIVERGENCE");
+        sb.append(verdict).append('\n');
+        sb.append(Fmt.wrap(VerdictText.paragraph(r), 100, "  ")).append('\n');
+        return sb.toString();
+    }
+
+    private static void header(StringBuilder sb, ComparisonResult r, Terminal.Style st) {
+        DumpManifest m = r.referenceManifest();
+        sb.append(st.bold("decodiff compare")).append('\n');
+        var p = m.producer();
+        String prod = p == null ? "" : "  (" + String.join(", ", nonNull(p.name() == null ? null : p.name() + (p.version() == null ? "" : " " + p.version()),
+                p.dtype(), m.model().modelType(), m.model().numHiddenLayers() + " layers")) + ")";
+        sb.append("  reference  ").append(r.reference()).append(prod).append('\n');
+        sb.append("  candidate  ").append(r.candidate()).append('\n');
+        int decode = m.stepCount() - 1;
+        sb.append("  ").append(r.stepsCompared()).append(" of ").append(m.stepCount()).append(" steps (prompt ")
+                .append(m.promptLength()).append(" tokens + ").append(decode).append(" decode), ")
+                .append(Fmt.count(r.cells().size())).append(" cells, tolerances: ").append(r.profile().source())
+                .append(String.format(java.util.Locale.ROOT, ", %.2fs", r.seconds())).append('\n');
+        String obs = r.observerEffect();
+        if (obs != null && !obs.equals(ComparisonResult.NOT_APPLICABLE))
+            sb.append("  observer effect: ").append(r.observerEffectFound() ? st.red(obs) : obs).append('\n');
+        sb.append('\n');
+    }
+
+    private static List<String> nonNull(String... xs) {
+        var l = new ArrayList<String>();
+        for (String x : xs) if (x != null && !x.isBlank()) l.add(x);
+        return l;
+    }
+
+    private static String cellText(CellStats c, Terminal.Style st, boolean mark) { return cellText(c, st, mark, W); }
+
+    private static String cellText(CellStats c, Terminal.Style st, boolean mark, int W) {
+        if (c == null) return Fmt.padLeft("·", W - 1) + " ";
+        String v = c.nonFinite() > 0 ? "NaN" : c.shapeNote() != null ? "shape" : Fmt.rel(c.relL2());
+        String suffix = c.failed() ? "✗" : " ";
+        String text = Fmt.padLeft(v, W - 1) + suffix;
+        if (c.failed()) return mark ? st.boldRed(text) : st.red(text);
+        if (c.usage() > 0.5) return st.yellow(text);
+        return text;
+    }
+
+    private static void detail(StringBuilder sb, ComparisonResult r, int step, String firstPoint, Terminal.Style st) {
+        var cells = r.cellsOfStep(step);
+        if (cells.isEmpty()) return;
+        var kinds = new ArrayList<String>();
+        var byLayer = new LinkedHashMap<Integer, Map<String, CellStats>>();
+        var model = new ArrayList<CellStats>();
+        for (var c : cells) {
+            if (c.layer() < 0) { model.add(c); continue; }
+            if (!kinds.contains(c.kind())) kinds.add(c.kind());
+            byLayer.computeIfAbsent(c.layer(), k -> new LinkedHashMap<>()).put(c.kind(), c);
+        }
+        kinds.sort(java.util.Comparator.comparingLong(k -> CapturePoints.causalRank(CapturePoints.layer(0, k))));
+        String title = (firstPoint != null ? "First divergent step: " : "Closest-call step: ") + "step " + step
+                + " — rel L2 per layer × point (✗ over tolerance)";
+        sb.append(st.bold(title)).append('\n');
+        var pre = model.stream().filter(c -> CapturePoints.causalRank(c.point()) <= 1).toList();
+        var post = model.stream().filter(c -> CapturePoints.causalRank(c.point()) > 1).toList();
+        if (!pre.isEmpty()) sb.append(modelLine(pre, st, firstPoint)).append('\n');
+        if (!kinds.isEmpty()) {
+            sb.append(Fmt.pad("layer", 6));
+            for (String k : kinds) sb.append(Fmt.padLeft(shortKind(k), WD - 1)).append(' ');
+            sb.append('\n');
+            for (var e : byLayer.entrySet()) {
+                sb.append(Fmt.padLeft(Integer.toString(e.getKey()), 5)).append(' ');
+                for (String k : kinds) {
+                    var c = e.getValue().get(k);
+                    sb.append(cellText(c, st, c != null && c.point().equals(firstPoint), WD));
+                }
+                sb.append('\n');
+            }
+        }
+        if (!post.isEmpty()) sb.append(modelLine(post, st, firstPoint)).append('\n');
+        sb.append('\n');
+    }
+
+    private static String modelLine(List<CellStats> cs, Terminal.Style st, String firstPoint) {
+        var sb = new StringBuilder("     ");
+        for (var c : cs) sb.append(' ').append(c.point()).append(' ').append(cellText(c, st, c.point().equals(firstPoint)).stripLeading());
+        return sb.toString();
+    }
+
+    static String shortKind(String k) { return k.startsWith("attn.") && !k.equals("attn.out") ? k.substring(5) : k; }
+
+    private static void summary(StringBuilder sb, ComparisonResult r, Terminal.Style st) {
+        var g = new StepLayerGrid(r);
+        var cols = g.usedColumns();
+        sb.append(st.bold("Worst rel L2 per step × layer (its worst point; ✗ over tolerance)")).append('\n');
+        sb.append(Fmt.pad("step", 5));
+        for (int col : cols) sb.append(Fmt.padLeft(g.columnName(col), W - 1)).append(' ');
+        sb.append(" token").append('\n');
+        var rows = new ArrayList<Integer>();
+        for (int s = 0; s < g.steps; s++) rows.add(s);
+        if (rows.size() > MAX_SUMMARY_ROWS) {
+            int fdStep = r.firstDivergence() != null ? r.firstDivergence().step() : -1;
+            var keep = new java.util.TreeSet<Integer>();
+            for (int s = 0; s < 24; s++) keep.add(s);
+            for (int s = g.steps - 16; s < g.steps; s++) keep.add(s);
+            if (fdStep >= 0) for (int s = Math.max(0, fdStep - 2); s <= Math.min(g.steps - 1, fdStep + 2); s++) keep.add(s);
+            rows = new ArrayList<>(keep);
+        }
+        int prev = -1;
+        for (int s : rows) {
+            if (prev >= 0 && s != prev + 1) sb.append(st.dim("  …")).append('\n');
+            prev = s;
+            sb.append(Fmt.padLeft(Integer.toString(s), 4)).append(' ');
+            for (int col : cols) sb.append(cellText(g.worst[s][col], st, false));
+            TokenAgreement t = s < r.tokens().size() ? r.tokens().get(s) : null;
+            sb.append(' ').append(tokenText(t, st)).append('\n');
+        }
+        sb.append('\n');
+    }
+
+    private static String tokenText(TokenAgreement t, Terminal.Style st) {
+        if (t == null) return "";
+        return switch (t.status()) {
+            case AGREE -> st.green("= " + t.reference());
+            case NEAR_TIE -> st.yellow(t.candidate() + "≠" + t.reference() + " near-tie");
+            case FLIP -> st.red(t.candidate() + "≠" + t.reference() + " flip");
+            case UNKNOWN -> st.dim("?");
+        };
+    }
+
+    private static String abbreviate(List<String> pts) {
+        if (pts.size() <= 8) return String.join(", ", pts);
+        return String.join(", ", pts.subList(0, 8)) + ", … (" + pts.size() + " in all)";
+    }
+}

@@ -1,0 +1,102 @@
+package dev.decodiff.harness.report;
+
+import dev.decodiff.harness.compare.CellStats;
+import dev.decodiff.harness.compare.ComparisonResult;
+import dev.decodiff.harness.compare.FirstDivergence;
+import dev.decodiff.harness.compare.TokenAgreement;
+
+import java.util.stream.Collectors;
+
+/** The one-paragraph verdict in plain words (DESIGN.md §1's tone): where, how far off, what was still clean, why. */
+public final class VerdictText {
+    private VerdictText() {}
+
+    public static String paragraph(ComparisonResult r) {
+        var sb = new StringBuilder();
+        var fd = r.firstDivergence();
+        if (fd != null) divergence(sb, r, fd);
+        else if (r.observerEffectFound()) {
+            sb.append("Divergence caused by the probes themselves: every cell is within tolerance, but attaching the probe changed the logits (")
+                    .append(r.observerEffect()).append("). The engine's capture path is not a pure observer; fix it before trusting any comparison.");
+        } else match(sb, r);
+        tokens(sb, r);
+        if (r.observerEffect() != null && r.observerEffect().equals("none") && !r.observerEffectFound())
+            sb.append(" Attaching the probes left the logits bit-identical (observer effect: none).");
+        if (r.stepsCompared() < r.referenceSteps())
+            sb.append(" Only ").append(r.stepsCompared()).append(" of the reference's ").append(r.referenceSteps())
+                    .append(" steps were compared: the candidate stops there.");
+        return sb.toString();
+    }
+
+    private static String stepWords(ComparisonResult r, int step) {
+        if (step == 0) return "step 0 (the prefill of " + r.referenceManifest().promptLength() + " tokens)";
+        var st = r.referenceManifest().step(step);
+        return "step " + step + " (decode, position " + st.start() + ")";
+    }
+
+    private static void divergence(StringBuilder sb, ComparisonResult r, FirstDivergence fd) {
+        CellStats c = fd.cell();
+        sb.append("Divergence at ").append(stepWords(r, fd.step()));
+        if (fd.layer() != null) sb.append(", layer ").append(fd.layer());
+        if (c != null) {
+            sb.append(", ").append(fd.point()).append(": ");
+            if (c.nonFinite() > 0) sb.append(c.nonFinite()).append(" NaN/Inf values");
+            else if (c.shapeNote() != null) sb.append(c.shapeNote());
+            else sb.append("rel L2 ").append(Fmt.sci(c.relL2())).append(" against a tolerance of ").append(Fmt.sci(c.tolerance()))
+                    .append(" (cosine ").append(Fmt.num(c.cosine(), 4)).append(", norms ").append(Fmt.num(c.candNorm(), 2))
+                    .append(" vs ").append(Fmt.num(c.refNorm(), 2)).append(")");
+            sb.append('.');
+        } else {
+            sb.append(": the greedy token flips although every compared cell is within tolerance.");
+        }
+        if (!fd.upstream().isEmpty()) {
+            double maxShare = fd.upstream().stream().mapToDouble(CellStats::usage).max().orElse(0);
+            sb.append(maxShare <= 1 ? " Just upstream it is clean: " : " Just upstream: ");
+            sb.append(fd.upstream().stream().map(u -> u.point() + " " + Fmt.rel(u.relL2())).collect(Collectors.joining(", ")));
+            sb.append(" (at most ").append(Fmt.percent(maxShare)).append(" of tolerance).");
+        } else if (c != null && fd.step() == 0) {
+            sb.append(" It is the first point recorded in the step.");
+        }
+        if (fd.diagnosis() != null) {
+            String d = fd.diagnosis();
+            sb.append(" Diagnosis: ").append(d).append(d.endsWith(".") ? "" : ".");
+        }
+        long failing = r.failingCells();
+        if (failing > 1) sb.append(" From there ").append(Fmt.count(failing)).append(" of ").append(Fmt.count(r.cells().size()))
+                .append(" cells are over tolerance.");
+    }
+
+    private static void match(StringBuilder sb, ComparisonResult r) {
+        sb.append("Match: all ").append(Fmt.count(r.cells().size())).append(" cells over ").append(r.stepsCompared())
+                .append(r.stepsCompared() == 1 ? " step" : " steps");
+        int decode = r.stepsCompared() - 1;
+        sb.append(" (a prefill of ").append(r.referenceManifest().promptLength()).append(" tokens")
+                .append(decode > 0 ? " and " + decode + " decode step" + (decode == 1 ? "" : "s") : "").append(")");
+        sb.append(" are within tolerance.");
+        var w = r.worstCell();
+        if (w != null)
+            sb.append(" The closest call is ").append(w.point()).append(" at step ").append(w.step()).append(": rel L2 ")
+                    .append(Fmt.sci(w.relL2())).append(" against ").append(Fmt.sci(w.tolerance())).append(" (")
+                    .append(Fmt.percent(w.usage())).append(" of its tolerance).");
+    }
+
+    private static void tokens(StringBuilder sb, ComparisonResult r) {
+        long known = r.tokens().stream().filter(t -> t.status() != TokenAgreement.Status.UNKNOWN).count();
+        if (known == 0) return;
+        long agree = r.tokensWith(TokenAgreement.Status.AGREE);
+        long near = r.tokensWith(TokenAgreement.Status.NEAR_TIE);
+        long flip = r.tokensWith(TokenAgreement.Status.FLIP);
+        sb.append(" Greedy tokens agree at ").append(agree).append(" of ").append(known).append(" steps");
+        if (near > 0) {
+            var first = r.tokens().stream().filter(t -> t.status() == TokenAgreement.Status.NEAR_TIE).findFirst().orElseThrow();
+            sb.append(", ").append(near).append(near == 1 ? " near-tie" : " near-ties").append(" (step ").append(first.step())
+                    .append(": the reference's top-2 margin is ").append(Fmt.sci(first.referenceMargin())).append(")");
+        }
+        if (flip > 0) {
+            var first = r.tokens().stream().filter(TokenAgreement::failed).findFirst().orElseThrow();
+            sb.append(", ").append(flip).append(flip == 1 ? " flip" : " flips").append(" (first at step ").append(first.step())
+                    .append(": ").append(first.candidate()).append(" instead of ").append(first.reference()).append(")");
+        }
+        sb.append('.');
+    }
+}

@@ -1,0 +1,66 @@
+package dev.decodiff.harness.testing;
+
+import dev.decodiff.harness.compare.Comparison;
+import dev.decodiff.harness.compare.ComparisonResult;
+import dev.decodiff.harness.compare.ToleranceProfile;
+import dev.decodiff.harness.live.LiveCandidate;
+import dev.decodiff.harness.report.VerdictText;
+import org.assertj.core.api.AbstractAssert;
+
+import java.nio.file.Path;
+
+/**
+ * AssertJ assertions on an engine run against a reference dump. A failure's message is decodiff's verdict
+ * paragraph: where the run diverged, how far, what was still clean, and the diagnosis.
+ */
+public final class EngineRunAssert extends AbstractAssert<EngineRunAssert, EngineRun> {
+    private ToleranceProfile profile = ToleranceProfile.defaults();
+    private boolean observerCheck = true;
+    private ComparisonResult last;
+
+    EngineRunAssert(EngineRun actual) { super(actual, EngineRunAssert.class); }
+
+    /** Judges with this tolerance profile instead of the fp32 defaults. */
+    public EngineRunAssert withTolerances(ToleranceProfile p) {
+        this.profile = p;
+        return this;
+    }
+
+    /** Skips the second, probe-free run that proves the probes change nothing (halves the cost). */
+    public EngineRunAssert withoutObserverCheck() {
+        this.observerCheck = false;
+        return this;
+    }
+
+    public EngineRunAssert matchesReference(Path dump) { return matchesReference(ReferenceDump.open(dump)); }
+
+    /** Every cell within tolerance, no token flip beyond a near-tie, no observer effect. */
+    public EngineRunAssert matchesReference(ReferenceDump ref) {
+        isNotNull();
+        var r = compare(ref);
+        if (!r.matches()) failWithMessage("%s", VerdictText.paragraph(r));
+        return this;
+    }
+
+    /** The run diverges, first at exactly this (step, point): how a planted fault must be found. */
+    public EngineRunAssert divergesFrom(ReferenceDump ref, int step, String point) {
+        isNotNull();
+        var r = compare(ref);
+        var fd = r.firstDivergence();
+        if (fd == null) failWithMessage("expected a divergence at step %d, %s, but: %s", step, point, VerdictText.paragraph(r));
+        else if (fd.step() != step || !fd.point().equals(point))
+            failWithMessage("expected the first divergence at step %d, %s, but: %s", step, point, VerdictText.paragraph(r));
+        return this;
+    }
+
+    /** The full result of the last comparison, for further checks. */
+    public ComparisonResult result() { return last; }
+
+    private ComparisonResult compare(ReferenceDump ref) {
+        var reader = ref.reader();
+        try (var src = LiveCandidate.forPoints(actual.model(), actual.options(), reader.manifest(), reader.allPoints(), observerCheck)) {
+            last = Comparison.run(reader, src, new Comparison.Options(profile, false, null));
+        }
+        return last;
+    }
+}
