@@ -1,0 +1,163 @@
+package dev.decodiff.harness.selfcheck;
+
+import dev.decodiff.engine.CapturePoints;
+import dev.decodiff.engine.EngineOptions;
+import dev.decodiff.engine.Gemma4Model;
+import dev.decodiff.engine.Probe;
+import dev.decodiff.engine.Sampler;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Comparator;
+import java.util.List;
+
+/**
+ * Checks that need no reference: the same tokens computed along different paths must agree to fp32 noise.
+ * decode vs one-pass prefill; chunked prefill vs one pass; instrumented vs plain (bit-identical logits);
+ * positions processed per decode step (must be 1). A disagreement is localized to the first (position, point).
+ */
+public final class SelfCheck {
+    /** fp32 paths that differ only in summation order stay far below this; every catalog fault is far above. */
+    public static final double TOLERANCE = 1e-4;
+
+    private final Gemma4Model model;
+    private final EngineOptions options;
+
+    public SelfCheck(Gemma4Model model, EngineOptions options) {
+        this.model = model;
+        this.options = options.withProbe(null);
+    }
+
+    /** A prompt longer than the sliding window, then greedy decode steps past a ring wrap. */
+    public int[] defaultTokens() {
+        int window = model.config().slidingWindow();
+        int vocab = model.config().vocabSize();
+        int promptLength = Math.min(2 * window + 3, 64);
+        var prompt = new int[promptLength];
+        prompt[0] = Math.min(2, vocab - 1);
+        for (int i = 1; i < promptLength; i++) prompt[i] = 4 + (int) ((i * 7919L) % Math.max(1, vocab - 4));
+        int decodeSteps = Math.min(window + 4, 40);
+        var session = model.newSession(options);
+        var logits = session.forward(prompt);
+        var all = Arrays.copyOf(prompt, promptLength + decodeSteps);
+        for (int s = 0; s < decodeSteps; s++) {
+            int next = Sampler.argmax(logits);
+            all[promptLength + s] = next;
+            if (s + 1 < decodeSteps) logits = session.forward(new int[]{next});
+        }
+        return all;
+    }
+
+    public List<SelfCheckResult> runAll(int[] tokens, int promptLength) {
+        var out = new ArrayList<SelfCheckResult>();
+        out.add(decodeVsPrefill(tokens, promptLength));
+        int window = model.config().slidingWindow();
+        for (int chunk : new int[]{1, 3, Math.max(1, window - 1), window + 1}) out.add(chunkedVsOnePass(tokens, chunk));
+        out.add(instrumentedVsPlain(tokens, promptLength));
+        out.add(positionsPerDecodeStep(tokens, promptLength));
+        return out;
+    }
+
+    private RowRecorder record(int[] tokens, int[] splits) {
+        var rec = new RowRecorder();
+        var session = model.newSession(options.withProbe(rec));
+        int pos = 0;
+        for (int len : splits) {
+            session.forward(Arrays.copyOfRange(tokens, pos, pos + len));
+            pos += len;
+        }
+        return rec;
+    }
+
+    public SelfCheckResult decodeVsPrefill(int[] tokens, int promptLength) {
+        var splits = new int[1 + tokens.length - promptLength];
+        splits[0] = promptLength;
+        Arrays.fill(splits, 1, splits.length, 1);
+        var decode = record(tokens, splits);
+        var onePass = record(tokens, new int[]{tokens.length});
+        return firstDisagreement("decode-vs-prefill",
+                "prompt prefill + one-token decode steps vs one pass over all " + tokens.length + " tokens", onePass, decode);
+    }
+
+    public SelfCheckResult chunkedVsOnePass(int[] tokens, int chunk) {
+        var splits = new ArrayList<Integer>();
+        for (int p = 0; p < tokens.length; p += chunk) splits.add(Math.min(chunk, tokens.length - p));
+        var chunked = record(tokens, splits.stream().mapToInt(Integer::intValue).toArray());
+        var onePass = record(tokens, new int[]{tokens.length});
+        return firstDisagreement("chunked-prefill-" + chunk, "prefill in chunks of " + chunk + " vs one pass", onePass, chunked);
+    }
+
+    public SelfCheckResult instrumentedVsPlain(int[] tokens, int promptLength) {
+        Probe everything = (point, shape, data) -> null;
+        var plain = model.newSession(options);
+        var probed = model.newSession(options.withProbe(everything));
+        int pos = 0;
+        int step = 0;
+        while (pos < tokens.length) {
+            int len = step == 0 ? promptLength : 1;
+            var chunk = Arrays.copyOfRange(tokens, pos, pos + len);
+            float[] a = plain.forward(chunk), b = probed.forward(chunk);
+            if (!Arrays.equals(a, b)) {
+                return new SelfCheckResult("instrumented-vs-plain", "logits with every probe attached vs none (bit-identical)",
+                        false, pos + len - 1, CapturePoints.LOGITS, relL2(b, a), 0, "attaching probes changed the logits at step " + step);
+            }
+            pos += len;
+            step++;
+        }
+        return SelfCheckResult.pass("instrumented-vs-plain", "logits with every probe attached vs none (bit-identical)",
+                step + " steps bit-identical");
+    }
+
+    public SelfCheckResult positionsPerDecodeStep(int[] tokens, int promptLength) {
+        var session = model.newSession(options);
+        session.forward(Arrays.copyOf(tokens, promptLength));
+        long worst = 0;
+        int worstStep = -1;
+        for (int p = promptLength; p < tokens.length; p++) {
+            long before = session.positionsProcessed();
+            session.forward(new int[]{tokens[p]});
+            long work = session.positionsProcessed() - before;
+            if (work > worst) { worst = work; worstStep = p - promptLength + 1; }
+        }
+        String d = "prompt-then-decode: positions run through the layers per decode step";
+        if (worst <= 1) return SelfCheckResult.pass("positions-per-decode-step", d, "every decode step processed exactly 1 position");
+        return new SelfCheckResult("positions-per-decode-step", d, false, promptLength + worstStep - 1, null, worst, 1,
+                "decode step " + worstStep + " processed " + worst + " positions (expected 1): the engine re-reads the sequence every step, so per-token cost grows with the context");
+    }
+
+    private static SelfCheckResult firstDisagreement(String check, String description, RowRecorder reference, RowRecorder candidate) {
+        record Cell(int pos, String point, double rel) {}
+        var failures = new ArrayList<Cell>();
+        int cells = 0;
+        double worst = 0;
+        for (var e : reference.rows.entrySet()) {
+            var cand = candidate.rows.get(e.getKey());
+            if (cand == null) continue;
+            for (var r : e.getValue().entrySet()) {
+                float[] c = cand.get(r.getKey());
+                if (c == null) continue;
+                cells++;
+                double rel = c.length == r.getValue().length ? relL2(c, r.getValue()) : Double.POSITIVE_INFINITY;
+                worst = Math.max(worst, Double.isNaN(rel) ? Double.POSITIVE_INFINITY : rel);
+                if (!(rel <= TOLERANCE)) failures.add(new Cell(r.getKey(), e.getKey(), rel));
+            }
+        }
+        if (failures.isEmpty())
+            return SelfCheckResult.pass(check, description, "%d cells agree, worst rel L2 %.2e".formatted(cells, worst));
+        var first = failures.stream()
+                .min(Comparator.comparingInt(Cell::pos).thenComparingLong(c -> CapturePoints.causalRank(c.point())))
+                .orElseThrow();
+        return new SelfCheckResult(check, description, false, first.pos(), first.point(), first.rel(), TOLERANCE,
+                "%d of %d cells disagree; first at position %d, %s (rel L2 %.3g)".formatted(failures.size(), cells, first.pos(), first.point(), first.rel()));
+    }
+
+    static double relL2(float[] c, float[] r) {
+        double num = 0, den = 0;
+        for (int i = 0; i < c.length; i++) {
+            double d = (double) c[i] - r[i];
+            num += d * d;
+            den += (double) r[i] * r[i];
+        }
+        return den == 0 ? (num == 0 ? 0 : Double.POSITIVE_INFINITY) : Math.sqrt(num / den);
+    }
+}
