@@ -34,7 +34,8 @@ import org.junit.jupiter.api.TestFactory;
  *   {@code expected-ids.json} = [{"text", "ids" (add_special_tokens=False), "ids_with_special" (True),
  *   optional "decoded" (decode(ids, skip_special_tokens=False) where it differs from text)}];
  *   <li>{@code src/test/resources/<checkpoint>-tokenizer-expected.json} for each {@code checkpoints/<checkpoint>/}
- *   that has a tokenizer, in the same form (a list, or an object holding the list under "cases").
+ *   that has a {@code config.json} and a tokenizer, in the same form (a list, or an object holding the list
+ *   under "cases"); and each such file needs its checkpoint folder.
  * </ul>
  * Missing expected data is a failure, not a skip: parity nobody checks is parity nobody has.
  */
@@ -103,7 +104,9 @@ class TokenizerParityTest {
         Path checkpoints = repo.resolve("checkpoints");
         if (Files.isDirectory(checkpoints)) {
             try (Stream<Path> dirs = Files.list(checkpoints)) {
-                dirs.filter(d -> Files.exists(d.resolve("tokenizer.json")) || Files.exists(d.resolve("tokenizer.json.gz")))
+                // a checkpoint is a model (config.json) with a tokenizer; checkpoints/tokenizer/ alone is not one
+                dirs.filter(d -> Files.exists(d.resolve("config.json")))
+                        .filter(d -> Files.exists(d.resolve("tokenizer.json")) || Files.exists(d.resolve("tokenizer.json.gz")))
                         .map(d -> d.getFileName().toString()).sorted().forEach(names::add);
             }
         }
