@@ -33,8 +33,10 @@ import java.util.zip.GZIPInputStream;
  * <p>Offline by construction: the tokenizer is built from the local file's text (never from a hub
  * name), and before DJL is first touched this class sets {@code ai.djl.offline=true},
  * {@code OPT_OUT_TRACKING=true} and {@code RUST_FLAVOR=cpu} unless the user set them. Without these, DJL
- * 0.38 phones home to the EC2 metadata service on every first load (telemetry) and, on a machine with
- * CUDA, looks for a CUDA build of {@code libtokenizers} that is not in the jar and downloads it. The CPU
+ * 0.38 calls the EC2 metadata service (169.254.169.254, telemetry) on the first load in each JVM and, on a
+ * machine with CUDA, wants a CUDA build of {@code libtokenizers} that is not in the jar: on an offline H200
+ * box loading then fails ("Cannot download jni files: https://publish.djl.ai/tokenizers/0.21.0/jnilib/
+ * 0.38.0/linux-x86_64/cu122-90/libtokenizers.so"). The CPU
  * build for linux-x86_64/aarch64, osx-aarch64 and win-x86_64 is inside the jar and is extracted to
  * {@code ~/.djl.ai/tokenizers/} (or {@code $DJL_CACHE_DIR}).
  *
@@ -61,7 +63,7 @@ public final class TextTokenizer implements AutoCloseable {
     private final Path source;
     private final String[] pieces;             // id -> token text as in the vocabulary / added tokens
     private final boolean[] byteFallback;       // id -> is a <0xNN> byte token (decoded by ByteFallback)
-    private final Map<String, Integer> ids;    // token text -> id (vocabulary and added tokens)
+    private final Map<String, Integer> ids;    // model vocabulary: token text -> id
     private final Map<String, Integer> added;  // added_tokens content -> id
     private final Set<String> specials;         // added tokens with "special": true
     private final int bosId;
