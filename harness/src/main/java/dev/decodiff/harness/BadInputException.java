@@ -15,4 +15,15 @@ public final class BadInputException extends RuntimeException {
     public BadInputException(Path file, String what) { super(file + ": " + what); }
 
     public BadInputException(Path file, String what, Throwable cause) { super(file + ": " + what, cause); }
+
+    /** Makes a lower layer's message one line (Jackson appends "\n at [Source: …]" to parse errors). */
+    public static String oneLine(String message) {
+        if (message == null) return "";
+        return message.replaceAll("\\s*\\n\\s*at \\[Source:[^\\]]*\\]", "").replaceAll("\\s*\\n\\s*", " ").strip();
+    }
+
+    /** A damaged safetensors file of a dump. */
+    public static BadInputException damaged(RuntimeException e) {
+        return new BadInputException(oneLine(e.getMessage()) + "; the dump is damaged — re-create it with its producer", e);
+    }
 }

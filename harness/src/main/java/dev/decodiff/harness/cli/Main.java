@@ -61,7 +61,7 @@ public final class Main implements Runnable {
                 || ex instanceof UncheckedIOException || ex instanceof java.nio.file.NoSuchFileException;
     }
 
-    static String oneLine(String s) { return s == null ? "" : s.replace('\n', ' ').strip(); }
+    static String oneLine(String s) { return BadInputException.oneLine(s); }
 
     public static final class Version implements CommandLine.IVersionProvider {
         @Override

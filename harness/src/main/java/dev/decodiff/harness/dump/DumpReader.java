@@ -73,7 +73,7 @@ public final class DumpReader {
         try {
             return new DumpStep(manifest.step(s), SafetensorsFile.open(f));
         } catch (SafetensorsException e) {
-            throw new BadInputException(e.getMessage() + "; the dump is damaged — re-create it with its producer", e);
+            throw BadInputException.damaged(e);
         }
     }
 
@@ -82,6 +82,7 @@ public final class DumpReader {
     private static Set<String> checkStepFile(Path f, Path mf) {
         if (!Files.isRegularFile(f))
             throw new BadInputException(f, "missing, but " + mf.getFileName() + " names it; the dump is incomplete — re-create it (or fix its manifest)");
+        checkHeaderJson(f);
         try (var sf = SafetensorsFile.open(f)) {
             for (var t : sf.tensors().values()) {
                 if (!t.dtype().isFloat())
@@ -90,7 +91,28 @@ public final class DumpReader {
             }
             return Set.copyOf(new LinkedHashSet<>(sf.names()));
         } catch (SafetensorsException e) {
-            throw new BadInputException(e.getMessage() + "; the dump is damaged — re-create it with its producer", e);
+            throw BadInputException.damaged(e);
+        }
+    }
+
+    private static final ObjectMapper STRICT = new ObjectMapper()
+            .enable(com.fasterxml.jackson.databind.DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
+
+    /** The header must be exactly one JSON object: "{}garbage" is a corrupted header, not an empty file. */
+    private static void checkHeaderJson(Path f) {
+        try (var ch = java.nio.channels.FileChannel.open(f)) {
+            var len = java.nio.ByteBuffer.allocate(8).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+            if (ch.read(len, 0) < 8) return; // too short: SafetensorsFile says so
+            long n = len.getLong(0);
+            if (n <= 0 || n > ch.size() - 8 || n > 100L * 1024 * 1024) return; // SafetensorsFile says so
+            var header = java.nio.ByteBuffer.allocate((int) n);
+            ch.read(header, 8);
+            STRICT.readTree(new String(header.array(), 0, header.position(), java.nio.charset.StandardCharsets.UTF_8).strip());
+        } catch (JsonProcessingException e) {
+            throw new BadInputException(f, "safetensors header is not one valid JSON object (" + e.getOriginalMessage()
+                    + "); the dump is damaged — re-create it with its producer");
+        } catch (IOException e) {
+            throw new BadInputException(f, "cannot be read: " + e.getMessage());
         }
     }
 

@@ -83,6 +83,7 @@ public final class DumpWriter {
         } catch (IOException e) {
             throw new UncheckedIOException(dir.resolve(file) + ": cannot write: " + e.getMessage(), e);
         }
+        if (top2Margin != null && !Double.isFinite(top2Margin)) top2Margin = null; // JSON has no NaN/Inf
         steps.add(new DumpManifest.Step(index, start, length, file, nextToken, top2Margin));
         manifest = manifest.withSteps(steps);
         writeManifest();

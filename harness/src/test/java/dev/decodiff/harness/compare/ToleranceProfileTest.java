@@ -1,0 +1,51 @@
+package dev.decodiff.harness.compare;
+
+import dev.decodiff.harness.BadInputException;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+class ToleranceProfileTest {
+    @TempDir
+    Path tmp;
+
+    @Test
+    void defaultsPerKind() {
+        var p = ToleranceProfile.defaults();
+        assertThat(p.tolerance("layers.3.attn.v_read")).isEqualTo(1e-4);
+        assertThat(p.tolerance("logits")).isEqualTo(1e-4);
+        assertThat(p.tolerance("embed")).isEqualTo(1e-5);
+        assertThat(p.tolerance("producer.special")).isEqualTo(1e-4);
+        assertThat(p.nearTie()).isEqualTo(ToleranceProfile.DEFAULT_NEAR_TIE);
+    }
+
+    @Test
+    void mostSpecificKeyWins() throws IOException {
+        Path f = Files.writeString(tmp.resolve("p.json"), """
+                {"default": 2e-4, "near_tie": 0.5,
+                 "points": {"logits": 1e-3, "attn.out": 3e-4, "layers.5.*": 1e-2, "layers.5.attn.q": 5e-3}}""");
+        var p = ToleranceProfile.load(f);
+        assertThat(p.tolerance("logits")).isEqualTo(1e-3);
+        assertThat(p.tolerance("layers.1.attn.out")).isEqualTo(3e-4);
+        assertThat(p.tolerance("layers.5.attn.out")).isEqualTo(1e-2);
+        assertThat(p.tolerance("layers.5.attn.q")).isEqualTo(5e-3);
+        assertThat(p.tolerance("layers.1.mlp.out")).isEqualTo(2e-4);
+        assertThat(p.tolerance("embed")).isEqualTo(1e-5);
+        assertThat(p.nearTie()).isEqualTo(0.5);
+    }
+
+    @Test
+    void badProfilesNameTheFile() throws IOException {
+        Path a = Files.writeString(tmp.resolve("a.json"), "{oops");
+        assertThatThrownBy(() -> ToleranceProfile.load(a)).isInstanceOf(BadInputException.class).hasMessageContaining(a.toString());
+        Path b = Files.writeString(tmp.resolve("b.json"), "{\"points\": {\"logits\": -1}}");
+        assertThatThrownBy(() -> ToleranceProfile.load(b)).isInstanceOf(BadInputException.class).hasMessageContaining("positive");
+        assertThatThrownBy(() -> ToleranceProfile.load(tmp.resolve("none.json"))).isInstanceOf(BadInputException.class);
+    }
+}
