@@ -31,6 +31,8 @@ public final class Diagnosis {
         }
         String eq = equalsOther(p, c, ref, near);
         if (eq != null) return eq;
+        String rows = rowsEqualOther(p, r, c, ref, cell.tolerance(), near);
+        if (rows != null) return rows;
         String scale = scale(cell, near);
         if (scale != null) return scale;
         String kind = CapturePoints.kindOf(p);
@@ -87,7 +89,11 @@ public final class Diagnosis {
         int ql = CapturePoints.layerOf(best);
         if (ql != layer)
             return "the candidate's " + p + " is " + how + " the reference's " + best + ": layer " + layer + " passed on layer " + ql + "'s result unchanged";
-        String meaning = switch (pk + "=" + qk) {
+        return "the candidate's " + p + " is " + how + " the reference's " + best + meaning(pk, qk);
+    }
+
+    private static String meaning(String pk, String qk) {
+        return switch (pk + "=" + qk) {
             case "attn.v_read=attn.k_read" -> ": the values read back from the cache are the keys (the cache hands back keys as values)";
             case "attn.k_read=attn.v_read" -> ": the keys read back from the cache are the values";
             case "attn.v=attn.k" -> ": the values entering the cache are the keys";
@@ -96,7 +102,56 @@ public final class Diagnosis {
             case "out=attn.out", "out=mlp.out", "out=moe.out" -> ": the layer's output skips the residual stream";
             default -> "";
         };
-        return "the candidate's " + p + " is " + how + " the reference's " + best + meaning;
+    }
+
+    /**
+     * Row by row along axis 0 (positions for k_read/v_read, tokens elsewhere): some rows equal another reference
+     * tensor of the same layer and the others are right — e.g. the values read back from the cache are the keys for
+     * every cached position, while the newest position, computed in this very step, is correct.
+     */
+    private static String rowsEqualOther(String p, TensorView r, TensorView c, StepTensors ref, double tol, double near) {
+        if (r.rank() < 2 || r.dim(0) < 2) return null;
+        int layer = CapturePoints.layerOf(p);
+        long rows = r.dim(0), row = r.elementCount() / rows;
+        for (String q : ref.points()) {
+            if (q.equals(p) || CapturePoints.layerOf(q) != layer) continue;
+            TensorView o = ref.tensor(q);
+            if (!Arrays.equals(o.shape(), c.shape())) continue;
+            var equal = new ArrayList<Long>();
+            boolean identical = true, explained = true;
+            for (long j = 0; j < rows && explained; j++) {
+                double relOther = CellKernel.relL2Rows(o, j, c, j, 1, row);
+                if (relOther <= near && CellKernel.relL2Rows(r, j, c, j, 1, row) > tol) {
+                    equal.add(j);
+                    identical &= relOther == 0;
+                } else if (CellKernel.relL2Rows(r, j, c, j, 1, row) > tol) {
+                    explained = false;
+                }
+            }
+            if (!explained || equal.isEmpty()) continue;
+            String kind = CapturePoints.kindOf(p);
+            boolean positions = kind.equals("attn.k_read") || kind.equals("attn.v_read");
+            long first = positions ? ref.start() + ref.length() - rows : ref.start();
+            String which = (positions ? "positions " : "token positions ") + ranges(equal, first);
+            String rest = equal.size() == rows ? "" : " (its other rows are right)";
+            return "at " + which + " the candidate's " + p + " is " + (identical ? "bit-identical to" : "equal to")
+                    + " the reference's " + q + rest + meaning(kind, CapturePoints.kindOf(q));
+        }
+        return null;
+    }
+
+    static String ranges(java.util.List<Long> rows, long offset) {
+        var sb = new StringBuilder();
+        int i = 0;
+        while (i < rows.size()) {
+            int j = i;
+            while (j + 1 < rows.size() && rows.get(j + 1) == rows.get(j) + 1) j++;
+            if (!sb.isEmpty()) sb.append(", ");
+            long a = rows.get(i) + offset, b = rows.get(j) + offset;
+            sb.append(a == b ? Long.toString(a) : a + "–" + b);
+            i = j + 1;
+        }
+        return sb.toString();
     }
 
     // ------------------------------------------------------------------ constant scale

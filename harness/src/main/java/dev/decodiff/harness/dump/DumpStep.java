@@ -23,6 +23,12 @@ public final class DumpStep implements StepTensors {
     public int index() { return entry.index(); }
 
     @Override
+    public int start() { return entry.start(); }
+
+    @Override
+    public int length() { return entry.length(); }
+
+    @Override
     public String origin() { return file.path().toString(); }
 
     @Override

@@ -8,6 +8,12 @@ import java.util.Set;
 public interface StepTensors extends AutoCloseable {
     int index();
 
+    /** The first position this step fed. */
+    int start();
+
+    /** How many positions it fed. */
+    int length();
+
     Set<String> points();
 
     TensorView tensor(String point);

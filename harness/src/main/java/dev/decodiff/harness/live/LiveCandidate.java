@@ -66,7 +66,8 @@ public final class LiveCandidate implements CandidateSource {
             float[] base = plain.forward(tokens);
             if (observer.equals("none")) observer = observerDifference(s, base, logits);
         }
-        return new LiveStep(s, captured, Sampler.argmax(logits), LiveStep.top2Margin(logits), "live engine, step " + s);
+        var st = reference.step(s);
+        return new LiveStep(s, st.start(), st.length(), captured, Sampler.argmax(logits), LiveStep.top2Margin(logits), "live engine, step " + s);
     }
 
     static String observerDifference(int step, float[] base, float[] probed) {

@@ -11,15 +11,17 @@ import java.util.Set;
 
 /** One step of a live engine run: the captured tensors, the greedy choice and its top-2 margin. */
 public final class LiveStep implements StepTensors {
-    private final int index;
+    private final int index, start, length;
     private final Map<String, CapturedTensor> tensors;
     private final Map<String, TensorView> views = new LinkedHashMap<>();
     private final int greedy;
     private final double margin;
     private final String origin;
 
-    public LiveStep(int index, Map<String, CapturedTensor> tensors, int greedy, double margin, String origin) {
+    public LiveStep(int index, int start, int length, Map<String, CapturedTensor> tensors, int greedy, double margin, String origin) {
         this.index = index;
+        this.start = start;
+        this.length = length;
         this.tensors = tensors;
         this.greedy = greedy;
         this.margin = margin;
@@ -27,6 +29,10 @@ public final class LiveStep implements StepTensors {
     }
 
     @Override public int index() { return index; }
+
+    @Override public int start() { return start; }
+
+    @Override public int length() { return length; }
 
     @Override public Set<String> points() { return tensors.keySet(); }
 

@@ -53,7 +53,7 @@ public final class VerdictText {
             double maxShare = fd.upstream().stream().mapToDouble(CellStats::usage).max().orElse(0);
             sb.append(maxShare <= 1 ? " Just upstream it is clean: " : " Just upstream: ");
             sb.append(fd.upstream().stream().map(u -> u.point() + " " + Fmt.rel(u.relL2())).collect(Collectors.joining(", ")));
-            sb.append(" (at most ").append(Fmt.percent(maxShare)).append(" of tolerance).");
+            sb.append(maxShare < 1e-3 ? " (each under 0.1% of its tolerance)." : " (at most " + Fmt.percent(maxShare) + " of tolerance).");
         } else if (c != null && fd.step() == 0) {
             sb.append(" It is the first point recorded in the step.");
         }

@@ -15,13 +15,13 @@ import java.nio.file.Path;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /** The CLI in-process on synthetic dumps: exit codes, one-line errors naming the file, JSON and HTML output. */
-class CliTest {
+public class CliTest {
     @TempDir
     Path tmp;
 
-    record Run(int code, String out, String err) {}
+    public record Run(int code, String out, String err) {}
 
-    static Run run(String... args) {
+    public static Run run(String... args) {
         var out = new StringWriter();
         var err = new StringWriter();
         int code = Main.commandLine(new PrintWriter(out, true), new PrintWriter(err, true)).execute(args);
