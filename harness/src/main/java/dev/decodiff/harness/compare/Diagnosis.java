@@ -39,7 +39,15 @@ public final class Diagnosis {
         if ((kind.equals("attn.k_read") || kind.equals("attn.v_read")) && r.rank() >= 1 && r.dim(0) >= 2) {
             String shift = positionShift(r, c, near);
             if (shift != null) return shift;
+            String order = rowOrder(r, c, ref, near);
+            if (order != null) return order;
         }
+        if (kind.equals(CapturePoints.LOGITS)) {
+            String cap = softcap(r, c, near);
+            if (cap != null) return cap;
+        }
+        String perVector = perVectorScale(r, c, near);
+        if (perVector != null) return perVector;
         int headDim = headDim(p, r, ref);
         if (headDim > 0) {
             String perm = headPermutation(r, c, headDim, near);
@@ -213,6 +221,93 @@ public final class Diagnosis {
         double head = CellKernel.relL2Rows(r, 0, c, 0, common, row);
         if (head <= near) return "its first " + common + " positions match, the window ends " + Math.abs(cr - rr) + " position" + (Math.abs(cr - rr) == 1 ? "" : "s") + (cr > rr ? " late" : " early");
         return null;
+    }
+
+    /** The rows of a read window that hold reference positions in another order (a ring buffer indexed wrongly). */
+    private static String rowOrder(TensorView r, TensorView c, StepTensors ref, double near) {
+        long rows = r.dim(0), row = r.elementCount() / rows;
+        if (rows > 4096) return null;
+        long first = ref.start() + ref.length() - rows;
+        var holds = new long[(int) rows];
+        int misplaced = 0, foreign = 0;
+        for (long j = 0; j < rows; j++) {
+            holds[(int) j] = -1;
+            if (CellKernel.relL2Rows(r, j, c, j, 1, row) <= near) { holds[(int) j] = j; continue; }
+            for (long i = 0; i < rows; i++) {
+                if (i != j && CellKernel.relL2Rows(r, i, c, j, 1, row) <= near) { holds[(int) j] = i; break; }
+            }
+            if (holds[(int) j] < 0) foreign++;
+            else misplaced++;
+        }
+        if (misplaced == 0) return null;
+        var sb = new StringBuilder("the read window is in the wrong order: ");
+        var parts = new java.util.ArrayList<String>();
+        for (int j = 0; j < rows; j++) {
+            if (holds[j] == j) continue;
+            parts.add("row " + j + " (position " + (first + j) + ") holds " + (holds[j] < 0 ? "no position of the window" : "position " + (first + holds[j])));
+            if (parts.size() == 4) break;
+        }
+        sb.append(String.join(", ", parts));
+        if (misplaced + foreign > parts.size()) sb.append(", …");
+        sb.append(foreign > 0 ? " — positions are written to or read from the wrong cache slots" : " — the cache slots are read in the wrong order");
+        return sb.toString();
+    }
+
+    /** Logits that the reference soft-caps and the candidate does not: reference ≈ cap·tanh(candidate/cap). */
+    private static String softcap(TensorView r, TensorView c, double near) {
+        long n = c.elementCount();
+        double maxR = 0, maxC = 0;
+        for (long i = 0; i < n; i++) {
+            maxR = Math.max(maxR, Math.abs(r.getFloat(i)));
+            maxC = Math.max(maxC, Math.abs(c.getFloat(i)));
+        }
+        if (!(maxC > maxR)) return null;
+        double best = Double.POSITIVE_INFINITY, bestCap = 0;
+        for (double cap = Math.max(1, Math.floor(maxR)); cap <= 200; cap += 0.5) {
+            final double k = cap;
+            double num = 0, den = 0;
+            for (long i = 0; i < n; i++) {
+                double x = r.getFloat(i), y = k * Math.tanh(c.getFloat(i) / k);
+                num += (y - x) * (y - x);
+                den += x * x;
+            }
+            double rel = CellKernel.ratio(num, den);
+            if (rel < best) { best = rel; bestCap = cap; }
+        }
+        if (best > near) return null;
+        String cap = Fmt(bestCap);
+        return "the final soft-cap is missing: the reference's logits are " + cap + "·tanh(candidate / " + cap + ") (rel L2 " + fmt(best) + ")";
+    }
+
+    private static String Fmt(double x) { return x == Math.rint(x) ? Long.toString((long) x) : Double.toString(x); }
+
+    /**
+     * Every vector along the last axis is the reference's times its own factor: a normalisation (RMSNorm of each
+     * head or token) is missing or applied twice.
+     */
+    private static String perVectorScale(TensorView r, TensorView c, double near) {
+        if (r.rank() < 2) return null;
+        long d = r.dim(r.rank() - 1), vectors = r.elementCount() / Math.max(1, d);
+        if (d < 2 || vectors < 2) return null;
+        double lo = Double.POSITIVE_INFINITY, hi = Double.NEGATIVE_INFINITY;
+        for (long v = 0; v < vectors; v++) {
+            double rr = 0, cc = 0, cr = 0;
+            for (long k = 0; k < d; k++) {
+                double x = r.getFloat(v * d + k), y = c.getFloat(v * d + k);
+                rr += x * x;
+                cc += y * y;
+                cr += x * y;
+            }
+            if (rr == 0 || cc == 0) return null;
+            double cos = cr / Math.sqrt(rr * cc);
+            if (Math.sqrt(Math.max(0, 1 - cos * cos)) > near) return null;
+            double alpha = cr / rr;
+            lo = Math.min(lo, alpha);
+            hi = Math.max(hi, alpha);
+        }
+        if (hi - lo <= 10 * near * Math.max(1, Math.abs(hi))) return null; // a constant factor: scale() covers that
+        return "each [" + d + "] vector of the candidate is the reference's times its own factor (" + fmtFactor(lo) + " to " + fmtFactor(hi)
+                + "): a normalisation of each vector is missing or applied twice";
     }
 
     // ------------------------------------------------------------------ heads

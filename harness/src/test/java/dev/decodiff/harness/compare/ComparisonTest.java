@@ -113,6 +113,41 @@ class ComparisonTest {
     }
 
     @Test
+    void rowsOfTheReadWindowInTheWrongOrder() {
+        var r = compare(at(3, "layers.2.attn.v_read", (a, t) -> {
+            int row = NKV * D;
+            var b = a.clone();
+            System.arraycopy(b, 0, a, 2 * row, row);      // row 2 <- row 0
+            System.arraycopy(b, 2 * row, a, 0, row);      // row 0 <- row 2
+        }));
+        assertThat(r.firstDivergence().diagnosis()).contains("wrong order").contains("row 0 (position 0) holds position 2");
+    }
+
+    @Test
+    void perVectorScaleMeansAMissingNorm() {
+        var r = compare(at(0, "layers.1.attn.v", (a, t) -> {
+            for (int v = 0; v < a.length / D; v++) for (int k = 0; k < D; k++) a[v * D + k] *= 1 + 0.1f * v;
+        }));
+        assertThat(r.firstDivergence().diagnosis()).contains("each [8] vector").contains("normalisation");
+    }
+
+    @Test
+    void missingSoftcap() {
+        // reference logits = 30·tanh(x/30) of the candidate's
+        ref = SyntheticDump.write(tmp.resolve("capped"), (s, t) -> {
+            var a = t.get("logits").data();
+            for (int i = 0; i < a.length; i++) a[i] = (float) (30 * Math.tanh(4 * a[i] / 30));
+        });
+        Path cand = SyntheticDump.write(tmp.resolve("raw"), (s, t) -> {
+            var a = t.get("logits").data();
+            for (int i = 0; i < a.length; i++) a[i] = 4 * a[i];
+        });
+        var r = Comparison.compareDumps(ref, cand, Comparison.Options.defaults());
+        assertThat(r.firstDivergence().point()).isEqualTo("logits");
+        assertThat(r.firstDivergence().diagnosis()).contains("soft-cap is missing").contains("30·tanh(candidate / 30)");
+    }
+
+    @Test
     void readingOneExtraPositionIsADivergenceNotBadInput() {
         var r = compare((s, t) -> {
             if (s == 3) {
