@@ -157,7 +157,7 @@ public final class InferenceSession {
         w.lmHead().matvec(normed, (T - 1) * H, logits, 0);
         if (cfg.hasSoftcap() && !faultNoSoftcap) {
             float c = cfg.finalLogitSoftcap();
-            for (int i = 0; i < logits.length; i++) logits[i] = (float) Math.tanh(logits[i] / c) * c;
+            for (int i = 0; i < logits.length; i++) logits[i] = (float) StrictMath.tanh(logits[i] / c) * c;
         }
         capture(CapturePoints.LOGITS, new int[]{logits.length}, logits, logits.length);
 
@@ -177,9 +177,9 @@ public final class InferenceSession {
         int T = tokens.length, H = cfg.hidden(), L = cfg.numLayers(), P = cfg.pleDim(), LP = L * P;
         float[] proj = new float[T * LP];
         w.pleModelProjection().matmul(embedded, T, proj);
-        float projScale = (float) Math.pow(H, -0.5);
+        float projScale = (float) StrictMath.pow(H, -0.5);
         float tokScale = (float) Math.sqrt(P);
-        float combine = (float) Math.pow(2.0, -0.5);
+        float combine = (float) StrictMath.pow(2.0, -0.5);
         float[] tok = new float[LP];
         for (int t = 0; t < T; t++) {
             w.pleEmbed().row(tokens[t], tok, 0);
@@ -377,7 +377,7 @@ public final class InferenceSession {
     private float[] moe(LayerWeights.Moe m, float[] r, int T) {
         int H = cfg.hidden(), E = cfg.numExperts(), K = cfg.topKExperts(), Im = cfg.moeIntermediate();
         float eps = cfg.rmsNormEps();
-        float rootScale = (float) Math.pow(H, -0.5);
+        float rootScale = (float) StrictMath.pow(H, -0.5);
         float[] out = new float[T * H];
         float[] z = new float[H];
         float[] u = new float[H];

@@ -44,7 +44,7 @@ public final class Rope {
         float factor = (float) spec.factor();
         for (int j = 0; j < rotated; j++) {
             float e = (float) (2 * j) / (float) d;
-            float pw = (float) Math.pow(theta, e);
+            float pw = (float) StrictMath.pow(theta, e);
             float v = 1.0f / pw;
             if (spec.type().equals("proportional") && factor != 1.0f) v = v / factor;
             inv[j] = v;
@@ -62,7 +62,7 @@ public final class Rope {
         for (int j = 0; j < half; j++) {
             float angle = p * invFreq[j];
             if (angle == 0f) continue; // cos 0 = 1, sin 0 = 0 exactly: the pass-through dims of proportional RoPE
-            float c = (float) Math.cos(angle), s = (float) Math.sin(angle);
+            float c = (float) StrictMath.cos(angle), s = (float) StrictMath.sin(angle);
             for (int h = 0; h < heads; h++) {
                 int b = off + h * headDim;
                 float x1 = x[b + j], x2 = x[b + j + half];

@@ -4,7 +4,10 @@ import jdk.incubator.vector.FloatVector;
 import jdk.incubator.vector.VectorOperators;
 import jdk.incubator.vector.VectorSpecies;
 
-/** Element-wise and reduction kernels over fp32 activations, with the rounding the reference uses. */
+/**
+ * Element-wise and reduction kernels over fp32 activations, with the rounding the reference uses. Transcendentals
+ * use StrictMath so a result never depends on whether the JIT has compiled the caller.
+ */
 public final class VectorMath {
     private static final VectorSpecies<Float> F = FloatVector.SPECIES_512;
     private static final int L = F.length();
@@ -12,12 +15,22 @@ public final class VectorMath {
 
     private VectorMath() {}
 
+    /**
+     * Sum of the lanes in a fixed order. reduceLanes(ADD) leaves the order open, and the interpreter and C2 do
+     * pick different ones: results would then change while the JIT warms up, breaking bit-identical reruns.
+     */
+    public static float sumLanes(FloatVector v) {
+        float s = 0f;
+        for (int i = 0; i < v.length(); i++) s += v.lane(i);
+        return s;
+    }
+
     public static float dot(float[] a, int aOff, float[] b, int bOff, int n) {
         var acc = FloatVector.zero(F);
         int i = 0;
         for (int bound = n - (n % L); i < bound; i += L)
             acc = FloatVector.fromArray(F, a, aOff + i).fma(FloatVector.fromArray(F, b, bOff + i), acc);
-        float s = acc.reduceLanes(VectorOperators.ADD);
+        float s = sumLanes(acc);
         for (; i < n; i++) s += a[aOff + i] * b[bOff + i];
         return s;
     }
@@ -47,7 +60,7 @@ public final class VectorMath {
      */
     public static void rmsNorm(float[] x, int off, int n, float[] w, float eps, float[] out, int outOff) {
         float ms = (float) meanSquare(x, off, n);
-        float inv = (float) Math.pow(ms + eps, -0.5);
+        float inv = (float) StrictMath.pow(ms + eps, -0.5);
         if (w == null) {
             for (int i = 0; i < n; i++) out[outOff + i] = x[off + i] * inv;
         } else {
@@ -58,7 +71,7 @@ public final class VectorMath {
     /** gelu_pytorch_tanh: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))). */
     public static float geluTanh(float x) {
         double xd = x;
-        return (float) (0.5 * xd * (1.0 + Math.tanh(SQRT_2_OVER_PI * (xd + 0.044715 * xd * xd * xd))));
+        return (float) (0.5 * xd * (1.0 + StrictMath.tanh(SQRT_2_OVER_PI * (xd + 0.044715 * xd * xd * xd))));
     }
 
     /** In-place softmax of x[off..off+n), max-subtracted, fp32 result. */
@@ -67,7 +80,7 @@ public final class VectorMath {
         for (int i = 0; i < n; i++) max = Math.max(max, x[off + i]);
         double sum = 0;
         for (int i = 0; i < n; i++) {
-            float e = (float) Math.exp(x[off + i] - max);
+            float e = (float) StrictMath.exp(x[off + i] - max);
             x[off + i] = e;
             sum += e;
         }

@@ -111,7 +111,7 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
         int c = 0;
         int bound = cols - (cols % L);
         for (; c < bound; c += L) acc = load(base + c).fma(FloatVector.fromArray(F, x, xOff + c), acc);
-        float s = acc.reduceLanes(VectorOperators.ADD);
+        float s = VectorMath.sumLanes(acc);
         for (; c < cols; c++) s += get(r, c) * x[xOff + c];
         return s;
     }
@@ -132,8 +132,8 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
             a2 = w.fma(FloatVector.fromArray(F, x, x2 + c), a2);
             a3 = w.fma(FloatVector.fromArray(F, x, x3 + c), a3);
         }
-        float s0 = a0.reduceLanes(VectorOperators.ADD), s1 = a1.reduceLanes(VectorOperators.ADD);
-        float s2 = a2.reduceLanes(VectorOperators.ADD), s3 = a3.reduceLanes(VectorOperators.ADD);
+        float s0 = VectorMath.sumLanes(a0), s1 = VectorMath.sumLanes(a1);
+        float s2 = VectorMath.sumLanes(a2), s3 = VectorMath.sumLanes(a3);
         for (; c < cols; c++) {
             float w = get(r, c);
             s0 += w * x[x0 + c];
