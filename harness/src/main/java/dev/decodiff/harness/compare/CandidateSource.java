@@ -16,6 +16,9 @@ public interface CandidateSource extends AutoCloseable {
     /** After all steps: the observer-effect verdict ("none", or what differed), or "not_applicable". */
     default String observerEffect() { return "not_applicable"; }
 
+    /** Anything the source learned that the report should mention (e.g. how the observer check was settled), or null. */
+    default String note() { return null; }
+
     @Override
     default void close() {}
 }

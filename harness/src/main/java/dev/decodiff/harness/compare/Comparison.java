@@ -117,6 +117,7 @@ public final class Comparison {
                     + ", which has " + String.join(", ", causalOrder(ref.allPoints()).stream().limit(6).toList())
                     + (ref.allPoints().size() > 6 ? ", …" : "") + "); record the points of DESIGN.md §3 under their contract names");
         String observer = cand.observerEffect();
+        if (cand.note() != null) notes.add(cand.note());
         return new ComparisonResult(ref.dir().toString(), cand.describe(), ref.manifest(), steps, List.copyOf(cells),
                 List.copyOf(tokens), List.copyOf(onlyRef), List.copyOf(onlyCand), first, observer, List.copyOf(notes),
                 profile, (System.nanoTime() - t0) / 1e9);

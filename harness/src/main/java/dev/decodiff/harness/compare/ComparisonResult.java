@@ -14,10 +14,11 @@ public record ComparisonResult(
         FirstDivergence firstDivergence, String observerEffect, List<String> notes, ToleranceProfile profile,
         double seconds) {
 
-    public static final String NOT_APPLICABLE = "not_applicable";
+    public static final String NOT_APPLICABLE = "not_applicable", NOT_CHECKED = "not_checked", NONE = "none";
 
     public boolean observerEffectFound() {
-        return observerEffect != null && !observerEffect.equals("none") && !observerEffect.equals(NOT_APPLICABLE);
+        return observerEffect != null && !observerEffect.equals(NONE) && !observerEffect.equals(NOT_APPLICABLE)
+                && !observerEffect.equals(NOT_CHECKED);
     }
 
     public boolean matches() { return firstDivergence == null && !observerEffectFound() && !cells.isEmpty(); }

@@ -24,14 +24,20 @@ public final class LiveCandidate implements CandidateSource {
     private final CapturingProbe probe;
     private final InferenceSession probed;
     private final InferenceSession plain;
+    private final EngineOptions options;
+    private final Predicate<String> wanted;
     private final String description;
     private String observer;
+    private boolean confirmed;
+    private String note;
     private int next = 0;
 
     public LiveCandidate(Gemma4Model model, EngineOptions options, DumpManifest reference, Predicate<String> wanted,
                          boolean checkObserverEffect) {
         this.model = model;
         this.reference = reference;
+        this.options = options;
+        this.wanted = wanted;
         this.probe = new CapturingProbe(wanted);
         this.probed = model.newSession(options.withProbe(probe));
         this.plain = checkObserverEffect ? model.newSession(options.withProbe(null)) : null;
@@ -85,5 +91,47 @@ public final class LiveCandidate implements CandidateSource {
                 step, differing, base.length, max);
     }
 
-    @Override public String observerEffect() { return observer; }
+    /**
+     * The observer-effect verdict. A difference seen in the first pass is confirmed by a second pass over the steps
+     * run so far, with two probe-free sessions beside the probed one: an engine whose float results change while the
+     * JIT compiles its kernels (a vector reduction whose lane order differs between tiers) differs from itself too,
+     * and that is not an effect of the probes.
+     */
+    @Override
+    public String observerEffect() {
+        if (observer.equals("none") || observer.equals("not_checked") || confirmed) return observer;
+        confirmed = true;
+        var probe2 = new CapturingProbe(wanted);
+        var probedAgain = model.newSession(options.withProbe(probe2));
+        var plainA = model.newSession(options.withProbe(null));
+        var plainB = model.newSession(options.withProbe(null));
+        String first = observer;
+        observer = "none";
+        for (int s = 0; s < next; s++) {
+            int[] tokens = reference.stepTokens(s);
+            float[] a = plainA.forward(tokens);
+            float[] p = probedAgain.forward(tokens);
+            probe2.take();
+            float[] b = plainB.forward(tokens);
+            String selfDiff = observerDifference(s, a, b);
+            if (!selfDiff.equals("none")) {
+                note = "the engine is not deterministic: two probe-free runs differ at step " + s + " (" + selfDiff
+                        .replaceFirst("^logits with probes differ from logits without at step \\d+ \\(", "").replaceFirst("\\)$", "")
+                        + "), so the observer effect cannot be judged bit for bit; first pass: " + first;
+                return observer;
+            }
+            String d = observerDifference(s, a, p);
+            if (!d.equals("none")) {
+                observer = d;
+                return observer;
+            }
+        }
+        note = "observer check: the first pass differed (" + first + ") but a second, warm pass was bit-identical at every step: "
+                + "the engine's float results change while the JIT warms up (not an effect of the probes)";
+        return observer;
+    }
+
+    /** What the confirmation pass found beyond the verdict, or null. */
+    @Override
+    public String note() { return note; }
 }

@@ -33,7 +33,7 @@ public final class TerminalReport {
             sb.append(st.dim("only in the reference (not compared): " + abbreviate(r.onlyInReference()))).append('\n');
         if (!r.onlyInCandidate().isEmpty())
             sb.append(st.dim("only in the candidate (not compared): " + abbreviate(r.onlyInCandidate()))).append('\n');
-        for (String n : r.notes()) sb.append(st.yellow("note: " + n)).append('\n');
+        for (String n : r.notes()) sb.append(st.yellow(Fmt.wrap("note: " + n, 100, "").replace("\n", "\n      "))).append('\n');
         sb.append('\n');
         String verdict = r.matches() ? st.boldGreen("MATCH") : st.boldRed("DIVERGENCE");
         sb.append(verdict).append('\n');

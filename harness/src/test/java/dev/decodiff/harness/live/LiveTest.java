@@ -100,6 +100,10 @@ class LiveTest {
             var src = new LiveCandidate(m, EngineOptions.defaults(), ref.manifest(), p -> true, true);
             var r = Comparison.run(ref, src, Comparison.Options.defaults());
             assertThat(r.observerEffect()).isEqualTo("none");
+            var unchecked = Comparison.run(ref, new LiveCandidate(m, EngineOptions.defaults(), ref.manifest(), p -> true, false),
+                    Comparison.Options.defaults());
+            assertThat(unchecked.observerEffect()).isEqualTo("not_checked");
+            assertThat(unchecked.matches()).isTrue();
             assertThat(LiveCandidate.observerDifference(4, new float[]{1f, 2f}, new float[]{1f, 2.5f}))
                     .contains("step 4").contains("1 of 2 values");
         }
