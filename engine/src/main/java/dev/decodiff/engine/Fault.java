@@ -40,7 +40,13 @@ public enum Fault {
             "step 0, logits"),
     DECODE_RECOMPUTE("decode-recompute",
             "decode re-reads the whole sequence every step: right numbers, cost ∝ context",
-            "no numeric divergence; positions processed per decode step > 1");
+            "no numeric divergence; positions processed per decode step > 1"),
+    PREFIX_REUSE_STALE_POSITION("prefix-reuse-stale-position",
+            "a session restored from a prefix snapshot resumes its RoPE positions one too early",
+            "the first step after the restore, layer 0, attn.q"),
+    SLIDING_TRUNCATE("sliding-truncate",
+            "a sliding-window cache is cut back past its valid point and reused as if it still held those positions",
+            "the first step after the cut, the first sliding layer, attn.k_read");
 
     private final String id;
     private final String description;

@@ -1,38 +1,46 @@
 package dev.decodiff.engine;
 
-import java.util.Arrays;
-
-/** A full-attention layer's cache: every position is kept. */
-public final class FullLayerCache implements LayerCache {
-    private final int stride;
-    private float[] keys;
-    private float[] values;
-    private int length;
+/** A full-attention layer's cache: every position is kept, so it can be cut back to any length. */
+public final class FullLayerCache extends LayerCache {
 
     public FullLayerCache(int stride, int initialPositions) {
-        this.stride = stride;
-        this.keys = new float[Math.max(1, initialPositions) * stride];
-        this.values = new float[keys.length];
+        this(stride, initialPositions, KvType.F32, KvType.F32);
     }
 
-    @Override public int stride() { return stride; }
-    @Override public int length() { return length; }
+    FullLayerCache(int stride, int initialPositions, KvType kType, KvType vType) {
+        super(stride, KvRows.create(kType, stride, Math.max(1, initialPositions)), KvRows.create(vType, stride, Math.max(1, initialPositions)));
+    }
+
+    private FullLayerCache(FullLayerCache other) {
+        super(other.stride, other.keys.copy(), other.values.copy());
+        this.length = other.length;
+    }
+
     @Override public boolean holds(int p) { return p >= 0 && p < length; }
-    @Override public float[] keys() { return keys; }
-    @Override public float[] values() { return values; }
-    @Override public int offset(int p) { return p * stride; }
+
+    @Override protected int slot(int p) { return p; }
 
     @Override
     public void commit(int start, int count, float[] k, float[] v) {
         if (start != length) throw new IllegalStateException("full cache holds " + length + " positions, cannot commit at " + start);
-        int need = (start + count) * stride;
-        if (need > keys.length) {
-            int cap = Math.max(need, keys.length * 2);
-            keys = Arrays.copyOf(keys, cap);
-            values = Arrays.copyOf(values, cap);
+        int need = start + count;
+        if (need > keys.capacity) {
+            int cap = Math.max(need, keys.capacity * 2);
+            keys.grow(cap);
+            values.grow(cap);
         }
-        System.arraycopy(k, 0, keys, start * stride, count * stride);
-        System.arraycopy(v, 0, values, start * stride, count * stride);
-        length = start + count;
+        for (int t = 0; t < count; t++) {
+            keys.write(start + t, k, t * stride);
+            values.write(start + t, v, t * stride);
+        }
+        length = need;
     }
+
+    @Override
+    public void truncate(int newLength) {
+        if (newLength < 0 || newLength > length) throw new CacheTruncationException("cannot cut a cache of " + length + " positions to " + newLength);
+        length = newLength;
+    }
+
+    @Override public LayerCache copy() { return new FullLayerCache(this); }
 }

@@ -27,8 +27,11 @@ public final class InferenceSession {
     // Catalog faults, resolved once so the hot path tests a final boolean.
     private final boolean faultValuesFromKeys, faultWindowPlusOne, faultRingWrap, faultDecodePosition, faultRopePrefix,
             faultNoVNorm, faultGqaModulo, faultNoLayerScalar, faultNoSoftcap, faultRecompute;
+    private final boolean faultStalePosition, faultSlidingTruncate;
     private final int[] kvSource;
     private final Rope prefixRope;
+    // RoPE position minus cache position: non-zero only under fault prefix-reuse-stale-position after a restore.
+    private int ropeShift;
 
     // This step's new keys and values per non-shared layer, committed to the caches after the last layer.
     private final float[][] stepK;
@@ -50,6 +53,8 @@ public final class InferenceSession {
         faultNoLayerScalar = options.has(Fault.LAYER_SCALAR_IGNORED);
         faultNoSoftcap = options.has(Fault.SOFTCAP_MISSING);
         faultRecompute = options.has(Fault.DECODE_RECOMPUTE);
+        faultStalePosition = options.has(Fault.PREFIX_REUSE_STALE_POSITION);
+        faultSlidingTruncate = options.has(Fault.SLIDING_TRUNCATE);
         prefixRope = faultRopePrefix ? firstFullRopeAsPrefix() : null;
         int L = cfg.numLayers();
         kvSource = new int[L];
@@ -85,8 +90,8 @@ public final class InferenceSession {
             if (spec.kvShared()) continue;
             int stride = spec.kvHeads() * spec.headDim();
             caches[i] = spec.type() == LayerType.SLIDING
-                    ? new SlidingLayerCache(stride, cfg.slidingWindow(), faultRingWrap)
-                    : new FullLayerCache(stride, 64);
+                    ? new SlidingLayerCache(stride, cfg.slidingWindow(), options.keyType(), options.valueType(), faultRingWrap, faultSlidingTruncate)
+                    : new FullLayerCache(stride, 64, options.keyType(), options.valueType());
         }
     }
 
@@ -105,6 +110,51 @@ public final class InferenceSession {
     public void setProbe(Probe probe) { this.probe = probe; }
 
     public LayerCache cache(int layer) { return caches[layer]; }
+
+    /** The tokens consumed so far, in position order. */
+    public int[] tokens() { return Arrays.copyOf(history, position); }
+
+    /** A deep copy of the session's state (caches, position, tokens) that {@link #restore} can resume from. */
+    public KvSnapshot snapshot() {
+        var copies = new LayerCache[caches.length];
+        for (int i = 0; i < caches.length; i++) copies[i] = caches[i] == null ? null : caches[i].copy();
+        return new KvSnapshot(model.directory(), options.keyType(), options.valueType(), copies, tokens());
+    }
+
+    /** Continues from a snapshot of a session over the same model and KV types; this session's state is replaced. */
+    public void restore(KvSnapshot snap) {
+        if (!snap.modelDir().equals(model.directory()))
+            throw new IllegalArgumentException("snapshot was taken on " + snap.modelDir() + ", this session runs " + model.directory());
+        if (snap.keyType() != options.keyType() || snap.valueType() != options.valueType())
+            throw new IllegalArgumentException("snapshot stores K/V as " + snap.keyType() + "/" + snap.valueType()
+                    + ", this session as " + options.keyType() + "/" + options.valueType());
+        for (int i = 0; i < caches.length; i++) caches[i] = snap.caches()[i] == null ? null : snap.caches()[i].copy();
+        int[] t = snap.tokens();
+        history = Arrays.copyOf(t, Math.max(64, t.length * 2));
+        position = t.length;
+        ropeShift = faultStalePosition ? -1 : 0;
+    }
+
+    /**
+     * Cuts the session back to its first {@code length} tokens. Full-attention caches can be cut anywhere; a
+     * sliding-window ring only by one position (it has overwritten older ones), otherwise this throws
+     * {@link CacheTruncationException} and the session is left as it was.
+     */
+    public void truncate(int length) {
+        if (length < 0 || length > position) throw new CacheTruncationException("cannot cut a session of " + position + " tokens to " + length);
+        for (var c : caches)
+            if (c instanceof SlidingLayerCache sc && !faultSlidingTruncate && !sc.canTruncateTo(length))
+                sc.truncate(length); // throws with the explanation, before any cache is cut
+        for (var c : caches) if (c != null) c.truncate(length);
+        position = length;
+    }
+
+    /** Bytes the KV cache holds per position over all non-shared layers (K and V in their stored types). */
+    public long kvBytesPerPosition() {
+        long b = 0;
+        for (var c : caches) if (c != null) b += c.bytesPerPosition(options.keyType(), options.valueType());
+        return b;
+    }
 
     /** Token positions run through the layers so far: the work counter that exposes hidden recomputation. */
     public long positionsProcessed() { return positionsProcessed; }
@@ -242,7 +292,7 @@ public final class InferenceSession {
         int qDim = nh * d, stride = nkv * d, H = cfg.hidden();
         float eps = cfg.rmsNormEps();
         Rope rope = faultRopePrefix && spec.type() == LayerType.FULL ? prefixRope : model.rope(spec.type());
-        int posShift = faultDecodePosition && T == 1 && start > 0 ? 1 : 0;
+        int posShift = (faultDecodePosition && T == 1 && start > 0 ? 1 : 0) + ropeShift;
 
         float[] q = new float[T * qDim];
         lw.q().matmul(h, T, q);
@@ -291,7 +341,7 @@ public final class InferenceSession {
         int last = start + T - 1;
         int lastLo = sliding ? Math.max(0, last - window + 1) : 0;
         boolean valuesFromKeys = faultValuesFromKeys && spec.kEqV() && T == 1 && start > 0;
-        KeyValueView view = new KeyValueView(cache, k, v, start, stride, valuesFromKeys);
+        KeyValueView view = KeyValueView.of(cache, k, v, start, stride, sliding ? Math.max(0, start - window + 1) : 0, valuesFromKeys);
         float[] readK = null, readV = null;
         if (probe != null && (probe.wants(names[i][K_READ]) || probe.wants(names[i][V_READ]))) {
             int C = last - lastLo + 1;
@@ -339,20 +389,37 @@ public final class InferenceSession {
         return a;
     }
 
-    /** Keys and values by absolute position: committed history from the cache, this step's from the chunk. */
-    private record KeyValueView(LayerCache cache, float[] chunkK, float[] chunkV, int start, int stride, boolean valuesFromKeys) {
-        float[] keys(int p) { return p < start ? cacheRow(p).keys() : chunkK; }
+    /**
+     * Keys and values by absolute position: committed history from the cache, this step's from the chunk. f32
+     * caches are read in place; encoded ones (bf16, q8_0, q4_0) are decoded once per layer and step into a
+     * contiguous block of the history this step reads, so attention runs the same kernel either way.
+     */
+    private record KeyValueView(float[] histK, float[] histV, int histLo, boolean inPlace, LayerCache cache,
+                                float[] chunkK, float[] chunkV, int start, int stride) {
 
-        float[] values(int p) {
-            if (p >= start) return chunkV;
-            return valuesFromKeys ? cacheRow(p).keys() : cacheRow(p).values();
+        static KeyValueView of(LayerCache cache, float[] chunkK, float[] chunkV, int start, int stride, int histLo, boolean valuesFromKeys) {
+            for (int p = histLo; p < start; p++)
+                if (!cache.holds(p)) throw new IllegalStateException("position " + p + " is no longer in the cache");
+            float[] kf = cache.keysF32(), vf = cache.valuesF32();
+            if (kf != null && vf != null)
+                return new KeyValueView(kf, valuesFromKeys ? kf : vf, 0, true, cache, chunkK, chunkV, start, stride);
+            int n = start - histLo;
+            float[] hk = new float[n * stride], hv = new float[n * stride];
+            for (int p = histLo; p < start; p++) {
+                cache.readKey(p, hk, (p - histLo) * stride);
+                if (valuesFromKeys) cache.readKey(p, hv, (p - histLo) * stride);
+                else cache.readValue(p, hv, (p - histLo) * stride);
+            }
+            return new KeyValueView(hk, hv, histLo, false, cache, chunkK, chunkV, start, stride);
         }
 
-        int offset(int p) { return p < start ? cache.offset(p) : (p - start) * stride; }
+        float[] keys(int p) { return p < start ? histK : chunkK; }
 
-        private LayerCache cacheRow(int p) {
-            if (!cache.holds(p)) throw new IllegalStateException("position " + p + " is no longer in the cache");
-            return cache;
+        float[] values(int p) { return p < start ? histV : chunkV; }
+
+        int offset(int p) {
+            if (p >= start) return (p - start) * stride;
+            return inPlace ? cache.offset(p) : (p - histLo) * stride;
         }
     }
 
