@@ -149,6 +149,34 @@ public final class InferenceSession {
         position = length;
     }
 
+    /**
+     * The naive "keep the last N tokens" trim many engines ship: drops the oldest cache rows and renumbers the rest
+     * from 0, keeping each kept row as it was computed (rotated at its old position, with the dropped context in
+     * its hidden state). It is exact for nothing; selfcheck shows where and why it departs from a fresh prefill.
+     */
+    public void keepLast(int n) {
+        if (n <= 0 || n > position) throw new IllegalArgumentException("keepLast(" + n + ") on a session of " + position + " tokens");
+        int drop = position - n;
+        for (int i = 0; i < caches.length; i++) {
+            var c = caches[i];
+            if (c == null) continue;
+            int stride = c.stride();
+            float[] k = new float[n * stride], v = new float[n * stride];
+            for (int p = drop; p < position; p++) {
+                if (!c.holds(p)) continue; // a ring's overwritten rows: never read again after renumbering either
+                c.readKey(p, k, (p - drop) * stride);
+                c.readValue(p, v, (p - drop) * stride);
+            }
+            var spec = cfg.layer(i);
+            caches[i] = spec.type() == LayerType.SLIDING
+                    ? new SlidingLayerCache(stride, cfg.slidingWindow(), options.keyType(), options.valueType(), faultRingWrap, faultSlidingTruncate)
+                    : new FullLayerCache(stride, Math.max(64, n), options.keyType(), options.valueType());
+            caches[i].commit(0, n, k, v);
+        }
+        history = Arrays.copyOfRange(history, drop, drop + Math.max(64, n * 2));
+        position = n;
+    }
+
     /** Bytes the KV cache holds per position over all non-shared layers (K and V in their stored types). */
     public long kvBytesPerPosition() {
         long b = 0;

@@ -9,27 +9,35 @@ import java.util.Map;
 /**
  * Records, per absolute position, the row of every per-position capture point (q, k, v, attn.out, mlp.out,
  * moe.out, out, embed, final_norm), so runs that split the same tokens into different steps can be lined up.
+ * k_read and v_read (what the last position of a step reads) are kept under that last position.
  */
 final class RowRecorder implements Probe {
     /** point → position → row. */
     final Map<String, Map<Integer, float[]>> rows = new HashMap<>();
     private int start;
+    private int length;
 
     @Override
     public boolean wants(String point) {
         String kind = CapturePoints.kindOf(point);
-        return !kind.equals("attn.k_read") && !kind.equals("attn.v_read") && !kind.equals(CapturePoints.LOGITS)
-                && !kind.equals(CapturePoints.PLE);
+        return !kind.equals(CapturePoints.LOGITS) && !kind.equals(CapturePoints.PLE);
     }
 
     @Override
-    public void beginStep(int step, int start, int length) { this.start = start; }
+    public void beginStep(int step, int start, int length) {
+        this.start = start;
+        this.length = length;
+    }
 
     @Override
     public float[] capture(String point, int[] shape, float[] data) {
+        var byPos = rows.computeIfAbsent(point, k -> new HashMap<>());
+        if (point.endsWith(".attn.k_read") || point.endsWith(".attn.v_read")) {
+            byPos.put(start + length - 1, data.clone());
+            return null;
+        }
         int T = shape[0];
         int width = data.length / T;
-        var byPos = rows.computeIfAbsent(point, k -> new HashMap<>());
         for (int t = 0; t < T; t++) {
             var row = new float[width];
             System.arraycopy(data, t * width, row, 0, width);

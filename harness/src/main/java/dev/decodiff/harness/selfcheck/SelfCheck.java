@@ -125,7 +125,7 @@ public final class SelfCheck {
                 "decode step " + worstStep + " processed " + worst + " positions (expected 1): the engine re-reads the sequence every step, so per-token cost grows with the context");
     }
 
-    private static SelfCheckResult firstDisagreement(String check, String description, RowRecorder reference, RowRecorder candidate) {
+    static SelfCheckResult firstDisagreement(String check, String description, RowRecorder reference, RowRecorder candidate) {
         record Cell(int pos, String point, double rel) {}
         var failures = new ArrayList<Cell>();
         int cells = 0;
