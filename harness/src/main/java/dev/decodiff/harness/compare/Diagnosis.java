@@ -48,6 +48,10 @@ public final class Diagnosis {
         }
         String perVector = perVectorScale(r, c, near);
         if (perVector != null) return perVector;
+        if (kind.equals("attn.q") || kind.equals("attn.k") || kind.equals("attn.k_read")) {
+            String rot = rotation(r, c, near);
+            if (rot != null) return rot;
+        }
         int headDim = headDim(p, r, ref);
         if (headDim > 0) {
             String perm = headPermutation(r, c, headDim, near);
@@ -78,9 +82,12 @@ public final class Diagnosis {
             if (q.equals(p) || CapturePoints.layerOf(q) != layer) continue;
             candidates.add(q);
         }
-        if (layer > 0) {
-            String prev = CapturePoints.layer(layer - 1, CapturePoints.kindOf(p));
-            if (ref.points().contains(prev)) candidates.add(prev);
+        if (layer >= 0) {
+            String kind = CapturePoints.kindOf(p);
+            for (int l = layer - 1; l >= 0; l--) {          // nearest earlier layers first
+                String other = CapturePoints.layer(l, kind);
+                if (ref.points().contains(other)) candidates.add(other);
+            }
         }
         for (String q : candidates) {
             TensorView o = ref.tensor(q);
@@ -95,8 +102,12 @@ public final class Diagnosis {
         String how = bestRel == 0 ? "bit-identical to" : "equal to (rel L2 " + fmt(bestRel) + ")";
         String pk = CapturePoints.kindOf(p), qk = CapturePoints.kindOf(best);
         int ql = CapturePoints.layerOf(best);
-        if (ql != layer)
-            return "the candidate's " + p + " is " + how + " the reference's " + best + ": layer " + layer + " passed on layer " + ql + "'s result unchanged";
+        if (ql != layer) {
+            String kind = CapturePoints.kindOf(p);
+            if (kind.equals("attn.k_read") || kind.equals("attn.v_read"))
+                return "the candidate's " + p + " is " + how + " the reference's " + best + ": layer " + layer + " reads layer " + ql + "'s cache";
+            return "the candidate's " + p + " is " + how + " the reference's " + best + ": layer " + layer + " repeats layer " + ql + "'s result";
+        }
         return "the candidate's " + p + " is " + how + " the reference's " + best + meaning(pk, qk);
     }
 
@@ -308,6 +319,28 @@ public final class Diagnosis {
         if (hi - lo <= 10 * near * Math.max(1, Math.abs(hi))) return null; // a constant factor: scale() covers that
         return "each [" + d + "] vector of the candidate is the reference's times its own factor (" + fmtFactor(lo) + " to " + fmtFactor(hi)
                 + "): a normalisation of each vector is missing or applied twice";
+    }
+
+    /** Every [d] vector keeps the reference's norm but points elsewhere: RoPE at the wrong angle or on the wrong dims. */
+    private static String rotation(TensorView r, TensorView c, double near) {
+        if (r.rank() < 2) return null;
+        long d = r.dim(r.rank() - 1), vectors = r.elementCount() / Math.max(1, d);
+        int moved = 0;
+        for (long v = 0; v < vectors; v++) {
+            double rr = 0, cc = 0, dd = 0;
+            for (long k = 0; k < d; k++) {
+                double x = r.getFloat(v * d + k), y = c.getFloat(v * d + k);
+                rr += x * x;
+                cc += y * y;
+                dd += (y - x) * (y - x);
+            }
+            if (rr == 0) continue;
+            if (Math.abs(Math.sqrt(cc / rr) - 1) > near) return null;
+            if (Math.sqrt(dd / rr) > near) moved++;
+        }
+        if (moved == 0) return null;
+        return moved + " of " + vectors + " [" + d + "] vectors keep the reference's norm but point elsewhere: a rotation —"
+                + " RoPE at the wrong position, with the wrong frequencies, or on the wrong dimensions";
     }
 
     // ------------------------------------------------------------------ heads

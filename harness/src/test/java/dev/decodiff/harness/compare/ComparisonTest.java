@@ -124,6 +124,31 @@ class ComparisonTest {
     }
 
     @Test
+    void aRotationKeepsEveryVectorsNorm() {
+        var r = compare(at(1, "layers.0.attn.q", (a, t) -> {
+            for (int v = 0; v < a.length / D; v++)
+                for (int k = 0; k < D / 2; k++) {   // rotate pairs (k, k+D/2) by 0.3 rad
+                    float x = a[v * D + k], y = a[v * D + k + D / 2];
+                    a[v * D + k] = (float) (x * Math.cos(0.3) - y * Math.sin(0.3));
+                    a[v * D + k + D / 2] = (float) (x * Math.sin(0.3) + y * Math.cos(0.3));
+                }
+        }));
+        assertThat(r.firstDivergence().diagnosis()).contains("4 of 4 [8] vectors keep the reference's norm").contains("RoPE");
+    }
+
+    @Test
+    void aLayerReadingAnotherLayersCache() {
+        var r = compare((s, t) -> {
+            if (s == 2) {
+                var other = t.get("layers.0.attn.k_read");
+                t.put("layers.2.attn.k_read", new CapturedTensor("layers.2.attn.k_read", other.shape(), other.data().clone()));
+            }
+        });
+        assertThat(r.firstDivergence().point()).isEqualTo("layers.2.attn.k_read");
+        assertThat(r.firstDivergence().diagnosis()).contains("layer 2 reads layer 0's cache");
+    }
+
+    @Test
     void perVectorScaleMeansAMissingNorm() {
         var r = compare(at(0, "layers.1.attn.v", (a, t) -> {
             for (int v = 0; v < a.length / D; v++) for (int k = 0; k < D; k++) a[v * D + k] *= 1 + 0.1f * v;
