@@ -138,11 +138,13 @@ public final class Diagnosis {
             if (!Arrays.equals(o.shape(), c.shape())) continue;
             var equal = new ArrayList<Long>();
             boolean identical = true, explained = true;
+            double worst = 0;
             for (long j = 0; j < rows && explained; j++) {
                 double relOther = CellKernel.relL2Rows(o, j, c, j, 1, row);
                 if (relOther <= near && CellKernel.relL2Rows(r, j, c, j, 1, row) > tol) {
                     equal.add(j);
                     identical &= relOther == 0;
+                    worst = Math.max(worst, relOther);
                 } else if (CellKernel.relL2Rows(r, j, c, j, 1, row) > tol) {
                     explained = false;
                 }
@@ -153,7 +155,7 @@ public final class Diagnosis {
             long first = positions ? ref.start() + ref.length() - rows : ref.start();
             String which = (positions ? "positions " : "token positions ") + ranges(equal, first);
             String rest = equal.size() == rows ? "" : " (its other rows are right)";
-            return "at " + which + " the candidate's " + p + " is " + (identical ? "bit-identical to" : "equal to")
+            return "at " + which + " the candidate's " + p + " is " + (identical ? "bit-identical to" : "equal (rel L2 ≤ " + fmt(worst) + ") to")
                     + " the reference's " + q + rest + meaning(kind, CapturePoints.kindOf(q));
         }
         return null;
