@@ -1,21 +1,45 @@
 package dev.decodiff.metal;
 
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.Future;
-import java.util.ArrayList;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.LockSupport;
+import java.util.concurrent.locks.ReentrantLock;
 
 /**
- * Splits a range of work over the machine's cores. The calling thread takes the first slice, so a
- * single-core machine or a tiny range costs no hand-off at all.
+ * Splits a range of work over the machine's cores with a pool of spinning workers. A decode step makes a few
+ * hundred short parallel calls (one per matrix); handing each to an executor costs tens of microseconds of
+ * wake-up, so the workers instead spin for a while after each call and only park when the engine goes quiet.
+ *
+ * <p>The range is cut into chunks that threads claim from a per-call counter. The calling thread claims too, and
+ * never waits for a worker that has not started: if the workers are slow to arrive (another process holds the
+ * cores), the caller simply does all the chunks itself and waits only for chunks already claimed.
+ *
+ * <p>Calls made from inside a body, or while another thread is using the pool, run inline: correct, just not
+ * parallel. Each index of the range is run by exactly one thread, so a body whose result per index does not
+ * depend on the split gives bit-identical results for any thread count.
  */
 public final class Parallel {
-    private static final int THREADS = Integer.getInteger("decodiff.threads", Runtime.getRuntime().availableProcessors());
-    private static final ExecutorService POOL = Executors.newFixedThreadPool(Math.max(1, THREADS - 1), r -> {
-        var t = new Thread(r, "decodiff-worker");
-        t.setDaemon(true);
-        return t;
-    });
+    private static final int THREADS = Math.max(1, Integer.getInteger("decodiff.threads", Runtime.getRuntime().availableProcessors()));
+    /** How long an idle worker spins before it parks (a decode step's gaps between matrices are far shorter). */
+    private static final long SPIN_NANOS = Long.getLong("decodiff.spinMicros", 1_000) * 1_000;
+    /** Chunks per thread: enough to balance a core that another process slows down, few enough to stay cheap. */
+    private static final int CHUNKS_PER_THREAD = 4;
+
+    private static final ReentrantLock POOL_LOCK = new ReentrantLock();
+    private static final Worker[] WORKERS = new Worker[THREADS - 1];
+    private static final ThreadLocal<Boolean> IN_BODY = ThreadLocal.withInitial(() -> false);
+    /** The current call; each call is a new object, so a worker arriving late finds its chunks all claimed. */
+    private static volatile Job current;
+
+    static {
+        for (int i = 0; i < WORKERS.length; i++) {
+            var w = new Worker();
+            var t = new Thread(w, "decodiff-worker-" + (i + 1));
+            t.setDaemon(true);
+            w.thread = t;
+            WORKERS[i] = w;
+            t.start();
+        }
+    }
 
     private Parallel() {}
 
@@ -26,32 +50,109 @@ public final class Parallel {
         void run(int from, int to);
     }
 
-    /** Runs body over [0, n) in contiguous slices aligned to {@code grain}; small ranges run inline. */
+    private static final class Job {
+        final RangeBody body;
+        final int n, per, chunks;
+        final AtomicInteger next = new AtomicInteger();
+        final AtomicInteger done = new AtomicInteger();
+        volatile Throwable failure;
+
+        Job(RangeBody body, int n, int per, int chunks) {
+            this.body = body;
+            this.n = n;
+            this.per = per;
+            this.chunks = chunks;
+        }
+
+        /** Claims and runs chunks until none is left. */
+        void work() {
+            for (int c; (c = next.getAndIncrement()) < chunks; ) {
+                try {
+                    if (failure == null) {
+                        int from = c * per;
+                        body.run(from, Math.min(n, from + per));
+                    }
+                } catch (Throwable t) {
+                    if (failure == null) failure = t;
+                } finally {
+                    done.incrementAndGet();
+                }
+            }
+        }
+    }
+
+    /**
+     * Runs body over [0, n) in contiguous slices whose bounds are multiples of {@code grain} (except the last);
+     * small ranges run inline.
+     */
     public static void forRange(int n, int grain, RangeBody body) {
-        int slices = Math.min(THREADS, Math.max(1, n / Math.max(1, grain)));
-        if (slices <= 1) {
+        grain = Math.max(1, grain);
+        int maxChunks = n / grain;
+        if (THREADS == 1 || maxChunks <= 1 || IN_BODY.get() || !POOL_LOCK.tryLock()) {
             body.run(0, n);
             return;
         }
-        int per = (n + slices - 1) / slices;
-        per = ((per + grain - 1) / grain) * grain;
-        var futures = new ArrayList<Future<?>>(slices - 1);
-        for (int s = 1; s < slices; s++) {
-            int from = s * per, to = Math.min(n, from + per);
-            if (from >= to) break;
-            futures.add(POOL.submit(() -> body.run(from, to)));
-        }
-        body.run(0, Math.min(n, per));
-        for (var f : futures) {
+        try {
+            int chunks = Math.min(maxChunks, THREADS * CHUNKS_PER_THREAD);
+            int per = (n + chunks - 1) / chunks;
+            per = ((per + grain - 1) / grain) * grain;
+            chunks = (n + per - 1) / per;
+            var job = new Job(body, n, per, chunks);
+            current = job;
+            for (var w : WORKERS) w.wake();
+            IN_BODY.set(true);
             try {
-                f.get();
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                throw new IllegalStateException("interrupted", e);
-            } catch (java.util.concurrent.ExecutionException e) {
-                if (e.getCause() instanceof RuntimeException re) throw re;
-                if (e.getCause() instanceof Error err) throw err;
-                throw new IllegalStateException(e.getCause());
+                job.work();
+            } finally {
+                IN_BODY.set(false);
+            }
+            // Only chunks a worker has claimed remain; wait for them, yielding so a descheduled worker gets a core.
+            for (int spins = 0; job.done.get() < chunks; spins++) {
+                if (spins < 256) Thread.onSpinWait();
+                else Thread.yield();
+            }
+            current = null;
+            Throwable t = job.failure;
+            if (t != null) {
+                if (t instanceof RuntimeException re) throw re;
+                if (t instanceof Error err) throw err;
+                throw new IllegalStateException(t);
+            }
+        } finally {
+            POOL_LOCK.unlock();
+        }
+    }
+
+    private static final class Worker implements Runnable {
+        Thread thread;
+        private volatile boolean parked;
+
+        void wake() {
+            if (parked) LockSupport.unpark(thread);
+        }
+
+        @Override
+        public void run() {
+            IN_BODY.set(true);
+            Job last = null;
+            long idleSince = System.nanoTime();
+            while (true) {
+                Job j = current;
+                if (j != null && j != last) {
+                    last = j;
+                    j.work();
+                    idleSince = System.nanoTime();
+                    continue;
+                }
+                if (System.nanoTime() - idleSince < SPIN_NANOS) {
+                    Thread.onSpinWait();
+                    continue;
+                }
+                parked = true;
+                j = current;
+                if (j == null || j == last) LockSupport.parkNanos(this, 100_000_000L);
+                parked = false;
+                idleSince = System.nanoTime();
             }
         }
     }

@@ -24,6 +24,10 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
     private static final ValueLayout.OfShort I16 = ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(LE);
     /** Tokens whose dot products share one pass over a weight row in {@link #matmul}. */
     private static final int TOKEN_BLOCK = 4;
+    /** Rows whose dot products share one pass over the activations. */
+    private static final int ROW_BLOCK = 4;
+    /** Bytes of activations one token chunk of {@link #matmul} may span, to stay in a core's L2. */
+    private static final int ACTIVATION_BUDGET = 512 * 1024;
 
     public static WeightMatrix of(TensorView t) {
         if (t.rank() != 2) throw new IllegalArgumentException("tensor '" + t.name() + "' must be 2-D, is " + t.shapeString());
@@ -48,22 +52,52 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
 
     /** y[yOff + r] = W[r]·x[xOff ..] for every row r. */
     public void matvec(float[] x, int xOff, float[] y, int yOff) {
-        Parallel.forRange(rows, 16, (from, to) -> {
-            for (int r = from; r < to; r++) y[yOff + r] = dot(r, x, xOff);
-        });
+        Parallel.forRange(rows, 64, (from, to) -> matvecRows(x, xOff, y, yOff, from, to));
     }
 
-    /** Y[t, r] = W[r]·X[t] for t < tokens; X is [tokens, cols], Y is [tokens, rows], both row-major. */
+    /**
+     * Rows [from, to) of {@link #matvec}, four at a time: four independent FMA chains hide the FMA latency that a
+     * single chain is bound by, and each activation vector is loaded once for four rows. Every row keeps its own
+     * accumulator in lane order, so each y[r] is bit-identical to {@link #dot}.
+     */
+    private void matvecRows(float[] x, int xOff, float[] y, int yOff, int from, int to) {
+        float[] lanes = new float[L];
+        int r = from;
+        if (dtype != DType.F16) for (; r + ROW_BLOCK <= to; r += ROW_BLOCK) rows4(r, x, xOff, y, yOff + r, 1, lanes);
+        for (; r < to; r++) y[yOff + r] = dot(r, x, xOff);
+    }
+
+    /**
+     * Y[t, r] = W[r]·X[t] for t < tokens; X is [tokens, cols], Y is [tokens, rows], both row-major.
+     *
+     * <p>A blocked GEMM: each thread takes a range of rows; tokens are taken in chunks whose activations fit in L2,
+     * and inside a chunk a 4-row × 4-token tile keeps 16 accumulators in registers, so each widened weight vector
+     * serves four tokens and each activation vector four rows. Every (t, r) keeps one accumulator over the columns
+     * in order, so results are bit-identical to {@link #dot} and to {@link #matvec} (prefill equals decode).
+     */
     public void matmul(float[] x, int tokens, float[] y) {
         if (tokens == 1) {
             matvec(x, 0, y, 0);
             return;
         }
-        Parallel.forRange(rows, 8, (from, to) -> {
-            for (int r = from; r < to; r++) {
-                int t = 0;
-                for (; t + TOKEN_BLOCK <= tokens; t += TOKEN_BLOCK) dot4(r, x, t, y);
-                for (; t < tokens; t++) y[t * rows + r] = dot(r, x, t * cols);
+        int chunk = Math.max(TOKEN_BLOCK, Math.min(tokens, (ACTIVATION_BUDGET / (cols * 4)) / TOKEN_BLOCK * TOKEN_BLOCK));
+        Parallel.forRange(rows, 16, (from, to) -> {
+            float[] lanes = new float[L];
+            for (int t0 = 0; t0 < tokens; t0 += chunk) {
+                int t1 = Math.min(tokens, t0 + chunk);
+                int r = from;
+                if (dtype != DType.F16) {
+                    for (; r + ROW_BLOCK <= to; r += ROW_BLOCK) {
+                        int t = t0;
+                        for (; t + TOKEN_BLOCK <= t1; t += TOKEN_BLOCK) tile4x4(r, x, t, y, lanes);
+                        for (; t < t1; t++) rows4(r, x, t * cols, y, t * rows + r, 1, lanes);
+                    }
+                }
+                for (; r < to; r++) {
+                    int t = t0;
+                    for (; t + TOKEN_BLOCK <= t1; t += TOKEN_BLOCK) dot4(r, x, t, y);
+                    for (; t < t1; t++) y[t * rows + r] = dot(r, x, t * cols);
+                }
             }
         });
     }
@@ -114,6 +148,84 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
         float s = VectorMath.sumLanes(acc);
         for (; c < cols; c++) s += get(r, c) * x[xOff + c];
         return s;
+    }
+
+    /** Sum of the lanes in lane order: the same value as {@link VectorMath#sumLanes}, via a store instead of lane extracts. */
+    private static float sumLanes(FloatVector v, float[] lanes) {
+        v.intoArray(lanes, 0);
+        float s = 0f;
+        for (int i = 0; i < L; i++) s += lanes[i];
+        return s;
+    }
+
+    /** y[yOff + k·yStep] = W[r + k]·x[xOff ..] for k < 4 (bf16 or f32 weights). */
+    private void rows4(int r, float[] x, int xOff, float[] y, int yOff, int yStep, float[] lanes) {
+        long b0 = (long) r * cols, b1 = b0 + cols, b2 = b1 + cols, b3 = b2 + cols;
+        var a0 = FloatVector.zero(F);
+        var a1 = FloatVector.zero(F);
+        var a2 = FloatVector.zero(F);
+        var a3 = FloatVector.zero(F);
+        int c = 0;
+        int bound = cols - (cols % L);
+        for (; c < bound; c += L) {
+            var xv = FloatVector.fromArray(F, x, xOff + c);
+            a0 = load(b0 + c).fma(xv, a0);
+            a1 = load(b1 + c).fma(xv, a1);
+            a2 = load(b2 + c).fma(xv, a2);
+            a3 = load(b3 + c).fma(xv, a3);
+        }
+        float s0 = sumLanes(a0, lanes), s1 = sumLanes(a1, lanes), s2 = sumLanes(a2, lanes), s3 = sumLanes(a3, lanes);
+        for (; c < cols; c++) {
+            float xc = x[xOff + c];
+            s0 += get(r, c) * xc;
+            s1 += get(r + 1, c) * xc;
+            s2 += get(r + 2, c) * xc;
+            s3 += get(r + 3, c) * xc;
+        }
+        y[yOff] = s0;
+        y[yOff + yStep] = s1;
+        y[yOff + 2 * yStep] = s2;
+        y[yOff + 3 * yStep] = s3;
+    }
+
+    /** Y[t + j, r + i] = W[r + i]·X[t + j] for i, j < 4. */
+    private void tile4x4(int r, float[] x, int t, float[] y, float[] lanes) {
+        long b0 = (long) r * cols, b1 = b0 + cols, b2 = b1 + cols, b3 = b2 + cols;
+        int x0 = t * cols, x1 = x0 + cols, x2 = x1 + cols, x3 = x2 + cols;
+        var a00 = FloatVector.zero(F);
+        var a01 = a00; var a02 = a00; var a03 = a00;
+        var a10 = a00; var a11 = a00; var a12 = a00; var a13 = a00;
+        var a20 = a00; var a21 = a00; var a22 = a00; var a23 = a00;
+        var a30 = a00; var a31 = a00; var a32 = a00; var a33 = a00;
+        int c = 0;
+        int bound = cols - (cols % L);
+        for (; c < bound; c += L) {
+            var v0 = FloatVector.fromArray(F, x, x0 + c);
+            var v1 = FloatVector.fromArray(F, x, x1 + c);
+            var v2 = FloatVector.fromArray(F, x, x2 + c);
+            var v3 = FloatVector.fromArray(F, x, x3 + c);
+            var w = load(b0 + c);
+            a00 = w.fma(v0, a00); a01 = w.fma(v1, a01); a02 = w.fma(v2, a02); a03 = w.fma(v3, a03);
+            w = load(b1 + c);
+            a10 = w.fma(v0, a10); a11 = w.fma(v1, a11); a12 = w.fma(v2, a12); a13 = w.fma(v3, a13);
+            w = load(b2 + c);
+            a20 = w.fma(v0, a20); a21 = w.fma(v1, a21); a22 = w.fma(v2, a22); a23 = w.fma(v3, a23);
+            w = load(b3 + c);
+            a30 = w.fma(v0, a30); a31 = w.fma(v1, a31); a32 = w.fma(v2, a32); a33 = w.fma(v3, a33);
+        }
+        int y0 = t * rows + r, y1 = y0 + rows, y2 = y1 + rows, y3 = y2 + rows;
+        y[y0] = sumLanes(a00, lanes); y[y1] = sumLanes(a01, lanes); y[y2] = sumLanes(a02, lanes); y[y3] = sumLanes(a03, lanes);
+        y[y0 + 1] = sumLanes(a10, lanes); y[y1 + 1] = sumLanes(a11, lanes); y[y2 + 1] = sumLanes(a12, lanes); y[y3 + 1] = sumLanes(a13, lanes);
+        y[y0 + 2] = sumLanes(a20, lanes); y[y1 + 2] = sumLanes(a21, lanes); y[y2 + 2] = sumLanes(a22, lanes); y[y3 + 2] = sumLanes(a23, lanes);
+        y[y0 + 3] = sumLanes(a30, lanes); y[y1 + 3] = sumLanes(a31, lanes); y[y2 + 3] = sumLanes(a32, lanes); y[y3 + 3] = sumLanes(a33, lanes);
+        if (c < cols) {
+            for (int i = 0; i < ROW_BLOCK; i++)
+                for (int j = 0; j < TOKEN_BLOCK; j++) {
+                    float s = y[(t + j) * rows + r + i];
+                    for (int cc = c; cc < cols; cc++) s += get(r + i, cc) * x[(t + j) * cols + cc];
+                    y[(t + j) * rows + r + i] = s;
+                }
+        }
     }
 
     private void dot4(int r, float[] x, int t, float[] y) {

@@ -1,0 +1,52 @@
+package dev.decodiff.metal;
+
+import jdk.incubator.vector.IntVector;
+import jdk.incubator.vector.VectorOperators;
+import jdk.incubator.vector.VectorSpecies;
+
+import java.lang.foreign.MemorySegment;
+import java.nio.ByteOrder;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * A streaming read of memory with the same threads and split as the kernels ({@link Parallel}): the yardstick
+ * that decode's weight traffic is measured against. It does the least work a read can (integer adds into four
+ * independent vector accumulators), so it is bound by memory, not by the core.
+ */
+public final class StreamRead {
+    private static final VectorSpecies<Integer> I = IntVector.SPECIES_512;
+    private static final int BLOCK = 4 * 64;
+    private static final ByteOrder LE = ByteOrder.LITTLE_ENDIAN;
+
+    private StreamRead() {}
+
+    /** Reads every byte of {@code data} (rounded down to 256-byte blocks) once; returns a checksum so nothing is elided. */
+    public static long read(MemorySegment data) {
+        long blocks = data.byteSize() / BLOCK;
+        // Parallel splits an int range: cut the segment into at most 2^20 pieces of whole blocks.
+        int pieces = (int) Math.min(blocks, 1 << 20);
+        if (pieces == 0) return 0;
+        long perPiece = blocks / pieces;
+        var sum = new AtomicLong();
+        Parallel.forRange(pieces, 1, (from, to) -> {
+            long start = from * perPiece * BLOCK;
+            long end = to == pieces ? blocks * BLOCK : to * perPiece * BLOCK;
+            sum.addAndGet(readRange(data, start, end));
+        });
+        return sum.get();
+    }
+
+    private static long readRange(MemorySegment data, long start, long end) {
+        var a0 = IntVector.zero(I);
+        var a1 = a0;
+        var a2 = a0;
+        var a3 = a0;
+        for (long o = start; o < end; o += BLOCK) {
+            a0 = a0.add(IntVector.fromMemorySegment(I, data, o, LE));
+            a1 = a1.add(IntVector.fromMemorySegment(I, data, o + 64, LE));
+            a2 = a2.add(IntVector.fromMemorySegment(I, data, o + 128, LE));
+            a3 = a3.add(IntVector.fromMemorySegment(I, data, o + 192, LE));
+        }
+        return a0.add(a1).add(a2).add(a3).reduceLanes(VectorOperators.ADD);
+    }
+}
