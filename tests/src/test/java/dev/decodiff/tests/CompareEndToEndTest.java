@@ -66,6 +66,19 @@ class CompareEndToEndTest {
     }
 
     @Test
+    void theBf16ReferenceMatchesLiveUnderTheBuiltInBf16Profile() throws Exception {
+        var r = Cli.run("compare", root.resolve("reference-dumps/gemma4-tiny/long-bf16").toString(), "--json", "--no-observer-check");
+        assertThat(r.code()).as(r.toString()).isZero();
+        var j = json(r);
+        assertThat(j.get("tolerance_profile").asText()).isEqualTo("built-in bf16 noise floor");
+        // under the fp32 defaults the same comparison is a divergence: bf16 noise is ~1e-2
+        Path strict = Files.writeString(tmp.resolve("fp32.json"), "{\"default\": 1e-4}");
+        var s = Cli.run("compare", root.resolve("reference-dumps/gemma4-tiny/long-bf16").toString(), "--tolerance", strict.toString(),
+                "--no-observer-check");
+        assertThat(s.code()).as(s.toString()).isEqualTo(1);
+    }
+
+    @Test
     void aFaultSwitchedOnByHandIsFoundAtItsCell() throws Exception {
         var r = Cli.run("compare", "--fault", "k-eq-v-rotated-keys", "--json", "--no-observer-check");
         assertThat(r.code()).as(r.toString()).isEqualTo(1);
