@@ -1,0 +1,50 @@
+package dev.decodiff.tests;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.decodiff.harness.cli.Main;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * `decodiff bench --size small --json` end to end: it synthesizes its checkpoint into the given cache, runs every
+ * measurement and prints every figure of issue 5. No timing is asserted (speed is for the bench to report, not for
+ * a unit test to guess); only that each figure is there, finite and positive.
+ */
+class BenchSmokeTest {
+    @Test
+    void smallBenchPrintsEveryFigure(@TempDir Path cache) throws Exception {
+        var out = new StringWriter();
+        var err = new StringWriter();
+        int code = Main.commandLine(new PrintWriter(out, true), new PrintWriter(err, true))
+                .execute("bench", "--size", "small", "--json", "--cache", cache.toString(), "--decode-steps", "2", "--repeats", "1");
+        assertThat(code).as(err.toString()).isZero();
+        JsonNode j = new ObjectMapper().readTree(out.toString());
+        for (String k : List.of("read_bandwidth_gbs", "decode_weight_gbs", "decode_bandwidth_ratio", "decode_2048_over_128",
+                "prefill_over_decode", "idle_probe_overhead", "compare_bandwidth_ratio", "peak_rss_bytes"))
+            assertPositive(j, k);
+        for (String c : List.of("128", "512", "2048")) assertPositive(j.get("decode_tokens_per_s"), c);
+        assertThat(j.get("figures").get("read_bandwidth_gbs").get("min").asDouble()).isPositive();
+        // the checkpoint is cached under its spec key, complete, with no temporary leftovers
+        try (var s = Files.list(cache)) {
+            var entries = s.toList();
+            assertThat(entries).hasSize(1);
+            assertThat(entries.getFirst().resolve("model.safetensors")).isRegularFile();
+            assertThat(entries.getFirst().getFileName().toString()).doesNotContain("partial");
+        }
+    }
+
+    private static void assertPositive(JsonNode j, String key) {
+        assertThat(j.has(key)).as("key %s in %s", key, j).isTrue();
+        double v = j.get(key).asDouble();
+        assertThat(Double.isFinite(v) && v > 0).as("%s = %s", key, v).isTrue();
+    }
+}
