@@ -69,11 +69,6 @@ final class CompareCommand implements Callable<Integer> {
             description = "Live run only: switch on a catalog fault (repeatable): ${COMPLETION-CANDIDATES}.")
     List<Fault> faults = new ArrayList<>();
 
-    @Option(names = "--calibrate", paramLabel = "FILE",
-            description = "Write a tolerance profile calibrated from this comparison (3 × the worst rel L2 per point kind) to FILE;"
-                    + " compare two references of one model (fp32 vs bf16) to get the noise floor.")
-    Path calibrate;
-
     @Option(names = "--no-observer-check", description = "Live run only: skip the second, probe-free run that checks the probes change nothing.")
     boolean noObserverCheck;
 
@@ -102,15 +97,6 @@ final class CompareCommand implements Callable<Integer> {
             }
         } else {
             result = live(ref, profile);
-        }
-        if (calibrate != null) {
-            try {
-                Files.writeString(calibrate, ToleranceProfile.calibrated(result, 3.0));
-            } catch (IOException e) {
-                throw new BadInputException(calibrate, "cannot write the profile: " + e.getMessage());
-            }
-            spec.commandLine().getErr().println("decodiff: calibrated tolerance profile written to " + calibrate);
-            spec.commandLine().getErr().flush();
         }
         var out = spec.commandLine().getOut();
         if (json) out.println(JsonReport.render(result));

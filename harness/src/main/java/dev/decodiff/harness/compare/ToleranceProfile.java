@@ -141,41 +141,6 @@ public final class ToleranceProfile {
         return d.equals("bfloat16") || d.equals("bf16") || d.equals("float16") || d.equals("fp16") || d.equals("half");
     }
 
-    /**
-     * A profile calibrated from a comparison of two references of one model (e.g. fp32 against bf16: the noise
-     * floor): each kind's tolerance is {@code factor} × its worst rel L2, never below the fp32 default.
-     */
-    public static String calibrated(ComparisonResult r, double factor) {
-        var json = new ObjectMapper().enable(com.fasterxml.jackson.databind.SerializationFeature.INDENT_OUTPUT);
-        var root = json.createObjectNode();
-        root.put("description", "calibrated by decodiff compare --calibrate from " + r.reference() + " vs " + r.candidate()
-                + ": " + factor + " × the worst rel L2 of each point kind");
-        double worstAll = 0;
-        var pts = json.createObjectNode();
-        for (var e : r.worstByKind().entrySet()) {
-            double w = e.getValue().relL2();
-            if (!Double.isFinite(w)) continue;
-            double floor = DEFAULT_KINDS.getOrDefault(e.getKey(), DEFAULT_TOLERANCE);
-            double tol = Math.max(floor, round2(factor * w));
-            pts.put(e.getKey(), tol);
-            worstAll = Math.max(worstAll, tol);
-        }
-        root.put("default", worstAll > 0 ? worstAll : DEFAULT_TOLERANCE);
-        root.put("near_tie", r.profile().nearTie());
-        root.set("points", pts);
-        try {
-            return json.writeValueAsString(root);
-        } catch (com.fasterxml.jackson.core.JsonProcessingException e) {
-            throw new IllegalStateException(e);
-        }
-    }
-
-    /** Rounds up to two significant digits. */
-    static double round2(double x) {
-        if (x <= 0) return x;
-        return new java.math.BigDecimal(x).round(new java.math.MathContext(2, java.math.RoundingMode.UP)).doubleValue();
-    }
-
     public ToleranceProfile withNearTie(double t) {
         return new ToleranceProfile(source, fallback, t, kinds, names, globs);
     }

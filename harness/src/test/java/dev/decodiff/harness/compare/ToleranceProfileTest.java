@@ -49,17 +49,6 @@ class ToleranceProfileTest {
         assertThat(bf16.nearTie()).isEqualTo(0.5);
         assertThat(ToleranceProfile.isHalfPrecision("bfloat16")).isTrue();
         assertThat(ToleranceProfile.isHalfPrecision("float32")).isFalse();
-        assertThat(ToleranceProfile.round2(0.0860001)).isEqualTo(0.087);
-        assertThat(ToleranceProfile.round2(0.086)).isEqualTo(0.086);
-
-        Path ref = dev.decodiff.harness.SyntheticDump.write(tmp.resolve("r"), dev.decodiff.harness.SyntheticDump.NONE);
-        Path cand = dev.decodiff.harness.SyntheticDump.write(tmp.resolve("c"), (s, t) -> t.get("layers.1.mlp.out").data()[0] += 0.3f);
-        var r = Comparison.compareDumps(ref, cand, Comparison.Options.defaults());
-        Path prof = Files.writeString(tmp.resolve("cal.json"), ToleranceProfile.calibrated(r, 3.0));
-        var p = ToleranceProfile.load(prof);
-        assertThat(p.tolerance("layers.1.mlp.out")).isCloseTo(3 * r.worstByKind().get("mlp.out").relL2(), org.assertj.core.data.Percentage.withPercentage(5));
-        assertThat(p.tolerance("layers.1.attn.q")).isEqualTo(1e-4); // never below the fp32 default
-        assertThat(Comparison.compareDumps(ref, cand, new Comparison.Options(p, false, null)).matches()).isTrue();
     }
 
     @Test
