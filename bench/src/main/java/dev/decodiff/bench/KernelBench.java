@@ -1,0 +1,122 @@
+package dev.decodiff.bench;
+
+import dev.decodiff.metal.DType;
+import dev.decodiff.metal.StreamRead;
+import dev.decodiff.metal.VectorMath;
+import dev.decodiff.metal.WeightMatrix;
+import org.openjdk.jmh.annotations.Benchmark;
+import org.openjdk.jmh.annotations.BenchmarkMode;
+import org.openjdk.jmh.annotations.Fork;
+import org.openjdk.jmh.annotations.Level;
+import org.openjdk.jmh.annotations.Measurement;
+import org.openjdk.jmh.annotations.Mode;
+import org.openjdk.jmh.annotations.OutputTimeUnit;
+import org.openjdk.jmh.annotations.Param;
+import org.openjdk.jmh.annotations.Scope;
+import org.openjdk.jmh.annotations.Setup;
+import org.openjdk.jmh.annotations.State;
+import org.openjdk.jmh.annotations.Warmup;
+import org.openjdk.jmh.infra.Blackhole;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.util.SplittableRandom;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * The hot kernels at the bench model's shapes (DESIGN.md §7): matvec over a matrix far larger than the L3 cache
+ * (decode: memory-bound; compare its bytes/op with {@link #streamRead}), the blocked GEMM of prefill, and one
+ * attention head at context 2048 (scores, softmax, weighted sum, as the engine does it).
+ */
+@State(Scope.Benchmark)
+@BenchmarkMode(Mode.AverageTime)
+@OutputTimeUnit(TimeUnit.MILLISECONDS)
+@Warmup(iterations = 3, time = 2)
+@Measurement(iterations = 5, time = 2)
+@Fork(value = 1, jvmArgsAppend = {"--add-modules", "jdk.incubator.vector", "--enable-native-access=ALL-UNNAMED"})
+public class KernelBench {
+    /** Rows of the decode matrix: 262144 = the vocabulary head (805 MB bf16), far beyond any cache. */
+    @Param({"262144"})
+    int rows;
+
+    @Param({"1536"})
+    int cols;
+
+    @Param({"BF16", "F32"})
+    String dtype;
+
+    /** Tokens of the prefill GEMM. */
+    @Param({"512"})
+    int tokens;
+
+    WeightMatrix big, ffn;
+    float[] x, y, xs, ys;
+    MemorySegment raw;
+    // attention: one head, d = 512 (a full layer), context 2048
+    float[] q, keys, values, scores, out;
+    static final int D = 512, CTX = 2048;
+
+    @Setup(Level.Trial)
+    public void setup() {
+        var dt = DType.valueOf(dtype);
+        big = random(dt, dt == DType.F32 ? rows / 2 : rows, cols, 1);
+        raw = big.data();
+        ffn = random(dt, 6144, cols, 2);
+        var rnd = new SplittableRandom(3);
+        x = new float[cols];
+        for (int i = 0; i < cols; i++) x[i] = (float) rnd.nextGaussian();
+        y = new float[big.rows()];
+        xs = new float[tokens * cols];
+        for (int i = 0; i < xs.length; i++) xs[i] = (float) rnd.nextGaussian();
+        ys = new float[tokens * ffn.rows()];
+        q = new float[D];
+        keys = new float[CTX * D];
+        values = new float[CTX * D];
+        for (int i = 0; i < D; i++) q[i] = (float) rnd.nextGaussian();
+        for (int i = 0; i < keys.length; i++) { keys[i] = (float) rnd.nextGaussian(); values[i] = (float) rnd.nextGaussian(); }
+        scores = new float[CTX];
+        out = new float[D];
+    }
+
+    static WeightMatrix random(DType dt, int rows, int cols, long seed) {
+        long n = (long) rows * cols;
+        MemorySegment seg = Arena.global().allocate(n * dt.bytes(), 64);
+        long s = seed * 0x9E3779B97F4A7C15L + 1;
+        for (long i = 0; i < n; i++) {
+            s ^= s >>> 12; s ^= s << 25; s ^= s >>> 27;
+            float v = ((s * 0x2545F4914F6CDD1DL >>> 40) * 0x1.0p-24f - 0.5f) * 0.1f;
+            if (dt == DType.BF16) seg.setAtIndex(ValueLayout.JAVA_SHORT_UNALIGNED, i, (short) (Float.floatToRawIntBits(v) >>> 16));
+            else seg.setAtIndex(ValueLayout.JAVA_FLOAT_UNALIGNED, i, v);
+        }
+        return new WeightMatrix("bench", dt, rows, cols, seg);
+    }
+
+    /** Decode's kernel: one token against a matrix of {@code rows × cols} (GB/s = bytes / time). */
+    @Benchmark
+    public float matvec() {
+        big.matvec(x, 0, y, 0);
+        return y[y.length - 1];
+    }
+
+    /** The yardstick for {@link #matvec}: the same bytes read with the least work. */
+    @Benchmark
+    public long streamRead() { return StreamRead.read(raw); }
+
+    /** Prefill's kernel: {@code tokens} tokens through a 6144 × cols FFN matrix. */
+    @Benchmark
+    public float matmul() {
+        ffn.matmul(xs, tokens, ys);
+        return ys[ys.length - 1];
+    }
+
+    /** One attention head reading 2048 positions of d = 512 (scores, softmax, weighted sum of values). */
+    @Benchmark
+    public void attentionHead(Blackhole bh) {
+        for (int j = 0; j < CTX; j++) scores[j] = VectorMath.dot(q, 0, keys, j * D, D);
+        VectorMath.softmax(scores, 0, CTX);
+        java.util.Arrays.fill(out, 0f);
+        for (int j = 0; j < CTX; j++) VectorMath.axpy(scores[j], values, j * D, out, 0, D);
+        bh.consume(out);
+    }
+}
