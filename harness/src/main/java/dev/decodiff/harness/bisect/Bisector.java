@@ -1,0 +1,327 @@
+package dev.decodiff.harness.bisect;
+
+import dev.decodiff.engine.CapturePoints;
+import dev.decodiff.engine.EngineOptions;
+import dev.decodiff.engine.Gemma4Model;
+import dev.decodiff.engine.Sampler;
+import dev.decodiff.harness.compare.CellStats;
+import dev.decodiff.harness.compare.Comparison;
+import dev.decodiff.harness.compare.ComparisonResult;
+import dev.decodiff.harness.compare.Diagnosis;
+import dev.decodiff.harness.compare.FirstDivergence;
+import dev.decodiff.harness.compare.ToleranceProfile;
+import dev.decodiff.harness.dump.CapturedTensor;
+import dev.decodiff.harness.dump.DumpReader;
+import dev.decodiff.harness.dump.DumpStep;
+import dev.decodiff.harness.live.LiveCandidate;
+import dev.decodiff.harness.live.LiveStep;
+
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.function.Predicate;
+
+/**
+ * Proves where a divergence comes from by running the engine again with reference tensors fed in (DESIGN.md §5,
+ * "localization levels"). Starting from compare's first divergent step:
+ * <ol>
+ * <li><b>local vs accumulated</b>: one run in which every layer gets the reference's input (embed, ple, the previous
+ *     layer's out) and the reference's cache history (the reference's attn.k / attn.v entered at every earlier step);
+ *     the first cell wrong on those inputs is the culprit, layers after it that are right on their own input only
+ *     inherit the error;</li>
+ * <li><b>substitution</b> inside the culprit layer: each of q, k, v, k_read, v_read, attn.out, mlp.out, moe.out (and
+ *     the pairs q+k, k+v, k_read+v_read) replaced by the reference's, on top of the reference's input: which heals the
+ *     layer's output;</li>
+ * <li><b>cache transplant</b> over steps: the reference's cache for steps &lt; t, the engine's own from t on: does the
+ *     step compute wrongly, or was the cache corrupted earlier;</li>
+ * <li>a one-sentence <b>diagnosis</b> of the culprit tensor ({@link Diagnosis}).</li>
+ * </ol>
+ */
+public final class Bisector {
+    /** Layer tensors bisect substitutes, in causal order; pairs follow. */
+    static final List<List<String>> SUBSTITUTIONS = List.of(
+            List.of("attn.q"), List.of("attn.k"), List.of("attn.v"), List.of("attn.k_read"), List.of("attn.v_read"),
+            List.of("attn.out"), List.of("mlp.out"), List.of("moe.out"),
+            List.of("attn.q", "attn.k"), List.of("attn.k", "attn.v"), List.of("attn.k_read", "attn.v_read"));
+
+    /** Up to this many earlier steps the transplant is tried at every boundary; beyond it, by bisection. */
+    static final int TRANSPLANT_EVERY_STEP = 8;
+
+    private final Gemma4Model model;
+    private final EngineOptions options;
+    private final DumpReader ref;
+    private final ToleranceProfile profile;
+
+    public Bisector(Gemma4Model model, EngineOptions options, DumpReader ref, ToleranceProfile profile) {
+        this.model = model;
+        this.options = options.withProbe(null);
+        this.ref = ref;
+        this.profile = profile;
+    }
+
+    /** The free-running comparison bisect starts from: the engine live, teacher-forced on the reference's tokens. */
+    public ComparisonResult compare() {
+        try (var source = LiveCandidate.forPoints(model, options, ref.manifest(), ref.allPoints(), false)) {
+            return Comparison.run(ref, source, new Comparison.Options(profile, false, null));
+        }
+    }
+
+    /** Compares, then bisects. */
+    public BisectResult run() { return bisect(compare()); }
+
+    /** Bisects a comparison of this engine (with these options) against this reference. */
+    public BisectResult bisect(ComparisonResult compare) {
+        long t0 = System.nanoTime();
+        FirstDivergence fd = compare.firstDivergence();
+        if (fd == null)
+            return new BisectResult(compare, null, List.of(), List.of(), List.of(), List.of(), null, null,
+                    "No divergence: every cell of every step is within tolerance, so there is nothing to bisect.", List.of(), secs(t0));
+        int s = fd.step();
+        var notes = new LinkedHashSet<String>();
+        try (var refs = new ReferenceTensors(ref)) {
+            DumpStep refStep = refs.step(s);
+            Set<String> stepPoints = ref.points(s);
+
+            // (a) local: every layer on the reference's input and cache history, in one run.
+            var inputs = new LinkedHashSet<String>();
+            for (String p : stepPoints) if (isInput(p)) inputs.add(p);
+            Run local = run(refs, new Plan(s, s, inputs, p -> true));
+            notes.addAll(local.notes);
+            var localCells = new TreeMap<String, CellStats>(Comparison.CAUSAL);
+            for (String p : stepPoints) {
+                var c = local.captured.get(p);
+                if (c != null) localCells.put(p, Cells.of(s, p, refStep.tensor(p), c.view(), profile.tolerance(p)));
+            }
+            var accumulated = new HashMap<String, CellStats>();
+            for (var c : compare.cellsOfStep(s)) accumulated.put(c.point(), c);
+
+            CellStats culpritCell = localCells.values().stream().filter(CellStats::failed).findFirst().orElse(null);
+            BisectResult.Culprit culprit = culpritCell == null ? null
+                    : new BisectResult.Culprit(s, culpritCell.layer() < 0 ? null : culpritCell.layer(), culpritCell.point(), culpritCell);
+            var layers = layerRows(localCells, accumulated, culprit);
+            var modelRows = new ArrayList<BisectResult.ModelRow>();
+            for (String p : List.of(CapturePoints.EMBED, CapturePoints.PLE, CapturePoints.FINAL_NORM, CapturePoints.LOGITS))
+                if (stepPoints.contains(p)) modelRows.add(new BisectResult.ModelRow(p, accumulated.get(p), localCells.get(p)));
+
+            // (d) diagnosis of the culprit as computed on the reference's input.
+            String diagnosis = null;
+            if (culpritCell != null) {
+                var st = ref.manifest().step(s);
+                var localStep = new LiveStep(s, st.start(), st.length(), local.captured,
+                        local.logits == null ? -1 : Sampler.argmax(local.logits), Double.NaN, "engine on the reference's input, step " + s);
+                diagnosis = Diagnosis.explain(culpritCell, refStep, localStep);
+                if (diagnosis == null) diagnosis = ModelDiagnosis.headMapping(culpritCell, refStep, localStep, Math.max(10 * culpritCell.tolerance(), 1e-3));
+                String scalar = ModelDiagnosis.layerScalar(culpritCell, model);
+                if (scalar != null) diagnosis = diagnosis == null ? scalar : diagnosis + "; " + scalar;
+            }
+            if (diagnosis == null && (culpritCell == null || culpritCell.point().equals(fd.point()))) diagnosis = fd.diagnosis();
+            if (diagnosis == null && culpritCell != null) diagnosis = noPattern(culpritCell);
+
+            // (b) substitution inside the culprit layer.
+            var subs = new ArrayList<BisectResult.Substitution>();
+            if (culprit != null && culprit.layer() != null)
+                subs.addAll(substitutions(refs, refStep, s, culprit.layer(), inputs, local, notes));
+
+            // (c) cache transplant over earlier steps, on the culprit cell (or compare's, when nothing is wrong locally).
+            String tp = culprit != null ? culprit.point() : fd.point();
+            var transplant = transplant(refs, refStep, s, tp, accumulated.get(tp), notes);
+            String cacheVerdict = cacheVerdict(s, tp, transplant);
+
+            String conclusion = conclusion(fd, culprit, layers, subs, cacheVerdict);
+            return new BisectResult(compare, culprit, layers, modelRows, subs, transplant, cacheVerdict, diagnosis, conclusion,
+                    List.copyOf(notes), secs(t0));
+        }
+    }
+
+    private static double secs(long t0) { return (System.nanoTime() - t0) / 1e9; }
+
+    /** Points that are a layer's input when replaced: embed, ple, every layer's out, final_norm (the logits' input). */
+    static boolean isInput(String p) {
+        return p.equals(CapturePoints.EMBED) || p.equals(CapturePoints.PLE) || p.equals(CapturePoints.FINAL_NORM)
+                || CapturePoints.layerOf(p) >= 0 && CapturePoints.kindOf(p).equals("out");
+    }
+
+    private List<BisectResult.LayerRow> layerRows(Map<String, CellStats> local, Map<String, CellStats> acc, BisectResult.Culprit culprit) {
+        var rows = new ArrayList<BisectResult.LayerRow>();
+        for (int i = 0; i < model.config().numLayers(); i++) {
+            String out = CapturePoints.layer(i, "out");
+            final int layer = i;
+            String firstLocal = local.values().stream().filter(c -> c.layer() == layer && c.failed()).map(CellStats::point)
+                    .findFirst().orElse(null);
+            CellStats a = acc.get(out), l = local.get(out);
+            BisectResult.Status status;
+            if (firstLocal != null) status = culprit != null && culprit.layer() != null && culprit.layer() == i
+                    ? BisectResult.Status.CULPRIT : BisectResult.Status.ALSO_LOCAL;
+            else if (a == null && l == null) status = BisectResult.Status.NOT_RECORDED;
+            else if (a != null && a.failed()) status = BisectResult.Status.INHERITS;
+            else status = BisectResult.Status.CLEAN;
+            rows.add(new BisectResult.LayerRow(i, a, l, firstLocal, status));
+        }
+        return rows;
+    }
+
+    private List<BisectResult.Substitution> substitutions(ReferenceTensors refs, DumpStep refStep, int s, int layer,
+                                                          Set<String> inputs, Run local, Set<String> notes) {
+        var out = new ArrayList<BisectResult.Substitution>();
+        String outPoint = CapturePoints.layer(layer, "out");
+        var localOut = local.captured.get(outPoint);
+        if (!refStep.has(outPoint) || localOut == null) {
+            notes.add("substitution skipped: the reference has no " + outPoint + " at step " + s + " to judge it by");
+            return out;
+        }
+        var refOut = refStep.tensor(outPoint);
+        double tol = profile.tolerance(outPoint);
+        double beforeAll = Cells.all(refOut, localOut.view()), beforeLast = Cells.lastRow(refOut, localOut.view());
+        if (beforeAll <= tol) {
+            notes.add("substitution skipped: " + outPoint + " is within tolerance on the reference's input, so there is nothing to heal");
+            return out;
+        }
+        var base = new LinkedHashSet<String>();
+        for (String p : inputs) if (!(CapturePoints.layerOf(p) >= layer) && !p.equals(CapturePoints.FINAL_NORM)) base.add(p);
+        int T = ref.manifest().step(s).length();
+        for (var group : SUBSTITUTIONS) {
+            var names = group.stream().map(k -> CapturePoints.layer(layer, k)).toList();
+            if (!names.stream().allMatch(refStep::has)) continue;
+            boolean readOnly = group.stream().allMatch(k -> k.equals("attn.k_read") || k.equals("attn.v_read"));
+            boolean lastOnly = readOnly && T > 1;
+            String scope = lastOnly ? "last position" : "all rows";
+            double before = lastOnly ? beforeLast : beforeAll;
+            String name = String.join("+", group);
+            var replace = new LinkedHashSet<>(base);
+            replace.addAll(names);
+            Run r = run(refs, new Plan(s, s, replace, outPoint::equals));
+            var refused = names.stream().filter(r.refused::contains).toList();
+            if (!refused.isEmpty()) {
+                String why = r.notes.stream().filter(n -> refused.stream().anyMatch(n::contains)).findFirst().orElse("not substitutable")
+                        .replaceFirst("^step \\d+: ", "");
+                out.add(new BisectResult.Substitution(name, names, scope, before, Double.NaN, tol, false, why));
+                continue;
+            }
+            var got = r.captured.get(outPoint).view();
+            double after = lastOnly ? Cells.lastRow(refOut, got) : Cells.all(refOut, got);
+            out.add(new BisectResult.Substitution(name, names, scope, before, after, tol, after <= tol, null));
+        }
+        return out;
+    }
+
+    private List<BisectResult.TransplantRow> transplant(ReferenceTensors refs, DumpStep refStep, int s, String point,
+                                                        CellStats free, Set<String> notes) {
+        double tol = profile.tolerance(point);
+        var rows = new TreeMap<Integer, BisectResult.TransplantRow>();
+        if (free != null) rows.put(0, new BisectResult.TransplantRow(0, free.relL2(), tol, free.passed(), true));
+        else rows.put(0, transplantAt(refs, refStep, s, point, 0, tol, notes));
+        if (s == 0) return List.copyOf(rows.values());
+        if (s <= TRANSPLANT_EVERY_STEP) {
+            for (int t = 1; t <= s; t++) rows.put(t, transplantAt(refs, refStep, s, point, t, tol, notes));
+        } else {
+            var full = transplantAt(refs, refStep, s, point, s, tol, notes);
+            rows.put(s, full);
+            if (full.healed() && !rows.get(0).healed()) {
+                int lo = 0, hi = s; // lo fails, hi heals
+                while (hi - lo > 1) {
+                    int mid = (lo + hi) >>> 1;
+                    var r = transplantAt(refs, refStep, s, point, mid, tol, notes);
+                    rows.put(mid, r);
+                    if (r.healed()) hi = mid;
+                    else lo = mid;
+                }
+            }
+        }
+        return List.copyOf(rows.values());
+    }
+
+    private BisectResult.TransplantRow transplantAt(ReferenceTensors refs, DumpStep refStep, int s, String point, int t,
+                                                    double tol, Set<String> notes) {
+        Run r = run(refs, new Plan(s, t, Set.of(), point::equals));
+        notes.addAll(r.notes);
+        var c = r.captured.get(point);
+        double rel = c == null ? Double.NaN : Cells.of(s, point, refStep.tensor(point), c.view(), tol).relL2();
+        return new BisectResult.TransplantRow(t, rel, tol, rel <= tol, false);
+    }
+
+    static String cacheVerdict(int s, String point, List<BisectResult.TransplantRow> rows) {
+        if (s == 0) return "Step 0 reads no cache history: the error arises within step 0 itself.";
+        var full = rows.get(rows.size() - 1);
+        String kind = CapturePoints.kindOf(point);
+        boolean read = kind.equals("attn.k_read") || kind.equals("attn.v_read");
+        String range = s == 1 ? "step 0" : "steps 0–" + (s - 1);
+        if (!full.healed()) {
+            if (read)
+                return "With the reference's keys and values entering the cache at " + range + ", " + point + " at step " + s
+                        + " is still wrong: the values that entered the cache are not the cause — the cache stores or hands back its rows wrongly.";
+            return "With the reference's cache for " + range + ", " + point + " at step " + s
+                    + " is still wrong: step " + s + " computes wrongly; the cache history is not the cause.";
+        }
+        int firstHealing = full.referenceCacheSteps();
+        for (int i = rows.size() - 1; i >= 0 && rows.get(i).healed(); i--) firstHealing = rows.get(i).referenceCacheSteps();
+        int corrupt = firstHealing - 1;
+        if (corrupt < 0) return "Every cache history gives a correct " + point + " at step " + s + ".";
+        return "With the reference's cache for steps 0–" + corrupt + " step " + s + " is right; with the engine's own entries from step "
+                + corrupt + " on it is wrong: the cache was corrupted at step " + corrupt + ", not computed wrongly at step " + s + ".";
+    }
+
+    private static String conclusion(FirstDivergence fd, BisectResult.Culprit culprit, List<BisectResult.LayerRow> layers,
+                                     List<BisectResult.Substitution> subs, String cacheVerdict) {
+        var sb = new StringBuilder();
+        if (culprit == null) {
+            sb.append("Nothing at step ").append(fd.step()).append(" is wrong on the reference's own input and cache: the divergence at ")
+                    .append(fd.point()).append(" is carried in from earlier steps. ").append(cacheVerdict);
+            return sb.toString();
+        }
+        var c = culprit.local();
+        sb.append(culprit.point()).append(" at step ").append(culprit.step()).append(" is wrong on the reference's own input and cache (rel L2 ")
+                .append(sci(c.relL2())).append(" against ").append(sci(c.tolerance())).append(")");
+        if (culprit.layer() != null) {
+            sb.append(": layer ").append(culprit.layer()).append(" is the culprit");
+            long inherit = layers.stream().filter(l -> l.status() == BisectResult.Status.INHERITS).count();
+            var also = layers.stream().filter(l -> l.status() == BisectResult.Status.ALSO_LOCAL).map(l -> Integer.toString(l.layer())).toList();
+            if (inherit > 0 && also.isEmpty()) sb.append(", the ").append(inherit).append(" wrong layer").append(inherit == 1 ? "" : "s").append(" after it only inherit");
+            else if (!also.isEmpty()) sb.append("; layer").append(also.size() == 1 ? " " : "s ").append(String.join(", ", also))
+                    .append(also.size() == 1 ? " is" : " are").append(" wrong on its own input too (the same fault or another)");
+            sb.append(". ");
+            var healed = subs.stream().filter(BisectResult.Substitution::healed).toList();
+            String out = CapturePoints.layer(culprit.layer(), "out");
+            if (subs.isEmpty()) {
+                sb.append("");
+            } else if (healed.isEmpty()) {
+                sb.append("No substitution inside the layer heals ").append(out)
+                        .append(": the error arises after its last inner capture point (residual adds, post-norms, per-layer input, layer_scalar). ");
+            } else {
+                var first = healed.get(0);
+                sb.append("Substituting the reference's ").append(first.name().replace("+", " and ")).append(" heals ").append(out)
+                        .append(" (").append(sci(first.before())).append(" → ").append(sci(first.after()))
+                        .append(first.scope().equals("all rows") ? "" : ", " + first.scope()).append(")");
+                if (healed.size() > 1) sb.append("; so do ").append(String.join(", ", healed.subList(1, healed.size()).stream().map(BisectResult.Substitution::name).toList()));
+                sb.append(". ");
+            }
+        } else {
+            sb.append(". ");
+        }
+        if (cacheVerdict != null) sb.append(cacheVerdict);
+        return sb.toString().strip();
+    }
+
+    private static String noPattern(CellStats c) {
+        return "no known pattern fits " + c.point() + " (rel L2 " + sci(c.relL2()) + ", cosine "
+                + String.format(Locale.ROOT, "%.4f", c.cosine()) + ", norm ratio " + String.format(Locale.ROOT, "%.4f", c.normRatio()) + ")";
+    }
+
+    static String sci(double x) { return dev.decodiff.harness.report.Fmt.sci(x); }
+
+    private record Run(Map<String, CapturedTensor> captured, Set<String> refused, List<String> notes, float[] logits) {}
+
+    private Run run(ReferenceTensors refs, Plan plan) {
+        var probe = new SubstitutionProbe(refs, plan);
+        var session = model.newSession(options.withProbe(probe));
+        float[] logits = null;
+        for (int s = 0; s <= plan.target(); s++) logits = session.forward(ref.manifest().stepTokens(s));
+        return new Run(probe.captured, probe.refused, probe.notes, logits);
+    }
+
+    static Predicate<String> all() { return p -> true; }
+}

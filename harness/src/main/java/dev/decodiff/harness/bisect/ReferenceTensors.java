@@ -1,0 +1,42 @@
+package dev.decodiff.harness.bisect;
+
+import dev.decodiff.harness.dump.DumpReader;
+import dev.decodiff.harness.dump.DumpStep;
+import dev.decodiff.metal.TensorView;
+
+import java.util.HashMap;
+import java.util.Map;
+
+/**
+ * The reference dump's tensors for substitution: step files are mapped on first use and kept open, and a point's
+ * data is turned into floats (the engine's row-major layout) once. Close to unmap.
+ */
+final class ReferenceTensors implements AutoCloseable {
+    private final DumpReader ref;
+    private final Map<Integer, DumpStep> open = new HashMap<>();
+    private final Map<Integer, Map<String, float[]>> floats = new HashMap<>();
+
+    ReferenceTensors(DumpReader ref) { this.ref = ref; }
+
+    DumpReader reader() { return ref; }
+
+    boolean has(int step, String point) { return ref.points(step).contains(point); }
+
+    /** The mapped step (valid until {@link #close()}). */
+    DumpStep step(int step) { return open.computeIfAbsent(step, ref::readStep); }
+
+    TensorView view(int step, String point) { return step(step).tensor(point); }
+
+    /** The point's values as floats, or null when the reference did not record it. */
+    float[] floats(int step, String point) {
+        if (!has(step, point)) return null;
+        return floats.computeIfAbsent(step, s -> new HashMap<>()).computeIfAbsent(point, p -> view(step, p).toFloats());
+    }
+
+    @Override
+    public void close() {
+        open.values().forEach(DumpStep::close);
+        open.clear();
+        floats.clear();
+    }
+}

@@ -1,0 +1,94 @@
+package dev.decodiff.harness.cli;
+
+import dev.decodiff.engine.EngineOptions;
+import dev.decodiff.engine.Fault;
+import dev.decodiff.engine.Gemma4Model;
+import dev.decodiff.harness.BadInputException;
+import dev.decodiff.harness.bisect.BisectReport;
+import dev.decodiff.harness.bisect.Bisector;
+import dev.decodiff.harness.compare.ToleranceProfile;
+import dev.decodiff.harness.dump.DumpReader;
+import dev.decodiff.harness.live.ModelLocator;
+import dev.decodiff.harness.report.Terminal;
+import picocli.CommandLine.Command;
+import picocli.CommandLine.Option;
+import picocli.CommandLine.Parameters;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.EnumSet;
+import java.util.List;
+import java.util.concurrent.Callable;
+
+@Command(name = "bisect", mixinStandardHelpOptions = true,
+        description = {"Proves where a divergence comes from: runs the engine live against a reference dump, then, from compare's first divergent cell,",
+                "re-runs it with the reference's tensors fed in: per layer the local error (on the reference's input and cache history) vs the",
+                "accumulated one, which substituted tensor heals the culprit layer, whether a cache transplant over earlier steps heals the step,",
+                "and a one-sentence diagnosis."},
+        footer = {"", "Exit codes: 0 no divergence, 1 divergence bisected, 2 bad input or usage.",
+                "Examples:",
+                "  decodiff bisect --fault k-eq-v-rotated-keys",
+                "  decodiff bisect reference-dumps/gemma4-tiny/short --fault ring-wrap --json",
+                "  decodiff bisect reference-dumps/gemma4-tiny-ple/long --fault kv-shared-first-source --html bisect.html"})
+final class BisectCommand implements Callable<Integer> {
+    @Parameters(index = "0", arity = "0..1", paramLabel = "REFERENCE",
+            description = "Reference dump folder (default: the bundled case " + Home.DEFAULT_CASE + ").")
+    Path reference;
+
+    @Option(names = "--model", paramLabel = "DIR",
+            description = "Checkpoint to run (default: the bundled checkpoint whose config and weights hashes match the reference).")
+    Path model;
+
+    @Option(names = "--fault", paramLabel = "ID", converter = Faults.Converter.class, completionCandidates = Faults.Candidates.class,
+            description = "Switch on a catalog fault (repeatable): ${COMPLETION-CANDIDATES}.")
+    List<Fault> faults = new ArrayList<>();
+
+    @Option(names = "--tolerance", paramLabel = "FILE", description = "JSON tolerance profile overriding the defaults (docs/tolerances.md).")
+    Path tolerance;
+
+    @Option(names = "--json", description = "Print the machine-readable result (JSON) on stdout instead of the terminal report.")
+    boolean json;
+
+    @Option(names = "--html", paramLabel = "FILE", description = "Also write a self-contained HTML report to FILE.")
+    Path html;
+
+    @picocli.CommandLine.Spec
+    picocli.CommandLine.Model.CommandSpec spec;
+
+    @Override
+    public Integer call() {
+        Path refDir = reference != null ? reference : Home.defaultReference();
+        var ref = DumpReader.open(refDir);
+        var profile = tolerance != null ? ToleranceProfile.load(tolerance) : ToleranceProfile.defaults();
+        Path modelDir;
+        if (model != null) {
+            ModelLocator.check(model, ModelLocator.identity(model), ref.manifest(), ref.manifestFile(), false);
+            modelDir = model;
+        } else {
+            modelDir = ModelLocator.bundledFor(Home.get(), ref.manifest(), ref.manifestFile());
+        }
+        var options = EngineOptions.defaults().withFaults(faults.isEmpty() ? EnumSet.noneOf(Fault.class) : EnumSet.copyOf(faults));
+        try (var m = Gemma4Model.load(modelDir)) {
+            var result = new Bisector(m, options, ref, profile).run();
+            var out = spec.commandLine().getOut();
+            if (json) out.println(BisectReport.json(result));
+            else out.print(BisectReport.terminal(result, Terminal.colourStdout()));
+            out.flush();
+            if (html != null) {
+                try {
+                    if (html.toAbsolutePath().getParent() != null) Files.createDirectories(html.toAbsolutePath().getParent());
+                    Files.writeString(html, BisectReport.html(result));
+                } catch (IOException e) {
+                    throw new BadInputException(html, "cannot write the HTML report: " + e.getMessage());
+                }
+                if (!json) {
+                    spec.commandLine().getErr().println("decodiff: HTML report written to " + html);
+                    spec.commandLine().getErr().flush();
+                }
+            }
+            return result.exitCode();
+        }
+    }
+}
