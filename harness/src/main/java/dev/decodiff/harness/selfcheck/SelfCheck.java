@@ -10,6 +10,8 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Comparator;
 import java.util.List;
+import java.util.Optional;
+import java.util.function.Supplier;
 
 /**
  * Checks that need no reference: the same tokens computed along different paths must agree to fp32 noise.
@@ -28,11 +30,14 @@ public final class SelfCheck {
         this.options = options.withProbe(null);
     }
 
+    /** The prompt length of {@link #defaultTokens()}: longer than the sliding window. */
+    public int defaultPromptLength() { return Math.min(2 * model.config().slidingWindow() + 3, 64); }
+
     /** A prompt longer than the sliding window, then greedy decode steps past a ring wrap. */
     public int[] defaultTokens() {
         int window = model.config().slidingWindow();
         int vocab = model.config().vocabSize();
-        int promptLength = Math.min(2 * window + 3, 64);
+        int promptLength = defaultPromptLength();
         var prompt = new int[promptLength];
         prompt[0] = Math.min(2, vocab - 1);
         for (int i = 1; i < promptLength; i++) prompt[i] = 4 + (int) ((i * 7919L) % Math.max(1, vocab - 4));
@@ -49,13 +54,52 @@ public final class SelfCheck {
     }
 
     public List<SelfCheckResult> runAll(int[] tokens, int promptLength) {
-        var out = new ArrayList<SelfCheckResult>();
-        out.add(decodeVsPrefill(tokens, promptLength));
+        return plan(tokens, promptLength, false).stream().map(Supplier::get).toList();
+    }
+
+    /** Every reference-free check on these tokens: {@link #runAll} and the cache-policy scenarios of {@link PolicyChecks}. */
+    public List<SelfCheckResult> runEverything(int[] tokens, int promptLength) {
+        return plan(tokens, promptLength, true).stream().map(Supplier::get).toList();
+    }
+
+    /** The first check of {@link #runEverything} that fails, without running the ones after it; empty when all pass. */
+    public Optional<SelfCheckResult> firstFailure(int[] tokens, int promptLength) {
+        for (var check : plan(tokens, promptLength, true)) {
+            var r = check.get();
+            if (!r.passed()) return Optional.of(r);
+        }
+        return Optional.empty();
+    }
+
+    private List<Supplier<SelfCheckResult>> plan(int[] tokens, int promptLength, boolean policies) {
+        var out = new ArrayList<Supplier<SelfCheckResult>>();
+        out.add(() -> decodeVsPrefill(tokens, promptLength));
         int window = model.config().slidingWindow();
-        for (int chunk : new int[]{1, 3, Math.max(1, window - 1), window + 1}) out.add(chunkedVsOnePass(tokens, chunk));
-        out.add(instrumentedVsPlain(tokens, promptLength));
-        out.add(positionsPerDecodeStep(tokens, promptLength));
+        for (int chunk : new int[]{1, 3, Math.max(1, window - 1), window + 1}) out.add(() -> chunkedVsOnePass(tokens, chunk));
+        out.add(() -> cacheReadsMatchWrites(tokens, promptLength));
+        out.add(() -> instrumentedVsPlain(tokens, promptLength));
+        out.add(() -> positionsPerDecodeStep(tokens, promptLength));
+        if (policies) {
+            var p = new PolicyChecks(model, options);
+            out.add(() -> p.prefixReuse(tokens, promptLength));
+            out.add(() -> p.multiTurnSession(tokens, promptLength));
+            out.add(() -> p.snapshotRestore(tokens, promptLength));
+            out.add(() -> p.truncateToSharedPrefix(tokens, promptLength));
+            out.add(() -> p.naiveTrim(tokens, promptLength));
+        }
         return out;
+    }
+
+    /** The one-pass recording of the last tokens asked for: every comparison against one pass shares it. */
+    private int[] onePassTokens;
+    private RowRecorder onePass;
+
+    private RowRecorder onePass(int[] tokens) {
+        if (onePass == null || !Arrays.equals(onePassTokens, tokens)) {
+            onePass = record(tokens, new int[]{tokens.length});
+            onePassTokens = tokens.clone();
+        }
+        return onePass;
     }
 
     private RowRecorder record(int[] tokens, int[] splits) {
@@ -74,17 +118,31 @@ public final class SelfCheck {
         splits[0] = promptLength;
         Arrays.fill(splits, 1, splits.length, 1);
         var decode = record(tokens, splits);
-        var onePass = record(tokens, new int[]{tokens.length});
         return firstDisagreement("decode-vs-prefill",
-                "prompt prefill + one-token decode steps vs one pass over all " + tokens.length + " tokens", onePass, decode);
+                "prompt prefill + one-token decode steps vs one pass over all " + tokens.length + " tokens", onePass(tokens), decode);
     }
 
     public SelfCheckResult chunkedVsOnePass(int[] tokens, int chunk) {
         var splits = new ArrayList<Integer>();
         for (int p = 0; p < tokens.length; p += chunk) splits.add(Math.min(chunk, tokens.length - p));
         var chunked = record(tokens, splits.stream().mapToInt(Integer::intValue).toArray());
-        var onePass = record(tokens, new int[]{tokens.length});
-        return firstDisagreement("chunked-prefill-" + chunk, "prefill in chunks of " + chunk + " vs one pass", onePass, chunked);
+        return firstDisagreement("chunked-prefill-" + chunk, "prefill in chunks of " + chunk + " vs one pass", onePass(tokens), chunked);
+    }
+
+    /**
+     * Prompt then one-token decode steps: every read window must span the positions its layer may see and hold the
+     * keys and values that entered the cache there (see {@link CacheAudit}).
+     */
+    public SelfCheckResult cacheReadsMatchWrites(int[] tokens, int promptLength) {
+        var audit = new CacheAudit(model.config(), TOLERANCE);
+        var session = model.newSession(options.withProbe(audit));
+        session.forward(Arrays.copyOf(tokens, promptLength));
+        for (int p = promptLength; p < tokens.length; p++) session.forward(new int[]{tokens[p]});
+        String d = "prompt-then-decode: every read window spans its layer's positions and holds the keys/values that entered the cache there";
+        if (audit.first == null) return SelfCheckResult.pass("cache-reads-match-writes", d, audit.reads + " read windows hold what entered the cache");
+        var v = audit.first;
+        return new SelfCheckResult("cache-reads-match-writes", d, false, v.position(), v.point(), v.relL2(), TOLERANCE,
+                "%d of %d read windows are wrong; first at step %d, %s: %s".formatted(audit.violations, audit.reads, v.step(), v.point(), v.detail()));
     }
 
     public SelfCheckResult instrumentedVsPlain(int[] tokens, int promptLength) {
