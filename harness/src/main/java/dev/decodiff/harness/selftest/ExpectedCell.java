@@ -1,0 +1,173 @@
+package dev.decodiff.harness.selftest;
+
+import dev.decodiff.engine.CapturePoints;
+import dev.decodiff.engine.Fault;
+import dev.decodiff.engine.Gemma4Config;
+import dev.decodiff.engine.LayerSpec;
+import dev.decodiff.engine.LayerType;
+import dev.decodiff.harness.dump.DumpManifest;
+
+import java.util.Optional;
+import java.util.function.Predicate;
+
+/**
+ * Where a correct harness must localize a catalog fault on one checkpoint and one case, fixed from the fault's
+ * definition, the checkpoint's config.json (and its layer_scalar values) and the case's manifest — never from running
+ * the engine. docs/faults.md lists the rules.
+ */
+public sealed interface ExpectedCell {
+    /** compare's first divergence and bisect's culprit must both be this cell. */
+    record Cell(int step, Integer layer, String point, String why) implements ExpectedCell {
+        public String describe() { return "step " + step + ", " + point; }
+    }
+
+    /** Right numbers: compare must match, and the reference-free check {@code check} must fail. */
+    record NoNumericDivergence(String check, String why) implements ExpectedCell {}
+
+    /**
+     * The fault needs a cache policy (a restore, a cut) that a reference case, decoded straight through, never runs:
+     * the reference-free scenario {@code check} on the case's tokens must fail first at (position, point).
+     */
+    record SelfCheckCell(String check, int position, String point, String why) implements ExpectedCell {
+        public String describe() { return check + " at position " + position + ", " + point; }
+    }
+
+    /** The fault cannot show in this case; {@code why} says what is missing. */
+    record NotApplicable(String why) implements ExpectedCell {}
+
+    /**
+     * @param layerScalars each layer's layer_scalar as stored in the checkpoint (1 where absent)
+     */
+    public static ExpectedCell of(Fault fault, Gemma4Config cfg, float[] layerScalars, DumpManifest m) {
+        var layers = cfg.layers();
+        int W = cfg.slidingWindow();
+        return switch (fault) {
+            case K_EQ_V_ROTATED_KEYS -> {
+                var kEqV = layers.stream().filter(LayerSpec::kEqV).findFirst();
+                if (kEqV.isEmpty()) yield new NotApplicable("no attention_k_eq_v layer");
+                var decode = firstStep(m, st -> st.length() == 1 && st.start() > 0);
+                if (decode.isEmpty()) yield new NotApplicable("no decode step");
+                int l = kEqV.get().index();
+                yield new Cell(decode.get(), l, CapturePoints.layer(l, "attn.v_read"),
+                        "the first decode step reads cached keys back as values on the first k_eq_v layer (" + l + ")");
+            }
+            case SLIDING_WINDOW_OFF_BY_ONE -> {
+                var sliding = firstSliding(cfg);
+                if (sliding.isEmpty()) yield new NotApplicable("no sliding layer");
+                var st = firstStep(m, s -> s.end() - 1 >= W);
+                if (st.isEmpty()) yield new NotApplicable("no position reaches the window (W = " + W + ")");
+                int l = sliding.get();
+                yield new Cell(st.get(), l, CapturePoints.layer(l, "attn.k_read"),
+                        "the first step whose last position is ≥ W = " + W + " reads W+1 keys on the first sliding layer (" + l + ")");
+            }
+            case RING_WRAP -> {
+                var sliding = firstSliding(cfg);
+                if (sliding.isEmpty()) yield new NotApplicable("no sliding layer");
+                // An earlier step committed a position ≥ W (one slot too far), and this step's last position reads the ring.
+                var st = firstStep(m, s -> s.start() >= W + 1 && s.length() < W);
+                if (st.isEmpty()) yield new NotApplicable("no step reads the ring after a position ≥ W was committed (W = " + W + ")");
+                int l = sliding.get();
+                yield new Cell(st.get(), l, CapturePoints.layer(l, "attn.k_read"),
+                        "the first step that reads the ring after a position ≥ W = " + W + " was written one slot too far, on the first sliding layer (" + l + ")");
+            }
+            case DECODE_POSITION_OFF_BY_ONE -> {
+                var decode = firstStep(m, s -> s.length() == 1 && s.start() > 0);
+                if (decode.isEmpty()) yield new NotApplicable("no decode step");
+                yield new Cell(decode.get(), 0, CapturePoints.layer(0, "attn.q"), "the first decode step rotates q at p+1 from layer 0 on");
+            }
+            case ROPE_PROPORTIONAL_AS_PREFIX -> {
+                var full = layers.stream().filter(l -> l.type() == LayerType.FULL).findFirst();
+                if (full.isEmpty()) yield new NotApplicable("no full-attention layer");
+                var rope = cfg.fullRope();
+                if (!rope.type().equals("proportional") || rope.partialRotaryFactor() >= 1 && rope.factor() == 1)
+                    yield new NotApplicable("full layers rotate every pair: prefix and proportional RoPE agree");
+                var st = firstStep(m, s -> s.end() - 1 >= 1);
+                if (st.isEmpty()) yield new NotApplicable("no position ≥ 1 (RoPE is the identity at 0)");
+                int l = full.get().index();
+                yield new Cell(st.get(), l, CapturePoints.layer(l, "attn.q"),
+                        "the first step with a position ≥ 1 rotates q wrongly on the first full layer (" + l + ")");
+            }
+            case V_NORM_MISSING -> {
+                var own = layers.stream().filter(l -> !l.kvShared()).findFirst();
+                if (own.isEmpty()) yield new NotApplicable("no layer computes its own values");
+                int l = own.get().index();
+                yield new Cell(0, l, CapturePoints.layer(l, "attn.v"),
+                        "values enter the cache unnormalized from the first layer with its own values (" + l + ")");
+            }
+            case GQA_MODULO -> {
+                int nh = cfg.numHeads();
+                var l = layers.stream().filter(s -> mixesHeads(nh, s.kvHeads())).findFirst();
+                if (l.isEmpty()) yield new NotApplicable("no layer where h mod nkv ≠ h / (nh/nkv) for some head");
+                int i = l.get().index();
+                yield new Cell(0, i, CapturePoints.layer(i, "attn.out"),
+                        "layer " + i + " (nh " + nh + ", nkv " + l.get().kvHeads() + ") is the first where a query head reads another KV head");
+            }
+            case KV_SHARED_FIRST_SOURCE -> {
+                Integer found = null;
+                for (var s : layers) {
+                    if (!s.kvShared()) continue;
+                    int first = -1;
+                    for (int j = 0; j < cfg.firstKvShared(); j++)
+                        if (cfg.layer(j).type() == s.type()) { first = j; break; }
+                    if (first >= 0 && first != s.kvSource()) { found = s.index(); break; }
+                }
+                if (found == null) yield new NotApplicable("no KV-shared layer whose first and last same-type sources differ");
+                yield new Cell(0, found, CapturePoints.layer(found, "attn.k_read"),
+                        "layer " + found + " is the first shared layer whose first same-type source differs from its last (layer "
+                                + cfg.layer(found).kvSource() + ")");
+            }
+            case LAYER_SCALAR_IGNORED -> {
+                Integer l = null;
+                for (int i = 0; i < layerScalars.length; i++) if (layerScalars[i] != 1f) { l = i; break; }
+                if (l == null) yield new NotApplicable("every layer_scalar is 1");
+                yield new Cell(0, l, CapturePoints.layer(l, "out"), "layer " + l + " is the first whose layer_scalar (" + layerScalars[l] + ") is not 1");
+            }
+            case SOFTCAP_MISSING -> {
+                if (!cfg.hasSoftcap()) yield new NotApplicable("no final_logit_softcapping");
+                yield new Cell(0, null, CapturePoints.LOGITS, "the soft-cap is the last operation before the logits");
+            }
+            case DECODE_RECOMPUTE -> {
+                if (firstStep(m, s -> s.length() == 1 && s.start() > 0).isEmpty()) yield new NotApplicable("no decode step");
+                yield new NoNumericDivergence("positions-per-decode-step", "recomputing gives the right numbers; only the work per decode step shows it");
+            }
+            case PREFIX_REUSE_STALE_POSITION -> {
+                int b = policyBoundary(W, m.promptLength());
+                if (b < 1 || b >= m.promptLength()) yield new NotApplicable("the prompt is too short to reuse a prefix of it");
+                yield new SelfCheckCell("prefix-reuse", b, CapturePoints.layer(0, "attn.q"),
+                        "the first token after the restored prefix (position " + b + ") is rotated one position early from layer 0 on");
+            }
+            case SLIDING_TRUNCATE -> {
+                var sliding = firstSliding(cfg);
+                if (sliding.isEmpty()) yield new NotApplicable("no sliding layer");
+                int n = m.tokens().size(), b = policyBoundary(W, m.promptLength());
+                if (n <= W || b >= n - 1) yield new NotApplicable("the ring still holds every position the cut needs");
+                int l = sliding.get();
+                yield new SelfCheckCell("truncate-sliding", b, CapturePoints.layer(l, "attn.k_read"),
+                        "the first token after the cut (position " + b + ") reads ring slots overwritten by later positions, on the first sliding layer (" + l + ")");
+            }
+        };
+    }
+
+    /**
+     * Where the cache-policy scenarios of {@code PolicyChecks} put their restore / cut: past the sliding window when the
+     * prompt allows, else at half the prompt.
+     */
+    static int policyBoundary(int window, int promptLength) {
+        return promptLength > window + 2 ? window + 1 : Math.max(1, promptLength / 2);
+    }
+
+    private static boolean mixesHeads(int nh, int nkv) {
+        int group = nh / nkv;
+        for (int h = 0; h < nh; h++) if (h % nkv != h / group) return true;
+        return false;
+    }
+
+    private static Optional<Integer> firstSliding(Gemma4Config cfg) {
+        return cfg.layers().stream().filter(l -> l.type() == LayerType.SLIDING).map(LayerSpec::index).findFirst();
+    }
+
+    private static Optional<Integer> firstStep(DumpManifest m, Predicate<DumpManifest.Step> p) {
+        for (var s : m.steps()) if (p.test(s)) return Optional.of(s.index());
+        return Optional.empty();
+    }
+}

@@ -1,0 +1,189 @@
+package dev.decodiff.harness.selftest;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.decodiff.engine.CheckpointFiles;
+import dev.decodiff.engine.EngineOptions;
+import dev.decodiff.engine.Fault;
+import dev.decodiff.engine.Gemma4Model;
+import dev.decodiff.engine.LayerType;
+import dev.decodiff.harness.BadInputException;
+import dev.decodiff.harness.bisect.BisectResult;
+import dev.decodiff.harness.bisect.Bisector;
+import dev.decodiff.harness.compare.ToleranceProfile;
+import dev.decodiff.harness.dump.DumpManifest;
+import dev.decodiff.harness.dump.DumpReader;
+import dev.decodiff.harness.selfcheck.PolicyChecks;
+import dev.decodiff.harness.selfcheck.SelfCheck;
+import dev.decodiff.harness.selfcheck.SelfCheckResult;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.EnumSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.function.Consumer;
+import java.util.stream.Stream;
+
+/**
+ * The harness judged on itself (DESIGN.md §7): every catalog fault on every bundled checkpoint and every fp32 reference
+ * case where it applies must be localized by compare (first divergence) and bisect (culprit) to the cell
+ * {@link ExpectedCell} fixes from the math; every clean case must match; selfcheck must stay quiet on clean checkpoints
+ * and raise an alarm on the faults it is required to catch. Each checkpoint is loaded once.
+ */
+public final class SelfTest {
+    /** The faults selfcheck must catch with no reference at all (issue 4). */
+    public static final Set<Fault> SELFCHECK_REQUIRED = EnumSet.of(Fault.K_EQ_V_ROTATED_KEYS, Fault.RING_WRAP, Fault.DECODE_RECOMPUTE);
+
+    private final ToleranceProfile profile = ToleranceProfile.defaults();
+
+    /** A reference case: reference-dumps/CHECKPOINT/NAME, fp32, made from checkpoints/CHECKPOINT. */
+    public record Case(String checkpoint, String name, Path dir, Path model) {}
+
+    /** Every fp32 case under home/reference-dumps whose checkpoint is bundled under home/checkpoints, by checkpoint. */
+    public static Map<String, List<Case>> cases(Path home) {
+        Path root = home.resolve("reference-dumps");
+        if (!Files.isDirectory(root)) throw new BadInputException(root, "missing: the self-test needs the bundled reference dumps");
+        var out = new LinkedHashMap<String, List<Case>>();
+        try (Stream<Path> s = Files.walk(root, 2)) {
+            for (Path dir : s.filter(p -> Files.isRegularFile(p.resolve(DumpManifest.FILE_NAME))).sorted().toList()) {
+                var m = DumpReader.parseManifest(dir.resolve(DumpManifest.FILE_NAME));
+                if (m.producer() == null || !"float32".equals(m.producer().dtype())) continue;
+                String ckpt = dir.getParent().getFileName().toString();
+                Path model = home.resolve("checkpoints").resolve(ckpt);
+                if (!Files.isRegularFile(model.resolve("config.json"))) continue;
+                if (!m.model().configSha256().equals(CheckpointFiles.sha256(model.resolve("config.json")))) continue;
+                out.computeIfAbsent(ckpt, k -> new ArrayList<>()).add(new Case(ckpt, dir.getFileName().toString(), dir, model));
+            }
+        } catch (IOException e) {
+            throw new BadInputException(root, "cannot list: " + e.getMessage());
+        }
+        if (out.isEmpty()) throw new BadInputException(root, "holds no fp32 case of a bundled checkpoint");
+        var sorted = new java.util.TreeMap<String, List<Case>>(out);
+        out.clear();
+        out.putAll(sorted);
+        out.values().forEach(l -> l.sort(java.util.Comparator.comparing(Case::name, SelfTest::caseOrder)));
+        return out;
+    }
+
+    /** short before long, then by name. */
+    private static int caseOrder(String a, String b) {
+        int ra = a.equals("short") ? 0 : a.equals("long") ? 1 : 2, rb = b.equals("short") ? 0 : b.equals("long") ? 1 : 2;
+        return ra != rb ? Integer.compare(ra, rb) : a.compareTo(b);
+    }
+
+    public SelfTestResult run(Path home, Consumer<String> progress) {
+        long t0 = System.nanoTime();
+        var cases = cases(home);
+        var outcomes = new ArrayList<SelfTestResult.Outcome>();
+        var checks = new ArrayList<SelfTestResult.SelfCheckOutcome>();
+        for (var e : cases.entrySet()) {
+            String ckpt = e.getKey();
+            try (var model = Gemma4Model.load(e.getValue().get(0).model())) {
+                float[] scalars = new float[model.config().numLayers()];
+                for (int i = 0; i < scalars.length; i++) scalars[i] = model.weights().layers().get(i).layerScalar();
+                for (var c : e.getValue()) {
+                    progress.accept(ckpt + "/" + c.name());
+                    var ref = DumpReader.open(c.dir());
+                    outcomes.add(clean(model, ref, c));
+                    for (Fault f : Fault.values()) {
+                        var expected = ExpectedCell.of(f, model.config(), scalars, ref.manifest());
+                        outcomes.add(faulty(model, ref, c, f, expected));
+                    }
+                }
+                progress.accept(ckpt + " selfcheck");
+                checks.add(selfCheck(model, ckpt, null));
+                for (Fault f : Fault.values()) checks.add(selfCheck(model, ckpt, f));
+            }
+        }
+        return new SelfTestResult(List.copyOf(cases.keySet()), outcomes, checks, (System.nanoTime() - t0) / 1e9);
+    }
+
+    private SelfTestResult.Outcome clean(Gemma4Model model, DumpReader ref, Case c) {
+        long t0 = System.nanoTime();
+        var cmp = new Bisector(model, EngineOptions.defaults(), ref, profile).compare();
+        var fd = cmp.firstDivergence();
+        String got = fd == null ? "match" : "step " + fd.step() + ", " + fd.point();
+        return new SelfTestResult.Outcome(null, c.checkpoint(), c.name(), new ExpectedCell.NotApplicable("clean"), got, null, fd == null,
+                fd == null ? "no alarm" : "false alarm: " + got + (fd.diagnosis() != null ? " (" + fd.diagnosis() + ")" : ""), secs(t0));
+    }
+
+    private SelfTestResult.Outcome faulty(Gemma4Model model, DumpReader ref, Case c, Fault f, ExpectedCell expected) {
+        long t0 = System.nanoTime();
+        var options = EngineOptions.defaults().withFaults(Set.of(f));
+        return switch (expected) {
+            case ExpectedCell.NotApplicable na -> new SelfTestResult.Outcome(f, c.checkpoint(), c.name(), expected, null, null, true, na.why(), 0);
+            case ExpectedCell.Cell cell -> {
+                var bisector = new Bisector(model, options, ref, profile);
+                var cmp = bisector.compare();
+                var fd = cmp.firstDivergence();
+                String compareGot = fd == null ? "match" : "step " + fd.step() + ", " + fd.point();
+                boolean compareOk = fd != null && fd.step() == cell.step() && fd.point().equals(cell.point());
+                BisectResult b = bisector.bisect(cmp);
+                var cu = b.culprit();
+                String bisectGot = cu == null ? (fd == null ? "match" : "no culprit") : "step " + cu.step() + ", " + cu.point();
+                boolean bisectOk = cu != null && cu.step() == cell.step() && cu.point().equals(cell.point());
+                String detail = (compareOk && bisectOk ? "" : "expected " + cell.describe() + "; ")
+                        + (b.healedBy().isEmpty() ? "" : "healed by " + String.join(", ", b.healedBy()) + "; ")
+                        + (b.diagnosis() == null ? "no diagnosis" : b.diagnosis());
+                yield new SelfTestResult.Outcome(f, c.checkpoint(), c.name(), expected, compareGot, bisectGot, compareOk && bisectOk, detail, secs(t0));
+            }
+            case ExpectedCell.NoNumericDivergence nd -> {
+                var cmp = new Bisector(model, options, ref, profile).compare();
+                var fd = cmp.firstDivergence();
+                String compareGot = fd == null ? "match" : "step " + fd.step() + ", " + fd.point();
+                var manifest = ref.manifest();
+                var check = new SelfCheck(model, options).positionsPerDecodeStep(manifest.tokenArray(), manifest.promptLength());
+                boolean ok = fd == null && !check.passed() && check.check().equals(nd.check());
+                yield new SelfTestResult.Outcome(f, c.checkpoint(), c.name(), expected, compareGot, "selfcheck " + nd.check() + ": " + (check.passed() ? "pass" : "FAIL"),
+                        ok, check.detail(), secs(t0));
+            }
+            case ExpectedCell.SelfCheckCell sc -> {
+                var m = ref.manifest();
+                var checks = new PolicyChecks(model, options);
+                SelfCheckResult r = switch (sc.check()) {
+                    case "prefix-reuse" -> checks.prefixReuse(m.tokenArray(), m.promptLength());
+                    case "truncate-sliding" -> checks.truncateToSharedPrefix(m.tokenArray(), m.promptLength());
+                    default -> throw new IllegalStateException("no policy check " + sc.check());
+                };
+                String got = r.passed() ? "pass" : "position " + r.position() + ", " + r.point();
+                boolean ok = !r.passed() && r.position() != null && r.position() == sc.position() && sc.point().equals(r.point());
+                yield new SelfTestResult.Outcome(f, c.checkpoint(), c.name(), expected, null, "selfcheck " + sc.check() + ": " + got, ok,
+                        (ok ? "" : "expected " + sc.describe() + "; ") + r.detail(), secs(t0));
+            }
+        };
+    }
+
+    private SelfTestResult.SelfCheckOutcome selfCheck(Gemma4Model model, String ckpt, Fault f) {
+        var cfg = model.config();
+        boolean applicable = f == null || switch (f) {
+            case K_EQ_V_ROTATED_KEYS -> cfg.layers().stream().anyMatch(l -> l.kEqV());
+            case RING_WRAP, SLIDING_WINDOW_OFF_BY_ONE, SLIDING_TRUNCATE -> cfg.layers().stream().anyMatch(l -> l.type() == LayerType.SLIDING);
+            case KV_SHARED_FIRST_SOURCE -> cfg.numKvSharedLayers() > 0;
+            default -> true;
+        };
+        if (!applicable) return new SelfTestResult.SelfCheckOutcome(f, ckpt, false, false, SELFCHECK_REQUIRED.contains(f), null);
+        var options = f == null ? EngineOptions.defaults() : EngineOptions.defaults().withFaults(Set.of(f));
+        var check = new SelfCheck(model, options);
+        var first = check.firstFailure(check.defaultTokens(), check.defaultPromptLength()).orElse(null);
+        String firstFailure = first == null ? null : first.check() + (first.point() != null ? " at position " + first.position() + ", " + first.point() : "")
+                + ": " + first.detail();
+        return new SelfTestResult.SelfCheckOutcome(f, ckpt, true, first != null, f != null && SELFCHECK_REQUIRED.contains(f), firstFailure);
+    }
+
+    private static double secs(long t0) { return (System.nanoTime() - t0) / 1e9; }
+
+    static String json(Object o) {
+        try {
+            return new ObjectMapper().writeValueAsString(o);
+        } catch (IOException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    static List<Fault> catalog() { return Arrays.asList(Fault.values()); }
+}
