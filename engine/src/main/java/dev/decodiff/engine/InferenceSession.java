@@ -462,7 +462,10 @@ public final class InferenceSession {
         float[] u = new float[T * I];
         gate.matmul(h, T, g);
         up.matmul(h, T, u);
-        for (int j = 0; j < g.length; j++) g[j] = VectorMath.geluTanh(g[j]) * u[j];
+        // Element-wise, so splitting it over the cores changes no bit; StrictMath's tanh made it a prefill hot spot.
+        Parallel.forRange(g.length, 1024, (from, to) -> {
+            for (int j = from; j < to; j++) g[j] = VectorMath.geluTanh(g[j]) * u[j];
+        });
         float[] out = new float[T * down.rows()];
         down.matmul(g, T, out);
         return out;
