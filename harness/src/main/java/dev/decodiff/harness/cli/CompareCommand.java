@@ -1,7 +1,5 @@
 package dev.decodiff.harness.cli;
 
-import dev.decodiff.engine.EngineOptions;
-import dev.decodiff.engine.Fault;
 import dev.decodiff.engine.Gemma4Model;
 import dev.decodiff.harness.BadInputException;
 import dev.decodiff.harness.compare.Comparison;
@@ -23,8 +21,6 @@ import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
-import java.util.EnumSet;
-import java.util.List;
 import java.util.concurrent.Callable;
 
 @Command(name = "compare", mixinStandardHelpOptions = true,
@@ -65,9 +61,8 @@ final class CompareCommand implements Callable<Integer> {
     @Option(names = "--allow-mismatch", description = "Compare even when the two sides come from different checkpoints, tokens or dtypes.")
     boolean allowMismatch;
 
-    @Option(names = "--fault", paramLabel = "ID", converter = Faults.Converter.class, completionCandidates = Faults.Candidates.class,
-            description = "Live run only: switch on a catalog fault (repeatable): ${COMPLETION-CANDIDATES}.")
-    List<Fault> faults = new ArrayList<>();
+    @picocli.CommandLine.Mixin
+    EngineFlags engine = new EngineFlags();
 
     @Option(names = "--no-observer-check", description = "Live run only: skip the second, probe-free run that checks the probes change nothing.")
     boolean noObserverCheck;
@@ -88,8 +83,8 @@ final class CompareCommand implements Callable<Integer> {
         if (nearTie < 0) throw new BadInputException("--near-tie must be ≥ 0, got " + nearTie);
         ComparisonResult result;
         if (candidate != null) {
-            if (model != null || !faults.isEmpty())
-                throw new BadInputException("--model and --fault apply to a live run; drop them, or drop CANDIDATE to run the engine");
+            if (model != null || !engine.isDefault())
+                throw new BadInputException("--model, --fault and --kv-cache apply to a live run; drop them, or drop CANDIDATE to run the engine");
             var cand = DumpReader.open(candidate);
             var notes = Comparison.checkIdentity(ref.manifest(), ref.manifestFile(), cand.manifest(), cand.manifestFile(), allowMismatch);
             try (var bar = new ProgressBar("comparing", ref.stepCount())) {
@@ -127,7 +122,7 @@ final class CompareCommand implements Callable<Integer> {
         } else {
             modelDir = ModelLocator.bundledFor(Home.get(), ref.manifest(), ref.manifestFile());
         }
-        var options = EngineOptions.defaults().withFaults(faults.isEmpty() ? EnumSet.noneOf(Fault.class) : EnumSet.copyOf(faults));
+        var options = engine.options();
         try (var m = Gemma4Model.load(modelDir);
              var bar = new ProgressBar("running " + modelDir.getFileName(), ref.stepCount());
              var source = LiveCandidate.forPoints(m, options, ref.manifest(), ref.allPoints(), !noObserverCheck)) {

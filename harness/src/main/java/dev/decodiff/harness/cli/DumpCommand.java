@@ -1,8 +1,6 @@
 package dev.decodiff.harness.cli;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
-import dev.decodiff.engine.EngineOptions;
-import dev.decodiff.engine.Fault;
 import dev.decodiff.engine.Gemma4Model;
 import dev.decodiff.engine.Sampler;
 import dev.decodiff.harness.BadInputException;
@@ -22,7 +20,6 @@ import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
-import java.util.EnumSet;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.Callable;
@@ -68,9 +65,8 @@ final class DumpCommand implements Callable<Integer> {
     @Option(names = "--allow-mismatch", description = "With --reference: run even if --model is not the reference's checkpoint.")
     boolean allowMismatch;
 
-    @Option(names = "--fault", paramLabel = "ID", converter = Faults.Converter.class, completionCandidates = Faults.Candidates.class,
-            description = "Switch on a catalog fault (repeatable): ${COMPLETION-CANDIDATES}.")
-    List<Fault> faults = new ArrayList<>();
+    @picocli.CommandLine.Mixin
+    EngineFlags engine = new EngineFlags();
 
     @picocli.CommandLine.Spec
     picocli.CommandLine.Model.CommandSpec spec;
@@ -83,7 +79,7 @@ final class DumpCommand implements Callable<Integer> {
             var pats = points.stream().map(String::strip).filter(s -> !s.isEmpty()).map(ToleranceProfile::glob).toList();
             globs = p -> pats.stream().anyMatch(g -> g.matcher(p).matches());
         }
-        var options = EngineOptions.defaults().withFaults(faults.isEmpty() ? EnumSet.noneOf(Fault.class) : EnumSet.copyOf(faults));
+        var options = engine.options();
         DumpReader ref = source.reference != null ? DumpReader.open(source.reference) : null;
         if (ref != null) ModelLocator.check(model, ModelLocator.identity(model), ref.manifest(), ref.manifestFile(), allowMismatch);
         int[] prompt = ref != null ? null : promptIds();

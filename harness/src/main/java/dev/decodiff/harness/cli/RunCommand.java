@@ -1,7 +1,5 @@
 package dev.decodiff.harness.cli;
 
-import dev.decodiff.engine.EngineOptions;
-import dev.decodiff.engine.Fault;
 import dev.decodiff.engine.Gemma4Model;
 import dev.decodiff.engine.Sampler;
 import dev.decodiff.engine.TextTokenizer;
@@ -12,9 +10,6 @@ import picocli.CommandLine.Option;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.ArrayList;
-import java.util.EnumSet;
-import java.util.List;
 import java.util.Locale;
 import java.util.concurrent.Callable;
 
@@ -55,9 +50,8 @@ final class RunCommand implements Callable<Integer> {
     @Option(names = "--stats", description = "Print prefill and decode speed on stderr.")
     boolean stats;
 
-    @Option(names = "--fault", paramLabel = "ID", converter = Faults.Converter.class, completionCandidates = Faults.Candidates.class,
-            description = "Switch on a catalog fault (repeatable): ${COMPLETION-CANDIDATES}.")
-    List<Fault> faults = new ArrayList<>();
+    @picocli.CommandLine.Mixin
+    EngineFlags engine = new EngineFlags();
 
     @picocli.CommandLine.Spec
     picocli.CommandLine.Model.CommandSpec spec;
@@ -73,7 +67,7 @@ final class RunCommand implements Callable<Integer> {
         }
         int[] prompt = input.resolve(model, chat);
         var out = spec.commandLine().getOut();
-        var options = EngineOptions.defaults().withFaults(faults.isEmpty() ? EnumSet.noneOf(Fault.class) : EnumSet.copyOf(faults));
+        var options = engine.options();
         boolean haveTokenizer = Files.isRegularFile(model.resolve("tokenizer.json"));
         if (!ids && !haveTokenizer) throw new BadInputException(model, "has no tokenizer.json to print text; pass --ids to print token ids");
         try (var m = Gemma4Model.load(model); var tok = ids ? null : TextTokenizer.load(model)) {

@@ -42,8 +42,8 @@ public final class LiveCandidate implements CandidateSource {
         this.probed = model.newSession(options.withProbe(probe));
         this.plain = checkObserverEffect ? model.newSession(options.withProbe(null)) : null;
         this.observer = checkObserverEffect ? "none" : "not_checked";
-        String faults = options.faults().isEmpty() ? "" : " with faults " + String.join(",", options.faults().stream().map(Object::toString).sorted().toList());
-        this.description = "live engine: " + model.directory() + " (teacher-forced" + faults + ")";
+        String how = dev.decodiff.harness.cli.EngineFlags.describe(options);
+        this.description = "live engine: " + model.directory() + " (teacher-forced" + (how.isEmpty() ? "" : " with " + how) + ")";
     }
 
     public static LiveCandidate forPoints(Gemma4Model model, EngineOptions options, DumpManifest reference, Set<String> points,

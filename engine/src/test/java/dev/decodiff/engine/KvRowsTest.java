@@ -1,0 +1,58 @@
+package dev.decodiff.engine;
+
+import org.junit.jupiter.api.Test;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/** The KV storage formats against their definitions (llama.cpp's q8_0/q4_0 block formulas, torch's bf16 cast). */
+class KvRowsTest {
+    private static float[] roundTrip(KvType type, float[] row) {
+        var rows = KvRows.create(type, row.length, 1);
+        rows.write(0, row, 0);
+        var out = new float[row.length];
+        rows.read(0, out, 0);
+        return out;
+    }
+
+    @Test
+    void q8BlockUsesMaxAbsOver127() {
+        var row = new float[32];
+        for (int i = 0; i < 32; i++) row[i] = (i - 10) * 0.1f; // max |x| = 2.1
+        var back = roundTrip(KvType.Q8_0, row);
+        float d = Float.float16ToFloat(Float.floatToFloat16(2.1f / 127f));
+        for (int i = 0; i < 32; i++) assertThat(back[i]).isEqualTo(Math.round(row[i] / (2.1f / 127f)) * d);
+    }
+
+    @Test
+    void q4BlockUsesSignedMaxOverMinus8() {
+        var row = new float[32];
+        for (int i = 0; i < 32; i++) row[i] = (i % 2 == 0 ? 1 : -1) * i * 0.05f; // largest magnitude −1.55 at i=31
+        var back = roundTrip(KvType.Q4_0, row);
+        float d = -1.55f / -8f;
+        float dh = Float.float16ToFloat(Float.floatToFloat16(d));
+        for (int i = 0; i < 32; i++) {
+            int q = Math.min(15, (int) (row[i] * (1f / d) + 8.5f));
+            assertThat(back[i]).isEqualTo((q - 8) * dh);
+        }
+        assertThat(back[31]).isCloseTo(-1.55f, org.assertj.core.data.Offset.offset(1e-3f));
+    }
+
+    @Test
+    void bf16RoundsToNearestEven() {
+        float[] row = {1.0f, Float.intBitsToFloat(0x3f808000), Float.intBitsToFloat(0x3f818000), Float.intBitsToFloat(0x3f808001), -0.0f};
+        var back = roundTrip(KvType.BF16, row);
+        assertThat(back[0]).isEqualTo(1.0f);
+        assertThat(Float.floatToRawIntBits(back[1])).isEqualTo(0x3f800000); // tie → even
+        assertThat(Float.floatToRawIntBits(back[2])).isEqualTo(0x3f820000); // tie → even (up)
+        assertThat(Float.floatToRawIntBits(back[3])).isEqualTo(0x3f810000); // above the tie → up
+        assertThat(Float.floatToRawIntBits(back[4])).isEqualTo(0x80000000);
+    }
+
+    @Test
+    void bytesPerRowMatchTheBlockLayouts() {
+        assertThat(KvType.F32.bytesPerRow(64)).isEqualTo(256);
+        assertThat(KvType.BF16.bytesPerRow(64)).isEqualTo(128);
+        assertThat(KvType.Q8_0.bytesPerRow(64)).isEqualTo(2 * 34);
+        assertThat(KvType.Q4_0.bytesPerRow(64)).isEqualTo(2 * 18);
+    }
+}

@@ -1,0 +1,46 @@
+package dev.decodiff.harness.cli;
+
+import dev.decodiff.engine.EngineOptions;
+import dev.decodiff.engine.Fault;
+import dev.decodiff.engine.KvType;
+import dev.decodiff.harness.BadInputException;
+import picocli.CommandLine.Option;
+
+import java.util.ArrayList;
+import java.util.EnumSet;
+import java.util.List;
+
+/** The engine switches every engine-running command shares (picocli mixin): catalog faults and KV cache types. */
+public final class EngineFlags {
+    @Option(names = "--fault", paramLabel = "ID", converter = Faults.Converter.class, completionCandidates = Faults.Candidates.class,
+            description = "Switch on a catalog fault (repeatable; live runs only): ${COMPLETION-CANDIDATES}.")
+    List<Fault> faults = new ArrayList<>();
+
+    @Option(names = "--kv-cache", paramLabel = "K[,V]",
+            description = "How the KV cache stores keys and values: f32 (default, exact), bf16, q8_0, q4_0; one type for both, or K,V.")
+    String kvCache;
+
+    public boolean isDefault() { return faults.isEmpty() && kvCache == null; }
+
+    public EngineOptions options() {
+        var options = EngineOptions.defaults().withFaults(faults.isEmpty() ? EnumSet.noneOf(Fault.class) : EnumSet.copyOf(faults));
+        if (kvCache == null) return options;
+        var parts = kvCache.split(",", -1);
+        if (parts.length > 2) throw new BadInputException("--kv-cache takes one type or K,V, got '" + kvCache + "'");
+        try {
+            var k = KvType.byId(parts[0].strip());
+            var v = parts.length == 2 ? KvType.byId(parts[1].strip()) : k;
+            return options.withKvTypes(k, v);
+        } catch (IllegalArgumentException e) {
+            throw new BadInputException("--kv-cache: " + e.getMessage());
+        }
+    }
+
+    /** How a run differs from the exact default, for report headers ("" when it does not). */
+    public static String describe(EngineOptions o) {
+        var parts = new ArrayList<String>();
+        if (!o.faults().isEmpty()) parts.add("faults " + String.join(",", o.faults().stream().map(Object::toString).sorted().toList()));
+        if (o.keyType() != KvType.F32 || o.valueType() != KvType.F32) parts.add("KV cache " + o.keyType() + "/" + o.valueType());
+        return String.join(", ", parts);
+    }
+}
