@@ -28,8 +28,23 @@ final class TokenInput {
         if (prompt == null) throw new BadInputException("give the prompt: --prompt TEXT or --tokens 2,651,…");
         try (var tok = TextTokenizer.load(modelDir)) {
             int[] ids = chat ? ChatTemplate.forTokenizer(tok).encode(tok, List.of(ChatTemplate.Turn.user(prompt))) : tok.encodeWithSpecial(prompt);
-            if (ids.length == 0) throw new BadInputException("--prompt encodes to no tokens");
+            // Gemma reads position 0 as <bos>; tokenizers without a post-processor (like the bundled ones) do not add it.
+            int bos = bosOrNone(tok);
+            if (bos >= 0 && (ids.length == 0 || ids[0] != bos)) {
+                int[] withBos = new int[ids.length + 1];
+                withBos[0] = bos;
+                System.arraycopy(ids, 0, withBos, 1, ids.length);
+                ids = withBos;
+            }
             return ids;
+        }
+    }
+
+    private static int bosOrNone(TextTokenizer tok) {
+        try {
+            return tok.bosId();
+        } catch (IllegalStateException noBos) {
+            return -1;
         }
     }
 
