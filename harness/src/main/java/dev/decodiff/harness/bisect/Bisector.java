@@ -115,7 +115,9 @@ public final class Bisector {
                 var localStep = new LiveStep(s, st.start(), st.length(), local.captured,
                         local.logits == null ? -1 : Sampler.argmax(local.logits), Double.NaN, "engine on the reference's input, step " + s);
                 diagnosis = Diagnosis.explain(culpritCell, refStep, localStep);
-                if (diagnosis == null) diagnosis = ModelDiagnosis.headMapping(culpritCell, refStep, localStep, Math.max(10 * culpritCell.tolerance(), 1e-3));
+                double near = Math.max(10 * culpritCell.tolerance(), 1e-3);
+                if (diagnosis == null) diagnosis = ModelDiagnosis.headMapping(culpritCell, refStep, localStep, near);
+                if (diagnosis == null) diagnosis = ModelDiagnosis.readRows(culpritCell, refs, s, localStep, model, near);
                 String scalar = ModelDiagnosis.layerScalar(culpritCell, model);
                 if (scalar != null) diagnosis = diagnosis == null ? scalar : diagnosis + "; " + scalar;
             }

@@ -94,6 +94,63 @@ final class ModelDiagnosis {
         return dd == 0 ? (n == 0 ? 0 : Double.POSITIVE_INFINITY) : Math.sqrt(n / dd);
     }
 
+    /**
+     * For k_read / v_read: which position's row each wrong row of the read window really holds, searching every row
+     * that entered the reading layer's cache in the reference (attn.k / attn.v of its KV source at steps 0…s) — the
+     * pattern of a ring indexed wrongly, whose wrong rows come from positions outside the window. Null when every wrong
+     * row is unlike anything that entered.
+     */
+    static String readRows(CellStats cell, ReferenceTensors refs, int s, StepTensors cand, Gemma4Model model, double near) {
+        String kind = CapturePoints.kindOf(cell.point());
+        boolean keys = kind.equals("attn.k_read");
+        if (!keys && !kind.equals("attn.v_read") || cell.shapeNote() != null) return null;
+        int layer = cell.layer();
+        int src = model.config().layer(layer).kvSource();
+        String entered = CapturePoints.layer(src, keys ? "attn.k" : "attn.v");
+        TensorView c = cand.tensor(cell.point());
+        if (c.rank() != 3) return null;
+        int C = (int) c.dim(0), row = (int) (c.elementCount() / C);
+        var manifest = refs.reader().manifest();
+        var rows = new java.util.TreeMap<Integer, float[]>();
+        for (int t = 0; t <= s; t++) {
+            float[] e = refs.floats(t, entered);
+            if (e == null || e.length % row != 0) return null;
+            int start = manifest.step(t).start();
+            for (int j = 0; j < e.length / row; j++) rows.put(start + j, Arrays.copyOfRange(e, j * row, (j + 1) * row));
+        }
+        int last = manifest.step(s).end() - 1, first = last - C + 1;
+        var parts = new java.util.ArrayList<String>();
+        int wrong = 0, explained = 0;
+        for (int j = 0; j < C; j++) {
+            int p = first + j;
+            float[] got = new float[row];
+            for (int x = 0; x < row; x++) got[x] = c.getFloat((long) j * row + x);
+            if (rows.containsKey(p) && rel(got, rows.get(p)) <= near) continue;
+            wrong++;
+            Integer holds = null;
+            for (var e : rows.entrySet()) if (e.getKey() != p && rel(got, e.getValue()) <= near) { holds = e.getKey(); break; }
+            if (holds == null) continue;
+            explained++;
+            if (parts.size() < 4) parts.add("position " + p + " holds position " + holds + "'s");
+        }
+        if (wrong == 0 || explained == 0) return null;
+        return "in the read window of step " + s + " (positions " + first + "–" + last + "), " + String.join(", ", parts)
+                + (explained > parts.size() ? ", …" : "") + " " + (keys ? "keys" : "values")
+                + (explained < wrong ? " (" + (wrong - explained) + " more wrong rows match no position)" : "")
+                + (wrong < C ? "; the other rows are right" : "")
+                + ": rows are written to or read from the wrong cache slots";
+    }
+
+    private static double rel(float[] got, float[] want) {
+        double n = 0, d = 0;
+        for (int i = 0; i < got.length; i++) {
+            double x = (double) got[i] - want[i];
+            n += x * x;
+            d += (double) want[i] * want[i];
+        }
+        return d == 0 ? (n == 0 ? 0 : Double.POSITIVE_INFINITY) : Math.sqrt(n / d);
+    }
+
     /** For a layer's out off by a constant factor: names the factor when it is 1/layer_scalar (not applied) or layer_scalar (twice). */
     static String layerScalar(CellStats cell, Gemma4Model model) {
         if (!CapturePoints.kindOf(cell.point()).equals("out") || cell.layer() < 0) return null;

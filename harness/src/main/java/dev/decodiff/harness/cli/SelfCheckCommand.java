@@ -95,11 +95,21 @@ final class SelfCheckCommand implements Callable<Integer> {
                     + " reference-free checks agree: decode, chunked prefill and one-pass prefill compute the same numbers, probes change nothing, and each decode step processes one position.", 100, "  ")).append('\n');
         } else {
             sb.append(st.boldRed("FAIL")).append('\n');
-            for (var r : results) {
-                if (r.passed()) continue;
-                sb.append(Fmt.wrap(r.check() + ": " + r.description() + " — " + r.detail(), 100, "  ")).append('\n');
+            var failing = results.stream().filter(r -> !r.passed()).toList();
+            var text = new StringBuilder(failed + " of " + results.size() + " checks fail: "
+                    + String.join(", ", failing.stream().map(SelfCheckResult::check).toList()) + ".");
+            var located = failing.stream().filter(r -> r.position() != null && r.point() != null).toList();
+            if (!located.isEmpty()) {
+                var first = located.stream().min(java.util.Comparator.comparingInt(SelfCheckResult::position)
+                        .thenComparingLong(r -> dev.decodiff.engine.CapturePoints.causalRank(r.point()))).orElseThrow();
+                var same = located.stream().filter(r -> r.position().equals(first.position()) && r.point().equals(first.point()))
+                        .map(SelfCheckResult::check).toList();
+                text.append(" First disagreement in causal order: position ").append(first.position()).append(", ").append(first.point())
+                        .append(" (").append(String.join(", ", same)).append(").");
             }
-            sb.append(Fmt.wrap(failed + " of " + results.size() + " checks fail.", 100, "  ")).append('\n');
+            failing.stream().filter(r -> r.check().equals("cache-reads-match-writes") || r.point() == null)
+                    .forEach(r -> text.append(' ').append(r.check()).append(": ").append(r.detail()).append(r.detail().endsWith(".") ? "" : "."));
+            sb.append(Fmt.wrap(text.toString(), 100, "  ")).append('\n');
         }
         return sb.toString();
     }

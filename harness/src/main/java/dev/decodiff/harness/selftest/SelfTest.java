@@ -1,6 +1,5 @@
 package dev.decodiff.harness.selftest;
 
-import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.decodiff.engine.CheckpointFiles;
 import dev.decodiff.engine.EngineOptions;
 import dev.decodiff.engine.Fault;
@@ -20,7 +19,6 @@ import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.EnumSet;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -177,13 +175,4 @@ public final class SelfTest {
 
     private static double secs(long t0) { return (System.nanoTime() - t0) / 1e9; }
 
-    static String json(Object o) {
-        try {
-            return new ObjectMapper().writeValueAsString(o);
-        } catch (IOException e) {
-            throw new IllegalStateException(e);
-        }
-    }
-
-    static List<Fault> catalog() { return Arrays.asList(Fault.values()); }
 }
