@@ -25,7 +25,9 @@ import java.util.Set;
  * The header is validated in full on open, so a truncated or corrupted file fails here with its name, not later.
  */
 public final class SafetensorsFile implements AutoCloseable {
-    private static final ObjectMapper JSON = new ObjectMapper();
+    // A header followed by junk ("{}garbage") is a corrupted file, not a valid one with an empty header.
+    private static final ObjectMapper JSON = new ObjectMapper()
+            .enable(com.fasterxml.jackson.databind.DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
     private static final long MAX_HEADER = 100L * 1024 * 1024;
 
     private final Path path;
