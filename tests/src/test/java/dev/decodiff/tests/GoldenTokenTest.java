@@ -4,13 +4,13 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.decodiff.engine.Gemma4Model;
 import dev.decodiff.engine.Sampler;
-import dev.decodiff.metal.SafetensorsFile;
+import dev.decodiff.harness.testing.DecodiffAssertions;
+import dev.decodiff.harness.testing.EngineRun;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.MethodSource;
 
 import java.nio.file.Path;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.List;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -52,28 +52,21 @@ class GoldenTokenTest {
         }
     }
 
+    /**
+     * Teacher-forced on the reference's tokens, every capture point at every step is within tolerance (logits:
+     * 1e-4 rel L2), through the user-facing testing API.
+     */
     @ParameterizedTest(name = "{0}")
     @MethodSource("cases")
-    void teacherForcedLogitsMatchAtEveryStep(Path caseDir) throws Exception {
-        var m = manifest(caseDir);
-        int[] tokens = new int[m.get("tokens").size()];
-        for (int i = 0; i < tokens.length; i++) tokens[i] = m.get("tokens").get(i).asInt();
-        double worst = 0;
+    void teacherForcedEveryCapturePointMatches(Path caseDir) {
         try (var model = Gemma4Model.load(ReferenceCases.checkpointOf(caseDir))) {
-            var session = model.newSession();
-            for (var st : m.get("steps")) {
-                int start = st.get("start").asInt(), length = st.get("length").asInt();
-                float[] logits = session.forward(Arrays.copyOfRange(tokens, start, start + length));
-                float[] ref;
-                try (var f = SafetensorsFile.open(caseDir.resolve(st.get("file").asText()))) {
-                    ref = f.get("logits").toFloats();
-                }
-                double rel = relL2(logits, ref);
-                worst = Math.max(worst, rel);
-                assertThat(rel).as("logits rel L2 at step %d of %s", st.get("index").asInt(), caseDir).isLessThan(LOGITS_TOLERANCE);
-            }
+            var result = DecodiffAssertions.assertThat(EngineRun.of(model)).matchesReference(caseDir).result();
+            double worstLogits = result.cells().stream().filter(c -> c.point().equals("logits")).mapToDouble(c -> c.relL2()).max().orElseThrow();
+            assertThat(worstLogits).isLessThan(LOGITS_TOLERANCE);
+            System.out.printf("golden %s: worst logits rel L2 %.3e, worst cell %s at step %d: %.3e%n",
+                    caseDir.getParent().getFileName() + "/" + caseDir.getFileName(), worstLogits,
+                    result.worstCell().point(), result.worstCell().step(), result.worstCell().relL2());
         }
-        System.out.printf("golden %s: worst logits rel L2 %.3e%n", caseDir.getParent().getFileName() + "/" + caseDir.getFileName(), worst);
     }
 
     static double relL2(float[] c, float[] r) {
