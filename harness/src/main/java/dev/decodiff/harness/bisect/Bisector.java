@@ -270,6 +270,10 @@ public final class Bisector {
     private static String conclusion(FirstDivergence fd, BisectResult.Culprit culprit, List<BisectResult.LayerRow> layers,
                                      List<BisectResult.Substitution> subs, String cacheVerdict) {
         var sb = new StringBuilder();
+        if (culprit == null && fd.cell() == null) {
+            return "No cell at step " + fd.step() + " is over tolerance, free-running or on the reference's input: compare's divergence is a greedy-token flip ("
+                    + fd.diagnosis() + "). The numbers are within tolerance everywhere; the flip comes from their sum over many cells (a tighter --tolerance profile shows which), or the margin is noise (compare --near-tie).";
+        }
         if (culprit == null) {
             sb.append("Nothing at step ").append(fd.step()).append(" is wrong on the reference's own input and cache: the divergence at ")
                     .append(fd.point()).append(" is carried in from earlier steps. ").append(cacheVerdict);

@@ -77,28 +77,62 @@ public final class SelfTest {
     public SelfTestResult run(Path home, Consumer<String> progress) {
         long t0 = System.nanoTime();
         var cases = cases(home);
+        // One task per checkpoint; they share nothing (each loads its model), and the engine's results do not depend
+        // on how its work is split over threads, so running them side by side changes no number.
+        int threads = Math.max(1, Math.min(cases.size(), Integer.getInteger("decodiff.selftest.threads", Runtime.getRuntime().availableProcessors())));
+        var pool = java.util.concurrent.Executors.newFixedThreadPool(threads, r -> {
+            var t = new Thread(r, "selftest");
+            t.setDaemon(true);
+            return t;
+        });
+        try {
+            var futures = new ArrayList<java.util.concurrent.Future<Checkpoint>>();
+            for (var e : cases.entrySet()) futures.add(pool.submit(() -> checkpoint(e.getKey(), e.getValue(), progress)));
+            var outcomes = new ArrayList<SelfTestResult.Outcome>();
+            var checks = new ArrayList<SelfTestResult.SelfCheckOutcome>();
+            for (var f : futures) {
+                Checkpoint c;
+                try {
+                    c = f.get();
+                } catch (InterruptedException ex) {
+                    Thread.currentThread().interrupt();
+                    throw new IllegalStateException("self-test interrupted", ex);
+                } catch (java.util.concurrent.ExecutionException ex) {
+                    if (ex.getCause() instanceof RuntimeException re) throw re;
+                    if (ex.getCause() instanceof Error err) throw err;
+                    throw new IllegalStateException(ex.getCause());
+                }
+                outcomes.addAll(c.outcomes());
+                checks.addAll(c.checks());
+            }
+            return new SelfTestResult(List.copyOf(cases.keySet()), outcomes, checks, (System.nanoTime() - t0) / 1e9);
+        } finally {
+            pool.shutdownNow();
+        }
+    }
+
+    private record Checkpoint(List<SelfTestResult.Outcome> outcomes, List<SelfTestResult.SelfCheckOutcome> checks) {}
+
+    private Checkpoint checkpoint(String ckpt, List<Case> cases, Consumer<String> progress) {
         var outcomes = new ArrayList<SelfTestResult.Outcome>();
         var checks = new ArrayList<SelfTestResult.SelfCheckOutcome>();
-        for (var e : cases.entrySet()) {
-            String ckpt = e.getKey();
-            try (var model = Gemma4Model.load(e.getValue().get(0).model())) {
-                float[] scalars = new float[model.config().numLayers()];
-                for (int i = 0; i < scalars.length; i++) scalars[i] = model.weights().layers().get(i).layerScalar();
-                for (var c : e.getValue()) {
-                    progress.accept(ckpt + "/" + c.name());
-                    var ref = DumpReader.open(c.dir());
-                    outcomes.add(clean(model, ref, c));
-                    for (Fault f : Fault.values()) {
-                        var expected = ExpectedCell.of(f, model.config(), scalars, ref.manifest());
-                        outcomes.add(faulty(model, ref, c, f, expected));
-                    }
+        try (var model = Gemma4Model.load(cases.get(0).model())) {
+            float[] scalars = new float[model.config().numLayers()];
+            for (int i = 0; i < scalars.length; i++) scalars[i] = model.weights().layers().get(i).layerScalar();
+            for (var c : cases) {
+                progress.accept(ckpt + "/" + c.name());
+                var ref = DumpReader.open(c.dir());
+                outcomes.add(clean(model, ref, c));
+                for (Fault f : Fault.values()) {
+                    var expected = ExpectedCell.of(f, model.config(), scalars, ref.manifest());
+                    outcomes.add(faulty(model, ref, c, f, expected));
                 }
-                progress.accept(ckpt + " selfcheck");
-                checks.add(selfCheck(model, ckpt, null));
-                for (Fault f : Fault.values()) checks.add(selfCheck(model, ckpt, f));
             }
+            progress.accept(ckpt + " selfcheck");
+            checks.add(selfCheck(model, ckpt, null));
+            for (Fault f : Fault.values()) checks.add(selfCheck(model, ckpt, f));
         }
-        return new SelfTestResult(List.copyOf(cases.keySet()), outcomes, checks, (System.nanoTime() - t0) / 1e9);
+        return new Checkpoint(outcomes, checks);
     }
 
     private SelfTestResult.Outcome clean(Gemma4Model model, DumpReader ref, Case c) {
