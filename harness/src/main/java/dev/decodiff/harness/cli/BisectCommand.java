@@ -23,8 +23,8 @@ import java.util.List;
 import java.util.concurrent.Callable;
 
 @Command(name = "bisect", mixinStandardHelpOptions = true,
-        description = {"Proves where a divergence comes from: runs the engine live against a reference dump, then, from compare's first divergent cell,",
-                "re-runs it with the reference's tensors fed in: per layer the local error (on the reference's input and cache history) vs the",
+        description = {"Proves why a divergence happens: the culprit cell, the substitution that heals it, and whether the cache history is to blame.",
+                "Runs the engine live against a reference dump, then, from compare's first divergent cell, re-runs it with the reference's tensors fed in: per layer the local error (on the reference's input and cache history) vs the",
                 "accumulated one, which substituted tensor heals the culprit layer, whether a cache transplant over earlier steps heals the step,",
                 "and a one-sentence diagnosis."},
         footer = {"", "Exit codes: 0 no divergence, 1 divergence bisected, 2 bad input or usage.",

@@ -22,8 +22,8 @@ import java.util.List;
 import java.util.concurrent.Callable;
 
 @Command(name = "selfcheck", mixinStandardHelpOptions = true,
-        description = {"Checks the engine against itself, with no reference: the same tokens computed along different paths must agree to fp32 noise",
-                "(prompt + decode vs one pass, chunked prefill vs one pass, probes attached vs none, prefix reuse, multi-turn, snapshot restore),",
+        description = {"Checks the engine against itself, with no reference: decode vs prefill, chunking, cache reads vs writes, cache policies, work.",
+                "The same tokens computed along different paths must agree to fp32 noise (prompt + decode vs one pass, chunked prefill vs one pass, probes attached vs none, prefix reuse, multi-turn, snapshot restore),",
                 "every read window must hold what entered the cache, a decode step must process 1 position, and a sliding ring must refuse a cut it cannot honour.",
                 "A disagreement is localized to its first (position, capture point)."},
         footer = {"", "Exit codes: 0 every check passes, 1 a check fails, 2 bad input or usage.",

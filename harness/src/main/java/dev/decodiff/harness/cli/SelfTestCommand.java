@@ -9,8 +9,8 @@ import picocli.CommandLine.Option;
 import java.util.concurrent.Callable;
 
 @Command(name = "selftest", mixinStandardHelpOptions = true,
-        description = {"Judges decodiff on itself: every catalog fault on every bundled checkpoint and fp32 reference case where it applies",
-                "must be localized by compare and bisect to the cell fixed from the math (docs/faults.md), clean runs must raise no alarm,",
+        description = {"Judges decodiff on itself: is every catalog fault localized where the math says, with no false alarm?",
+                "Every catalog fault on every bundled checkpoint and fp32 reference case where it applies must be localized by compare and bisect to the cell fixed from the math (docs/faults.md), clean runs must raise no alarm,",
                 "and selfcheck must catch the faults it is required to catch without a reference. Prints the accuracy table."},
         footer = {"", "Exit codes: 0 everything localized and no false alarm, 1 otherwise, 2 bad input."})
 final class SelfTestCommand implements Callable<Integer> {
