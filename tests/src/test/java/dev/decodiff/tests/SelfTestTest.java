@@ -120,10 +120,15 @@ class SelfTestTest {
         assertThat(layers.get(layer).get("status").asText()).isEqualTo("culprit");
         assertThat(layers.get(layer + 1).get("status").asText()).isEqualTo("inherits");
         assertThat(j.get("cache_verdict").asText()).contains("not the cause");
+        // The culprit is confirmed, so the kernels are checked against ND4J: they are right, the composition is not.
+        assertThat(j.get("op_level").get("checked").asBoolean()).isTrue();
+        assertThat(j.get("op_level").get("failed").asInt()).isZero();
+        assertThat(j.get("op_level").get("checks").asInt()).isPositive();
         assertThat(Files.readString(html)).contains("CULPRIT").contains("layers." + layer + ".attn.v_read").contains("Substitution inside layer");
 
-        var t = Cli.run("bisect", ref.toString(), "--fault", "k-eq-v-rotated-keys");
+        var t = Cli.run("bisect", ref.toString(), "--fault", "k-eq-v-rotated-keys", "--no-ops");
         assertThat(t.code()).isEqualTo(1);
+        assertThat(t.out()).doesNotContain("Op level");
         assertThat(t.out()).contains("CULPRIT").contains("✓ heals").contains("Cache transplant over steps").contains("inherits");
     }
 

@@ -1,7 +1,5 @@
 package dev.decodiff.harness.cli;
 
-import dev.decodiff.engine.EngineOptions;
-import dev.decodiff.engine.Fault;
 import dev.decodiff.engine.Gemma4Model;
 import dev.decodiff.harness.BadInputException;
 import dev.decodiff.harness.bisect.BisectReport;
@@ -17,9 +15,6 @@ import picocli.CommandLine.Parameters;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.ArrayList;
-import java.util.EnumSet;
-import java.util.List;
 import java.util.concurrent.Callable;
 
 @Command(name = "bisect", mixinStandardHelpOptions = true,
@@ -41,9 +36,8 @@ final class BisectCommand implements Callable<Integer> {
             description = "Checkpoint to run (default: the bundled checkpoint whose config and weights hashes match the reference).")
     Path model;
 
-    @Option(names = "--fault", paramLabel = "ID", converter = Faults.Converter.class, completionCandidates = Faults.Candidates.class,
-            description = "Switch on a catalog fault (repeatable): ${COMPLETION-CANDIDATES}.")
-    List<Fault> faults = new ArrayList<>();
+    @picocli.CommandLine.Mixin
+    EngineFlags engine = new EngineFlags();
 
     @Option(names = "--tolerance", paramLabel = "FILE", description = "JSON tolerance profile overriding the defaults (docs/tolerances.md).")
     Path tolerance;
@@ -53,6 +47,9 @@ final class BisectCommand implements Callable<Integer> {
 
     @Option(names = "--html", paramLabel = "FILE", description = "Also write a self-contained HTML report to FILE.")
     Path html;
+
+    @Option(names = "--no-ops", description = "Skip the op-level check (every metal kernel against ND4J) that runs once a culprit is confirmed.")
+    boolean noOps;
 
     @picocli.CommandLine.Spec
     picocli.CommandLine.Model.CommandSpec spec;
@@ -69,12 +66,17 @@ final class BisectCommand implements Callable<Integer> {
         } else {
             modelDir = ModelLocator.bundledFor(Home.get(), ref.manifest(), ref.manifestFile());
         }
-        var options = EngineOptions.defaults().withFaults(faults.isEmpty() ? EnumSet.noneOf(Fault.class) : EnumSet.copyOf(faults));
+        var options = engine.options();
         try (var m = Gemma4Model.load(modelDir)) {
             var result = new Bisector(m, options, ref, profile).run();
             var out = spec.commandLine().getOut();
-            if (json) out.println(BisectReport.json(result));
-            else out.print(BisectReport.terminal(result, Terminal.colourStdout()));
+            // A culprit confirmed on the reference's own input: rule the kernels in or out at the op level.
+            var opLevel = result.exitCode() == Main.DIVERGENCE && !noOps ? OpLevel.check() : null;
+            if (json) out.println(opLevel == null ? BisectReport.json(result) : OpLevel.addTo(BisectReport.json(result), opLevel));
+            else {
+                out.print(BisectReport.terminal(result, Terminal.colourStdout()));
+                if (opLevel != null) out.print(opLevel.terminal());
+            }
             out.flush();
             if (html != null) {
                 try {

@@ -2,7 +2,6 @@ package dev.decodiff.harness.cli;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
-import dev.decodiff.engine.EngineOptions;
 import dev.decodiff.engine.Fault;
 import dev.decodiff.engine.Gemma4Model;
 import dev.decodiff.harness.BadInputException;
@@ -16,8 +15,6 @@ import picocli.CommandLine.Option;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.ArrayList;
-import java.util.EnumSet;
 import java.util.List;
 import java.util.concurrent.Callable;
 
@@ -36,9 +33,8 @@ final class SelfCheckCommand implements Callable<Integer> {
     @Option(names = "--model", paramLabel = "DIR", description = "Checkpoint to check (default: the bundled checkpoints/gemma4-tiny).")
     Path model;
 
-    @Option(names = "--fault", paramLabel = "ID", converter = Faults.Converter.class, completionCandidates = Faults.Candidates.class,
-            description = "Switch on a catalog fault (repeatable): ${COMPLETION-CANDIDATES}.")
-    List<Fault> faults = new ArrayList<>();
+    @picocli.CommandLine.Mixin
+    EngineFlags engine = new EngineFlags();
 
     @Option(names = "--json", description = "Print the machine-readable result (JSON) on stdout instead of the table.")
     boolean json;
@@ -57,7 +53,7 @@ final class SelfCheckCommand implements Callable<Integer> {
     @Override
     public Integer call() {
         Path dir = model != null ? model : defaultModel();
-        var options = EngineOptions.defaults().withFaults(faults.isEmpty() ? EnumSet.noneOf(Fault.class) : EnumSet.copyOf(faults));
+        var options = engine.options();
         long t0 = System.nanoTime();
         try (var m = Gemma4Model.load(dir)) {
             var check = new SelfCheck(m, options);
@@ -67,7 +63,8 @@ final class SelfCheckCommand implements Callable<Integer> {
             double secs = (System.nanoTime() - t0) / 1e9;
             boolean ok = results.stream().allMatch(SelfCheckResult::passed);
             var out = spec.commandLine().getOut();
-            String faultText = faults.isEmpty() ? "none" : String.join(", ", faults.stream().map(Fault::id).toList());
+            String how = EngineFlags.describe(options);
+            String faultText = how.isEmpty() ? "none" : how;
             if (json) out.println(json(dir, faultText, tokens.length, prompt, m.config().slidingWindow(), results, ok, secs));
             else out.print(table(dir, faultText, tokens.length, prompt, m.config().slidingWindow(), results, ok, secs, Terminal.colourStdout()));
             out.flush();
@@ -80,7 +77,7 @@ final class SelfCheckCommand implements Callable<Integer> {
         var st = new Terminal.Style(colour);
         var sb = new StringBuilder();
         sb.append(st.bold("decodiff selfcheck")).append('\n');
-        sb.append("  model   ").append(dir).append("  (faults: ").append(faults).append(")\n");
+        sb.append("  model   ").append(dir).append("  (engine: ").append(faults).append(")\n");
         sb.append("  tokens  ").append(prompt).append("-token prompt + ").append(tokens - prompt).append(" greedy decode steps (sliding window ")
                 .append(window).append(String.format(java.util.Locale.ROOT, "), %.2fs%n%n", secs));
         sb.append("  ").append(Fmt.pad("check", 28)).append(Fmt.pad("result", 9)).append("detail\n");
