@@ -37,6 +37,17 @@ public final class InferenceSession {
     private final float[][] stepK;
     private final float[][] stepV;
 
+    // Working buffers reused by every layer and step (grown on demand): a step used to allocate a few hundred MB
+    // of short-lived arrays in prefill, which the heap grew to hold. Probes still get private copies (capture).
+    private static final int S_H = 0, S_A = 1, S_RES = 2, S_MLP = 3, S_G = 4, S_U = 5, S_Q = 6, S_ATT = 7, SLOTS = 8;
+    private final float[][] scratch = new float[SLOTS][];
+
+    private float[] scratch(int slot, int n) {
+        float[] b = scratch[slot];
+        if (b == null || b.length < n) scratch[slot] = b = new float[n];
+        return b;
+    }
+
     InferenceSession(Gemma4Model model, EngineOptions options) {
         this.model = model;
         this.cfg = model.config();
@@ -275,22 +286,23 @@ public final class InferenceSession {
         int H = cfg.hidden(), i = spec.index();
         var lw = w.layers().get(i);
         float eps = cfg.rmsNormEps();
-        float[] h = new float[T * H];
+        float[] h = scratch(S_H, T * H);
         rowsNorm(x, T, H, lw.inputNorm(), h);
         float[] a = attention(spec, lw, h, T, start);
         rowsNorm(a, T, H, lw.postAttentionNorm(), a);
         VectorMath.add(x, 0, a, 0, x.length);
 
-        float[] residual = x.clone();
+        float[] residual = scratch(S_RES, T * H);
+        System.arraycopy(x, 0, residual, 0, x.length);
         rowsNorm(x, T, H, lw.preFeedforwardNorm(), h);
         float[] m = mlp(lw.gate(), lw.up(), lw.down(), h, T);
-        capture(names[i][MLP_OUT], new int[]{T, H}, m, m.length);
+        capture(names[i][MLP_OUT], new int[]{T, H}, m, T * H);
         if (lw.moe() != null) {
             float[] moe = moe(lw.moe(), residual, T);
             capture(names[i][MOE_OUT], new int[]{T, H}, moe, moe.length);
             rowsNorm(m, T, H, lw.moe().postFeedforwardNorm1(), m);
             rowsNorm(moe, T, H, lw.moe().postFeedforwardNorm2(), moe);
-            VectorMath.add(m, 0, moe, 0, m.length);
+            VectorMath.add(m, 0, moe, 0, T * H);
         }
         rowsNorm(m, T, H, lw.postFeedforwardNorm(), m);
         for (int j = 0; j < x.length; j++) x[j] = residual[j] + m[j];
@@ -322,14 +334,14 @@ public final class InferenceSession {
         Rope rope = faultRopePrefix && spec.type() == LayerType.FULL ? prefixRope : model.rope(spec.type());
         int posShift = (faultDecodePosition && T == 1 && start > 0 ? 1 : 0) + ropeShift;
 
-        float[] q = new float[T * qDim];
+        float[] q = scratch(S_Q, T * qDim);
         lw.q().matmul(h, T, q);
         addBias(q, T, lw.qBias());
         for (int t = 0; t < T; t++) {
             for (int hd = 0; hd < nh; hd++) VectorMath.rmsNorm(q, t * qDim + hd * d, d, lw.qNorm(), eps, q, t * qDim + hd * d);
             rope.apply(q, t * qDim, nh, start + t + posShift);
         }
-        capture(names[i][Q], new int[]{T, nh, d}, q, q.length);
+        capture(names[i][Q], new int[]{T, nh, d}, q, T * qDim);
 
         float[] k, v;
         LayerCache cache;
@@ -384,7 +396,8 @@ public final class InferenceSession {
             if (!kChanged && !vChanged) readK = readV = null;
         }
 
-        float[] out = new float[T * qDim];
+        float[] out = scratch(S_ATT, T * qDim);
+        Arrays.fill(out, 0, T * qDim, 0f); // attention accumulates into it
         int group = nh / nkv;
         final float[] subK = readK, subV = readV;
         Parallel.forRange(T * nh, 1, (from, to) -> {
@@ -409,9 +422,9 @@ public final class InferenceSession {
                 }
             }
         });
-        capture(names[i][ATTN_OUT], new int[]{T, qDim}, out, out.length);
+        capture(names[i][ATTN_OUT], new int[]{T, qDim}, out, T * qDim);
 
-        float[] a = new float[T * H];
+        float[] a = scratch(S_A, T * H);
         lw.o().matmul(out, T, a);
         addBias(a, T, lw.oBias());
         return a;
@@ -456,17 +469,17 @@ public final class InferenceSession {
         for (int t = 0; t < T; t++) VectorMath.add(y, t * bias.length, bias, 0, bias.length);
     }
 
-    private static float[] mlp(WeightMatrix gate, WeightMatrix up, WeightMatrix down, float[] h, int T) {
+    private float[] mlp(WeightMatrix gate, WeightMatrix up, WeightMatrix down, float[] h, int T) {
         int I = gate.rows();
-        float[] g = new float[T * I];
-        float[] u = new float[T * I];
+        float[] g = scratch(S_G, T * I);
+        float[] u = scratch(S_U, T * I);
         gate.matmul(h, T, g);
         up.matmul(h, T, u);
         // Element-wise, so splitting it over the cores changes no bit; StrictMath's tanh made it a prefill hot spot.
-        Parallel.forRange(g.length, 1024, (from, to) -> {
+        Parallel.forRange(T * I, 1024, (from, to) -> {
             for (int j = from; j < to; j++) g[j] = VectorMath.geluTanh(g[j]) * u[j];
         });
-        float[] out = new float[T * down.rows()];
+        float[] out = scratch(S_MLP, T * down.rows());
         down.matmul(g, T, out);
         return out;
     }

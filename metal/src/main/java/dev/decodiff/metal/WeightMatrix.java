@@ -26,8 +26,10 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
     private static final int TOKEN_BLOCK = 4;
     /** Rows whose dot products share one pass over the activations. */
     private static final int ROW_BLOCK = 4;
+    /** Tokens of one register tile of {@link #matmul} (4 rows × 6 tokens: 24 accumulators of the 32 vector registers). */
+    private static final int TILE_TOKENS = 6;
     /** Bytes of activations one token chunk of {@link #matmul} may span, to stay in a core's L2. */
-    private static final int ACTIVATION_BUDGET = 512 * 1024;
+    private static final int ACTIVATION_BUDGET = Integer.getInteger("decodiff.actBudget", 1024 * 1024);
 
     public static WeightMatrix of(TensorView t) {
         if (t.rank() != 2) throw new IllegalArgumentException("tensor '" + t.name() + "' must be 2-D, is " + t.shapeString());
@@ -70,27 +72,30 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
     /**
      * Y[t, r] = W[r]·X[t] for t < tokens; X is [tokens, cols], Y is [tokens, rows], both row-major.
      *
-     * <p>A blocked GEMM: each thread takes a range of rows; tokens are taken in chunks whose activations fit in L2,
-     * and inside a chunk a 4-row × 4-token tile keeps 16 accumulators in registers, so each widened weight vector
-     * serves four tokens and each activation vector four rows. Every (t, r) keeps one accumulator over the columns
-     * in order, so results are bit-identical to {@link #dot} and to {@link #matvec} (prefill equals decode).
+     * <p>A blocked GEMM: each thread takes a range of rows; tokens are taken in chunks whose activations fit in L2.
+     * Inside a chunk, four weight rows are widened to fp32 once into a small scratch (bf16 widening would otherwise
+     * take the FMA ports in the inner loop) and a 4-row × 6-token tile keeps 24 accumulators in registers, so each
+     * weight vector serves six tokens and each activation vector four rows. Every (t, r) keeps one accumulator over
+     * the columns in order, so results are bit-identical to {@link #dot} and to {@link #matvec} (prefill equals decode).
      */
     public void matmul(float[] x, int tokens, float[] y) {
         if (tokens == 1) {
             matvec(x, 0, y, 0);
             return;
         }
-        int chunk = Math.max(TOKEN_BLOCK, Math.min(tokens, (ACTIVATION_BUDGET / (cols * 4)) / TOKEN_BLOCK * TOKEN_BLOCK));
+        int chunk = Math.max(TILE_TOKENS, Math.min(tokens, (ACTIVATION_BUDGET / (cols * 4)) / TILE_TOKENS * TILE_TOKENS));
         Parallel.forRange(rows, 16, (from, to) -> {
             float[] lanes = new float[L];
+            float[] wide = dtype == DType.F16 ? null : new float[ROW_BLOCK * cols];
             for (int t0 = 0; t0 < tokens; t0 += chunk) {
                 int t1 = Math.min(tokens, t0 + chunk);
                 int r = from;
-                if (dtype != DType.F16) {
+                if (wide != null) {
                     for (; r + ROW_BLOCK <= to; r += ROW_BLOCK) {
+                        widenRows(r, wide);
                         int t = t0;
-                        for (; t + TOKEN_BLOCK <= t1; t += TOKEN_BLOCK) tile4x4(r, x, t, y, lanes);
-                        for (; t < t1; t++) rows4(r, x, t * cols, y, t * rows + r, 1, lanes);
+                        for (; t + TILE_TOKENS <= t1; t += TILE_TOKENS) tile4x6(wide, r, x, t, y, lanes);
+                        for (; t < t1; t++) wide4(wide, r, x, t, y, lanes);
                     }
                 }
                 for (; r < to; r++) {
@@ -100,6 +105,98 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
                 }
             }
         });
+    }
+
+    /** Rows [r, r+4) widened to fp32 into wide[0 .. 4·cols), once per token chunk: the tile kernels then only load. */
+    private void widenRows(int r, float[] wide) {
+        int bound = cols - (cols % L);
+        for (int i = 0; i < ROW_BLOCK; i++) {
+            long base = (long) (r + i) * cols;
+            int o = i * cols;
+            int c = 0;
+            for (; c < bound; c += L) load(base + c).intoArray(wide, o + c);
+            for (; c < cols; c++) wide[o + c] = get(r + i, c);
+        }
+    }
+
+    /**
+     * Y[t + j, r + i] = W[r + i]·X[t + j] for i < 4, j < 6 from the widened rows: 24 accumulators in registers,
+     * 10 loads per 24 FMAs. Each (t, r) is one accumulator over the columns in order, as in {@link #dot}.
+     */
+    private void tile4x6(float[] w, int r, float[] x, int t, float[] y, float[] lanes) {
+        int w1 = cols, w2 = 2 * cols, w3 = 3 * cols;
+        int x0 = t * cols, x1 = x0 + cols, x2 = x1 + cols, x3 = x2 + cols, x4 = x3 + cols, x5 = x4 + cols;
+        var a00 = FloatVector.zero(F);
+        var a01 = a00; var a02 = a00; var a03 = a00; var a04 = a00; var a05 = a00;
+        var a10 = a00; var a11 = a00; var a12 = a00; var a13 = a00; var a14 = a00; var a15 = a00;
+        var a20 = a00; var a21 = a00; var a22 = a00; var a23 = a00; var a24 = a00; var a25 = a00;
+        var a30 = a00; var a31 = a00; var a32 = a00; var a33 = a00; var a34 = a00; var a35 = a00;
+        int bound = cols - (cols % L);
+        for (int c = 0; c < bound; c += L) {
+            var v0 = FloatVector.fromArray(F, w, c);
+            var v1 = FloatVector.fromArray(F, w, w1 + c);
+            var v2 = FloatVector.fromArray(F, w, w2 + c);
+            var v3 = FloatVector.fromArray(F, w, w3 + c);
+            var u = FloatVector.fromArray(F, x, x0 + c);
+            a00 = v0.fma(u, a00); a10 = v1.fma(u, a10); a20 = v2.fma(u, a20); a30 = v3.fma(u, a30);
+            u = FloatVector.fromArray(F, x, x1 + c);
+            a01 = v0.fma(u, a01); a11 = v1.fma(u, a11); a21 = v2.fma(u, a21); a31 = v3.fma(u, a31);
+            u = FloatVector.fromArray(F, x, x2 + c);
+            a02 = v0.fma(u, a02); a12 = v1.fma(u, a12); a22 = v2.fma(u, a22); a32 = v3.fma(u, a32);
+            u = FloatVector.fromArray(F, x, x3 + c);
+            a03 = v0.fma(u, a03); a13 = v1.fma(u, a13); a23 = v2.fma(u, a23); a33 = v3.fma(u, a33);
+            u = FloatVector.fromArray(F, x, x4 + c);
+            a04 = v0.fma(u, a04); a14 = v1.fma(u, a14); a24 = v2.fma(u, a24); a34 = v3.fma(u, a34);
+            u = FloatVector.fromArray(F, x, x5 + c);
+            a05 = v0.fma(u, a05); a15 = v1.fma(u, a15); a25 = v2.fma(u, a25); a35 = v3.fma(u, a35);
+        }
+        int y0 = t * rows + r, y1 = y0 + rows, y2 = y1 + rows, y3 = y2 + rows, y4 = y3 + rows, y5 = y4 + rows;
+        y[y0] = sumLanes(a00, lanes); y[y1] = sumLanes(a01, lanes); y[y2] = sumLanes(a02, lanes);
+        y[y3] = sumLanes(a03, lanes); y[y4] = sumLanes(a04, lanes); y[y5] = sumLanes(a05, lanes);
+        y[y0 + 1] = sumLanes(a10, lanes); y[y1 + 1] = sumLanes(a11, lanes); y[y2 + 1] = sumLanes(a12, lanes);
+        y[y3 + 1] = sumLanes(a13, lanes); y[y4 + 1] = sumLanes(a14, lanes); y[y5 + 1] = sumLanes(a15, lanes);
+        y[y0 + 2] = sumLanes(a20, lanes); y[y1 + 2] = sumLanes(a21, lanes); y[y2 + 2] = sumLanes(a22, lanes);
+        y[y3 + 2] = sumLanes(a23, lanes); y[y4 + 2] = sumLanes(a24, lanes); y[y5 + 2] = sumLanes(a25, lanes);
+        y[y0 + 3] = sumLanes(a30, lanes); y[y1 + 3] = sumLanes(a31, lanes); y[y2 + 3] = sumLanes(a32, lanes);
+        y[y3 + 3] = sumLanes(a33, lanes); y[y4 + 3] = sumLanes(a34, lanes); y[y5 + 3] = sumLanes(a35, lanes);
+        if (bound < cols) {
+            for (int i = 0; i < ROW_BLOCK; i++)
+                for (int j = 0; j < TILE_TOKENS; j++) {
+                    int yi = (t + j) * rows + r + i;
+                    float s = y[yi];
+                    for (int cc = bound; cc < cols; cc++) s += w[i * cols + cc] * x[(t + j) * cols + cc];
+                    y[yi] = s;
+                }
+        }
+    }
+
+    /** Y[t, r + i] = W[r + i]·X[t] for i < 4 from the widened rows (a token chunk's last tokens). */
+    private void wide4(float[] w, int r, float[] x, int t, float[] y, float[] lanes) {
+        int w1 = cols, w2 = 2 * cols, w3 = 3 * cols, x0 = t * cols;
+        var a0 = FloatVector.zero(F);
+        var a1 = a0; var a2 = a0; var a3 = a0;
+        int bound = cols - (cols % L);
+        int c = 0;
+        for (; c < bound; c += L) {
+            var u = FloatVector.fromArray(F, x, x0 + c);
+            a0 = FloatVector.fromArray(F, w, c).fma(u, a0);
+            a1 = FloatVector.fromArray(F, w, w1 + c).fma(u, a1);
+            a2 = FloatVector.fromArray(F, w, w2 + c).fma(u, a2);
+            a3 = FloatVector.fromArray(F, w, w3 + c).fma(u, a3);
+        }
+        float s0 = sumLanes(a0, lanes), s1 = sumLanes(a1, lanes), s2 = sumLanes(a2, lanes), s3 = sumLanes(a3, lanes);
+        for (; c < cols; c++) {
+            float xc = x[x0 + c];
+            s0 += w[c] * xc;
+            s1 += w[w1 + c] * xc;
+            s2 += w[w2 + c] * xc;
+            s3 += w[w3 + c] * xc;
+        }
+        int y0 = t * rows + r;
+        y[y0] = s0;
+        y[y0 + 1] = s1;
+        y[y0 + 2] = s2;
+        y[y0 + 3] = s3;
     }
 
     public float get(int r, int c) {
@@ -186,46 +283,6 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
         y[yOff + yStep] = s1;
         y[yOff + 2 * yStep] = s2;
         y[yOff + 3 * yStep] = s3;
-    }
-
-    /** Y[t + j, r + i] = W[r + i]·X[t + j] for i, j < 4. */
-    private void tile4x4(int r, float[] x, int t, float[] y, float[] lanes) {
-        long b0 = (long) r * cols, b1 = b0 + cols, b2 = b1 + cols, b3 = b2 + cols;
-        int x0 = t * cols, x1 = x0 + cols, x2 = x1 + cols, x3 = x2 + cols;
-        var a00 = FloatVector.zero(F);
-        var a01 = a00; var a02 = a00; var a03 = a00;
-        var a10 = a00; var a11 = a00; var a12 = a00; var a13 = a00;
-        var a20 = a00; var a21 = a00; var a22 = a00; var a23 = a00;
-        var a30 = a00; var a31 = a00; var a32 = a00; var a33 = a00;
-        int c = 0;
-        int bound = cols - (cols % L);
-        for (; c < bound; c += L) {
-            var v0 = FloatVector.fromArray(F, x, x0 + c);
-            var v1 = FloatVector.fromArray(F, x, x1 + c);
-            var v2 = FloatVector.fromArray(F, x, x2 + c);
-            var v3 = FloatVector.fromArray(F, x, x3 + c);
-            var w = load(b0 + c);
-            a00 = w.fma(v0, a00); a01 = w.fma(v1, a01); a02 = w.fma(v2, a02); a03 = w.fma(v3, a03);
-            w = load(b1 + c);
-            a10 = w.fma(v0, a10); a11 = w.fma(v1, a11); a12 = w.fma(v2, a12); a13 = w.fma(v3, a13);
-            w = load(b2 + c);
-            a20 = w.fma(v0, a20); a21 = w.fma(v1, a21); a22 = w.fma(v2, a22); a23 = w.fma(v3, a23);
-            w = load(b3 + c);
-            a30 = w.fma(v0, a30); a31 = w.fma(v1, a31); a32 = w.fma(v2, a32); a33 = w.fma(v3, a33);
-        }
-        int y0 = t * rows + r, y1 = y0 + rows, y2 = y1 + rows, y3 = y2 + rows;
-        y[y0] = sumLanes(a00, lanes); y[y1] = sumLanes(a01, lanes); y[y2] = sumLanes(a02, lanes); y[y3] = sumLanes(a03, lanes);
-        y[y0 + 1] = sumLanes(a10, lanes); y[y1 + 1] = sumLanes(a11, lanes); y[y2 + 1] = sumLanes(a12, lanes); y[y3 + 1] = sumLanes(a13, lanes);
-        y[y0 + 2] = sumLanes(a20, lanes); y[y1 + 2] = sumLanes(a21, lanes); y[y2 + 2] = sumLanes(a22, lanes); y[y3 + 2] = sumLanes(a23, lanes);
-        y[y0 + 3] = sumLanes(a30, lanes); y[y1 + 3] = sumLanes(a31, lanes); y[y2 + 3] = sumLanes(a32, lanes); y[y3 + 3] = sumLanes(a33, lanes);
-        if (c < cols) {
-            for (int i = 0; i < ROW_BLOCK; i++)
-                for (int j = 0; j < TOKEN_BLOCK; j++) {
-                    float s = y[(t + j) * rows + r + i];
-                    for (int cc = c; cc < cols; cc++) s += get(r + i, cc) * x[(t + j) * cols + cc];
-                    y[(t + j) * rows + r + i] = s;
-                }
-        }
     }
 
     private void dot4(int r, float[] x, int t, float[] y) {

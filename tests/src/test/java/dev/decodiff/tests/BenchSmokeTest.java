@@ -32,6 +32,13 @@ class BenchSmokeTest {
                 "prefill_over_decode", "idle_probe_overhead", "compare_bandwidth_ratio", "peak_rss_bytes"))
             assertPositive(j, k);
         for (String c : List.of("128", "512", "2048")) assertPositive(j.get("decode_tokens_per_s"), c);
+        // issue 6 point 4: prefix-reuse and second-turn time to first token, and each KV type's memory and speed
+        for (String k : List.of("ttft_cold_s", "ttft_prefix_reuse_s", "prefix_reuse_speedup", "ttft_second_turn_s", "second_turn_speedup"))
+            assertPositive(j, k);
+        for (String t : List.of("f32", "bf16", "q8_0", "q4_0"))
+            for (String k : List.of("kv_bytes_per_token", "kv_prefill_tokens_per_s", "kv_prefill_over_f32", "kv_decode_512_tokens_per_s"))
+                assertPositive(j.get(k), t);
+        assertThat(j.get("kv_bytes_per_token").get("q4_0").asLong()).isLessThan(j.get("kv_bytes_per_token").get("f32").asLong());
         assertThat(j.get("figures").get("read_bandwidth_gbs").get("min").asDouble()).isPositive();
         // the checkpoint is cached under its spec key, complete, with no temporary leftovers
         try (var s = Files.list(cache)) {

@@ -4,7 +4,10 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.decodiff.engine.Gemma4Model;
+import dev.decodiff.engine.EngineOptions;
 import dev.decodiff.engine.InferenceSession;
+import dev.decodiff.engine.KvType;
+import dev.decodiff.engine.PrefixCache;
 import dev.decodiff.engine.Probe;
 import dev.decodiff.engine.Sampler;
 import dev.decodiff.harness.BadInputException;
@@ -66,6 +69,8 @@ public final class BenchCommand implements Callable<Integer> {
 
     static final int[] CONTEXTS = {128, 512, 2048};
     static final int PREFILL = 512;
+    /** The shared prefix of issue 6 point 4 (a stored snapshot), and the new tokens a request or turn adds to it. */
+    static final int PREFIX = 2000;
 
     @Override
     public Integer call() throws IOException {
@@ -96,7 +101,25 @@ public final class BenchCommand implements Callable<Integer> {
     /** Everything measured in one run. */
     record Result(BenchSpec spec, String machine, int threads, long weightBytesPerToken, Figure readGbs, Map<Integer, Figure> decodeTps,
                   Figure prefillTps, Figure noProbeMs, Figure idleProbeMs, Figure dumpMs, long dumpBytes, Figure compareGbs,
-                  long peakRss) {
+                  long peakRss, Figure ttftColdS, Figure ttftPrefixS, Figure ttftTurnS, Map<KvType, Long> kvBytes,
+                  Map<KvType, Figure> kvPrefillTps, Map<KvType, Figure> kvDecodeTps) {
+
+        int suffix() { return CONTEXTS[CONTEXTS.length - 1] - PREFIX; }
+
+        double prefixSpeedup() { return ttftColdS.median() / ttftPrefixS.median(); }
+
+        double turnSpeedup() { return ttftColdS.median() / ttftTurnS.median(); }
+
+        Figure kvPrefill(KvType t) { return t == KvType.F32 ? prefillTps : kvPrefillTps.get(t); }
+
+        Figure kvDecode(KvType t) { return t == KvType.F32 ? decodeTps.get(512) : kvDecodeTps.get(t); }
+
+        /** The slowest quantized prefill relative to f32 (a cliff shows here). */
+        double worstKvPrefillRatio() {
+            double w = Double.POSITIVE_INFINITY;
+            for (var f : kvPrefillTps.values()) w = Math.min(w, f.median() / prefillTps.median());
+            return w;
+        }
 
         double decodeWeightGbs() { return weightBytesPerToken * decodeTps.get(512).median() / 1e9; }
 
@@ -132,6 +155,23 @@ public final class BenchCommand implements Callable<Integer> {
             o.put("compare_gbs", compareGbs.median());
             o.put("compare_bandwidth_ratio", compareRatio());
             o.put("peak_rss_bytes", peakRss);
+            o.put("prefix_tokens", PREFIX);
+            o.put("new_tokens", suffix());
+            o.put("ttft_cold_s", ttftColdS.median());
+            o.put("ttft_prefix_reuse_s", ttftPrefixS.median());
+            o.put("prefix_reuse_speedup", prefixSpeedup());
+            o.put("ttft_second_turn_s", ttftTurnS.median());
+            o.put("second_turn_speedup", turnSpeedup());
+            var kb = o.putObject("kv_bytes_per_token");
+            kvBytes.forEach((t, b) -> kb.put(t.id(), b));
+            var kp = o.putObject("kv_prefill_tokens_per_s");
+            var kr = o.putObject("kv_prefill_over_f32");
+            var kd = o.putObject("kv_decode_512_tokens_per_s");
+            for (var t : KvType.values()) {
+                kp.put(t.id(), kvPrefill(t).median());
+                kr.put(t.id(), kvPrefill(t).median() / prefillTps.median());
+                kd.put(t.id(), kvDecode(t).median());
+            }
             var f = o.putObject("figures");
             put(f, "read_bandwidth_gbs", readGbs);
             decodeTps.forEach((c, x) -> put(f, "decode_tokens_per_s_" + c, x));
@@ -140,6 +180,11 @@ public final class BenchCommand implements Callable<Integer> {
             put(f, "decode_ms_idle_probe", idleProbeMs);
             put(f, "decode_ms_dump", dumpMs);
             put(f, "compare_gbs", compareGbs);
+            put(f, "ttft_cold_s", ttftColdS);
+            put(f, "ttft_prefix_reuse_s", ttftPrefixS);
+            put(f, "ttft_second_turn_s", ttftTurnS);
+            kvPrefillTps.forEach((t, x) -> put(f, "kv_prefill_tokens_per_s_" + t.id(), x));
+            kvDecodeTps.forEach((t, x) -> put(f, "kv_decode_512_tokens_per_s_" + t.id(), x));
             var t = o.putObject("targets");
             targets().forEach(t::put);
             return o;
@@ -156,6 +201,8 @@ public final class BenchCommand implements Callable<Integer> {
             t.put("prefill_ge_6_decode", prefillOverDecode() >= 6);
             t.put("idle_probe_le_1.02", idleOverhead() <= 1.02);
             t.put("compare_ge_0.5_read_bandwidth", compareRatio() >= 0.5);
+            t.put("prefix_reuse_ttft_ge_10x", prefixSpeedup() >= 10);
+            t.put("no_kv_prefill_cliff", worstKvPrefillRatio() >= 0.5);
             return t;
         }
 
@@ -172,6 +219,13 @@ public final class BenchCommand implements Callable<Integer> {
             out.println("  decode step, dump       " + dumpMs.format("%7.1f") + " ms  (%.1f MB per step written)".formatted(dumpBytes / 1e6));
             out.println("  compare                 " + compareGbs.format("%7.2f") + " GB/s of tensor data");
             out.println("  peak RSS                %7.2f GB".formatted(peakRss / 1e9));
+            out.println("  TTFT, %d tokens cold    ".formatted(PREFIX + suffix()) + ttftColdS.format("%7.2f") + " s");
+            out.println("  TTFT, %d-token prefix reused + %d new ".formatted(PREFIX, suffix()) + ttftPrefixS.format("%7.3f") + " s");
+            out.println("  TTFT, second turn of %d new tokens    ".formatted(suffix()) + ttftTurnS.format("%7.3f") + " s");
+            out.println("  KV cache type   bytes/token   prefill %d tok/s (× f32)   decode @512 tok/s".formatted(PREFILL));
+            for (var t : KvType.values())
+                out.println("    %-5s        %10d   %8.1f (%4.2f)               %6.2f".formatted(t.id(), kvBytes.get(t), kvPrefill(t).median(),
+                        kvPrefill(t).median() / prefillTps.median(), kvDecode(t).median()));
             out.println("ratios (targets of issue 5):");
             out.println("  decode weight traffic / read bandwidth  %5.2f  (≥ 0.85) %s".formatted(bandwidthRatio(), ok(bandwidthRatio() >= 0.85)));
             out.println("  decode time @2048 / @128                %5.2f  (≤ 1.25) %s".formatted(ratio2048over128(), ok(ratio2048over128() <= 1.25)));
@@ -179,6 +233,10 @@ public final class BenchCommand implements Callable<Integer> {
             out.println("  idle probe / no probe                   %5.3f  (≤ 1.02) %s".formatted(idleOverhead(), ok(idleOverhead() <= 1.02)));
             out.println("  dump / no probe                         %5.2f".formatted(dumpOverhead()));
             out.println("  compare / read bandwidth                %5.2f  (≥ 0.5)  %s".formatted(compareRatio(), ok(compareRatio() >= 0.5)));
+            out.println("ratios (issue 6 point 4):");
+            out.println("  TTFT cold / prefix reused               %5.1f  (≥ 10)   %s".formatted(prefixSpeedup(), ok(prefixSpeedup() >= 10)));
+            out.println("  TTFT re-read conversation / second turn %5.1f".formatted(turnSpeedup()));
+            out.println("  slowest quantized-KV prefill / f32      %5.2f  (no cliff: ≥ 0.5) %s".formatted(worstKvPrefillRatio(), ok(worstKvPrefillRatio() >= 0.5)));
         }
 
         private static String ok(boolean b) { return b ? "holds" : "MISSED"; }
@@ -265,18 +323,72 @@ public final class BenchCommand implements Callable<Integer> {
         session.setProbe(null);
         long dumpBytes = dirBytes(stepDump) / Math.max(1, dw.stepsWritten());
 
-        log.accept("decode @2048…");
-        int need = maxCtx - session.position();
-        float[] l2 = session.forward(java.util.Arrays.copyOfRange(prompt, 0, need));
-        decode.put(2048, decodeSteps(session, l2, decodeSteps, null));
+        // 6. issue 6 point 4: time to first token of a 2048-token request read cold (also what re-reading a whole
+        // conversation costs), then decode @2048 on that session; the same request resumed from a stored
+        // 2000-token snapshot (PrefixCache); the 48-token second turn of a kept session.
+        log.accept("TTFT: " + maxCtx + " tokens cold, then decode @2048…");
+        var cold = model.newSession();
+        long c0 = System.nanoTime();
+        float[] l2 = cold.forward(prompt);
+        Figure ttftCold = Figure.of((System.nanoTime() - c0) / 1e9);
+        decode.put(2048, decodeSteps(cold, l2, decodeSteps, null));
         long peak = peakRss();
+        cold = null;
+        log.accept("TTFT: " + PREFIX + "-token prefix snapshot reused, second turn…");
+        var kept = model.newSession();
+        kept.forward(java.util.Arrays.copyOf(prompt, PREFIX));
+        var snap = kept.snapshot();
+        int[] turn = java.util.Arrays.copyOfRange(prompt, PREFIX, maxCtx);
+        double[] turnS = new double[repeats];
+        for (int i = 0; i < repeats; i++) {
+            if (i > 0) kept.restore(snap); // back to the end of the first turn, untimed
+            long t0 = System.nanoTime();
+            kept.forward(turn);
+            turnS[i] = (System.nanoTime() - t0) / 1e9;
+        }
+        kept = null;
+        var prefixCache = new PrefixCache();
+        prefixCache.store(snap);
+        double[] prefixS = new double[repeats];
+        for (int i = 0; i < repeats; i++) {
+            long t0 = System.nanoTime();
+            var r = prefixCache.resume(model, EngineOptions.defaults(), prompt);
+            prefixS[i] = (System.nanoTime() - t0) / 1e9;
+            if (r.reusedTokens() != PREFIX) throw new IllegalStateException("prefix cache reused " + r.reusedTokens() + " tokens, expected " + PREFIX);
+        }
+        snap = null;
+        prefixCache = null;
+        peak = Math.max(peak, peakRss());
 
-        // 6. compare throughput on a large dump pair: a 512-token prefill step plus decode steps, every point.
+        // 7. KV cache types (issue 6 point 2): bytes per token, prefill of 512 tokens and decode @512 next to f32.
+        var kvBytes = new LinkedHashMap<KvType, Long>();
+        var kvPrefill = new LinkedHashMap<KvType, Figure>();
+        var kvDecode = new LinkedHashMap<KvType, Figure>();
+        for (var t : KvType.values()) {
+            var opts = EngineOptions.defaults().withKvTypes(t, t);
+            kvBytes.put(t, model.newSession(opts).kvBytesPerPosition());
+            if (t == KvType.F32) continue;
+            log.accept("KV cache " + t.id() + ": prefill " + PREFILL + " tokens ×" + repeats + ", decode @512…");
+            double[] ks = new double[repeats];
+            InferenceSession ts = null;
+            float[] tl = null;
+            for (int i = 0; i < repeats; i++) {
+                ts = model.newSession(opts);
+                long t0 = System.nanoTime();
+                tl = ts.forward(java.util.Arrays.copyOf(prompt, PREFILL));
+                ks[i] = (System.nanoTime() - t0) / 1e9;
+            }
+            kvPrefill.put(t, Figure.rates(PREFILL, ks));
+            kvDecode.put(t, decodeSteps(ts, tl, decodeSteps, null));
+        }
+
+        // 8. compare throughput on a large dump pair: a 512-token prefill step plus decode steps, every point.
         log.accept("compare…");
         Path a = work.resolve("dump-a"), b = work.resolve("dump-b");
         writeDump(model, prompt, a);
         copyTree(a, b);
         long pairBytes = tensorBytes(a) + tensorBytes(b);
+        Comparison.compareDumps(a, b, Comparison.Options.defaults()); // warm-up: JIT and page cache, as for the read bandwidth
         double[] cmp = new double[repeats];
         for (int i = 0; i < repeats; i++) {
             long t0 = System.nanoTime();
@@ -288,7 +400,7 @@ public final class BenchCommand implements Callable<Integer> {
         peak = Math.max(peak, peakRss());
 
         return new Result(bs, machine(), Parallel.threads(), wpt, readGbs, decode, prefillTps, Figure.of(modeMs[0]), Figure.of(modeMs[1]),
-                Figure.of(modeMs[2]), dumpBytes, compareGbs, peak);
+                Figure.of(modeMs[2]), dumpBytes, compareGbs, peak, ttftCold, Figure.of(prefixS), Figure.of(turnS), kvBytes, kvPrefill, kvDecode);
     }
 
     /** Greedy decode steps from the given logits; tokens/s per step. */

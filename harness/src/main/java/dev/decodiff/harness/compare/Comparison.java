@@ -5,6 +5,7 @@ import dev.decodiff.harness.BadInputException;
 import dev.decodiff.harness.dump.DumpManifest;
 import dev.decodiff.harness.dump.DumpReader;
 import dev.decodiff.harness.dump.StepTensors;
+import dev.decodiff.metal.Parallel;
 import dev.decodiff.metal.TensorView;
 
 import java.nio.file.Path;
@@ -104,7 +105,9 @@ public final class Comparison {
                 }
                 for (String p : c.points()) if (!r.points().contains(p)) onlyCand.add(p);
                 var stepCells = new ArrayList<CellStats>();
-                for (String p : common) stepCells.add(cell(s, p, r, c, profile.tolerance(p), opt.allowMismatch(), notes));
+                var sums = parallelSums(new ArrayList<>(common), r, c);
+                int k = 0;
+                for (String p : common) stepCells.add(cell(s, p, r, c, profile.tolerance(p), opt.allowMismatch(), notes, sums[k++]));
                 cells.addAll(stepCells);
                 var tok = TokenAgreement.of(s, r.nextToken(), c.nextToken(), r.top2Margin(), profile.nearTie());
                 tokens.add(tok);
@@ -140,7 +143,29 @@ public final class Comparison {
         return null;
     }
 
-    private static CellStats cell(int s, String p, StepTensors r, StepTensors c, double tol, boolean allowMismatch, List<String> notes) {
+    /**
+     * The kernel pass of every cell whose shapes and dtypes agree, spread over the cores (a step's cells are
+     * independent; most of the time is the first touch of mapped pages, which a second core halves). The views are
+     * fetched here, on this thread, since a live step builds them lazily; everything else stays serial and ordered.
+     */
+    private static CellKernel.Sums[] parallelSums(List<String> points, StepTensors r, StepTensors c) {
+        int n = points.size();
+        var rv = new TensorView[n];
+        var cv = new TensorView[n];
+        for (int i = 0; i < n; i++) {
+            rv[i] = r.tensor(points.get(i));
+            cv[i] = c.tensor(points.get(i));
+        }
+        var out = new CellKernel.Sums[n];
+        Parallel.forRange(n, 1, (from, to) -> {
+            for (int i = from; i < to; i++)
+                if (Arrays.equals(rv[i].shape(), cv[i].shape()) && rv[i].dtype() == cv[i].dtype()) out[i] = CellKernel.sums(rv[i], cv[i]);
+        });
+        return out;
+    }
+
+    private static CellStats cell(int s, String p, StepTensors r, StepTensors c, double tol, boolean allowMismatch, List<String> notes,
+                                  CellKernel.Sums pre) {
         TensorView rt = r.tensor(p), ct = c.tensor(p);
         if (!Arrays.equals(rt.shape(), ct.shape())) {
             String kind = CapturePoints.kindOf(p);
@@ -158,7 +183,7 @@ public final class Comparison {
             if (notes.stream().noneMatch(n -> n.startsWith("dtype")))
                 notes.add("dtype differs (" + ct.dtype() + " vs " + rt.dtype() + ", first at step " + s + " " + p + "): compared anyway (--allow-mismatch)");
         }
-        var sums = CellKernel.sums(rt, ct);
+        var sums = pre != null ? pre : CellKernel.sums(rt, ct);
         if (sums.nonFiniteRef() > 0)
             throw new BadInputException(r.origin() + ": reference tensor '" + p + "' holds " + sums.nonFiniteRef()
                     + " NaN/Inf values; a reference must be finite — re-create it (float32)");
