@@ -232,4 +232,14 @@ class CompareEndToEndTest {
         DumpSurgery.editManifest(c, s -> s.replaceFirst("\"config_sha256\"\\s*:\\s*\"[0-9a-f]{64}\"", "\"config_sha256\": \"" + "0".repeat(64) + "\""));
         assertBadInput(Cli.run("compare", c.toString()), c.resolve("manifest.json"));
     }
+
+    @org.junit.jupiter.api.Test
+    void htmlNeverOverwritesAFileThatIsNotADecodiffReport() throws Exception {
+        Path mine = tmp.resolve("notes.html");
+        java.nio.file.Files.writeString(mine, "my own notes");
+        var r = Cli.run("compare", "--html", mine.toString());
+        assertThat(r.code()).isEqualTo(2);
+        assertThat(r.err()).contains(mine.toString()).contains("not a decodiff report");
+        assertThat(java.nio.file.Files.readString(mine)).isEqualTo("my own notes");
+    }
 }

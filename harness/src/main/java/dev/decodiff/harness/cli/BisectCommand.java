@@ -12,8 +12,6 @@ import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
 
-import java.io.IOException;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.concurrent.Callable;
 
@@ -56,6 +54,7 @@ final class BisectCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
+        HtmlFile.checkTarget(html);
         Path refDir = reference != null ? reference : Home.defaultReference();
         var ref = DumpReader.open(refDir);
         var profile = tolerance != null ? ToleranceProfile.load(tolerance) : ToleranceProfile.defaults();
@@ -78,18 +77,7 @@ final class BisectCommand implements Callable<Integer> {
                 if (opLevel != null) out.print(opLevel.terminal());
             }
             out.flush();
-            if (html != null) {
-                try {
-                    if (html.toAbsolutePath().getParent() != null) Files.createDirectories(html.toAbsolutePath().getParent());
-                    Files.writeString(html, BisectReport.html(result));
-                } catch (IOException e) {
-                    throw new BadInputException(html, "cannot write the HTML report: " + e.getMessage());
-                }
-                if (!json) {
-                    spec.commandLine().getErr().println("decodiff: HTML report written to " + html);
-                    spec.commandLine().getErr().flush();
-                }
-            }
+            if (html != null) HtmlFile.write(html, BisectReport.html(result), spec, json);
             return result.exitCode();
         }
     }

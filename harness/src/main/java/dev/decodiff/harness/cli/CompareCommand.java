@@ -17,7 +17,6 @@ import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
 
-import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -72,6 +71,7 @@ final class CompareCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
+        HtmlFile.checkTarget(html);
         Path refDir = reference != null ? reference : Home.defaultReference();
         if (reference == null && !Files.exists(refDir))
             throw new BadInputException(refDir, "the bundled default case is missing; pass a REFERENCE dump folder");
@@ -97,18 +97,7 @@ final class CompareCommand implements Callable<Integer> {
         if (json) out.println(JsonReport.render(result));
         else out.print(TerminalReport.render(result, Terminal.colourStdout()));
         out.flush();
-        if (html != null) {
-            try {
-                if (html.toAbsolutePath().getParent() != null) Files.createDirectories(html.toAbsolutePath().getParent());
-                Files.writeString(html, HtmlReport.render(result));
-            } catch (IOException e) {
-                throw new BadInputException(html, "cannot write the HTML report: " + e.getMessage());
-            }
-            if (!json) {
-                spec.commandLine().getErr().println("decodiff: HTML report written to " + html);
-                spec.commandLine().getErr().flush();
-            }
-        }
+        if (html != null) HtmlFile.write(html, HtmlReport.render(result), spec, json);
         return result.exitCode();
     }
 
