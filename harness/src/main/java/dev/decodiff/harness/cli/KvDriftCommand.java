@@ -24,8 +24,8 @@ import java.util.concurrent.Callable;
  * type, compared cell by cell; printed as Markdown tables per layer and per step.
  */
 @Command(name = "kv-drift", mixinStandardHelpOptions = true,
-        description = {"Measures the drift each KV-cache type (bf16, q8_0, q4_0, and K q8_0 / V q4_0) causes against a reference,",
-                "per layer (worst rel L2 of layers.i.out over all steps) and per step (rel L2 of the logits), as Markdown."},
+        description = {"Measures how far each KV-cache type (bf16, q8_0, q4_0, K q8_0 / V q4_0) drifts from a reference.",
+                "Per layer: the worst rel L2 of layers.i.out over all steps; per step: the rel L2 of the logits. Printed as Markdown (docs/kv-cache.md)."},
         footer = {"", "Exit codes: 0 done (drift is a measurement, not a verdict), 2 bad input."})
 public final class KvDriftCommand implements Callable<Integer> {
     @Parameters(index = "0..*", paramLabel = "REFERENCE", description = "Reference dump folders (default: the bundled default case).")
