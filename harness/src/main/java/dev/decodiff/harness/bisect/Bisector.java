@@ -116,6 +116,8 @@ public final class Bisector {
                         local.logits == null ? -1 : Sampler.argmax(local.logits), Double.NaN, "engine on the reference's input, step " + s);
                 diagnosis = Diagnosis.explain(culpritCell, refStep, localStep);
                 double near = Math.max(10 * culpritCell.tolerance(), 1e-3);
+                String rope = RopeDiagnosis.explain(culpritCell, refStep, localStep, model.config(), near);
+                if (rope != null) diagnosis = rope;
                 if (diagnosis == null) diagnosis = ModelDiagnosis.headMapping(culpritCell, refStep, localStep, near);
                 if (diagnosis == null) diagnosis = ModelDiagnosis.readRows(culpritCell, refs, s, localStep, model, near);
                 String scalar = ModelDiagnosis.layerScalar(culpritCell, model);
