@@ -46,6 +46,9 @@ final class BisectCommand implements Callable<Integer> {
     @Option(names = "--html", paramLabel = "FILE", description = "Also write a self-contained HTML report to FILE.")
     Path html;
 
+    @Option(names = "--allow-mismatch", description = "Run even if --model is not the checkpoint the reference was made from.")
+    boolean allowMismatch;
+
     @Option(names = "--no-ops", description = "Skip the op-level check (every metal kernel against ND4J) that runs once a culprit is confirmed.")
     boolean noOps;
 
@@ -58,13 +61,7 @@ final class BisectCommand implements Callable<Integer> {
         Path refDir = reference != null ? reference : Home.defaultReference();
         var ref = DumpReader.open(refDir);
         var profile = tolerance != null ? ToleranceProfile.load(tolerance) : ToleranceProfile.defaults();
-        Path modelDir;
-        if (model != null) {
-            ModelLocator.check(model, ModelLocator.identity(model), ref.manifest(), ref.manifestFile(), false);
-            modelDir = model;
-        } else {
-            modelDir = ModelLocator.bundledFor(Home.get(), ref.manifest(), ref.manifestFile());
-        }
+        Path modelDir = ModelLocator.locate(model, Home.get(), ref.manifest(), ref.manifestFile(), allowMismatch).dir();
         var options = engine.options();
         try (var m = Gemma4Model.load(modelDir)) {
             var result = new Bisector(m, options, ref, profile).run();

@@ -103,14 +103,9 @@ final class CompareCommand implements Callable<Integer> {
 
     private ComparisonResult live(DumpReader ref, ToleranceProfile profile) {
         var notes = new ArrayList<String>();
-        Path modelDir;
-        if (model != null) {
-            modelDir = model;
-            String note = ModelLocator.check(model, ModelLocator.identity(model), ref.manifest(), ref.manifestFile(), allowMismatch);
-            if (note != null) notes.add(note);
-        } else {
-            modelDir = ModelLocator.bundledFor(Home.get(), ref.manifest(), ref.manifestFile());
-        }
+        var located = ModelLocator.locate(model, Home.get(), ref.manifest(), ref.manifestFile(), allowMismatch);
+        if (located.note() != null) notes.add(located.note());
+        Path modelDir = located.dir();
         var options = engine.options();
         try (var m = Gemma4Model.load(modelDir);
              var bar = new ProgressBar("running " + modelDir.getFileName(), ref.stepCount());

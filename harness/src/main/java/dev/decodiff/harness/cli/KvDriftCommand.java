@@ -47,7 +47,7 @@ public final class KvDriftCommand implements Callable<Integer> {
         var refs = references.isEmpty() ? List.of(Home.defaultReference()) : references;
         for (Path refDir : refs) {
             var ref = DumpReader.open(refDir);
-            Path modelDir = ModelLocator.bundledFor(Home.get(), ref.manifest(), ref.manifestFile());
+            Path modelDir = ModelLocator.locate(null, Home.get(), ref.manifest(), ref.manifestFile(), false).dir();
             try (var model = Gemma4Model.load(modelDir)) {
                 report(out, refDir, ref, model);
             }

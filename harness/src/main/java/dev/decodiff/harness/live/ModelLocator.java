@@ -41,6 +41,18 @@ public final class ModelLocator {
     }
 
     /** The bundled checkpoint whose config and weights hashes equal the reference manifest's. */
+    /** The checkpoint a live run uses, and a note when it was accepted despite a mismatch. */
+    public record Located(Path dir, String note) {}
+
+    /**
+     * The checkpoint for a live run against a reference: the one the user named (checked against the reference's
+     * hashes; a mismatch is bad input unless allowed), else the bundled one whose hashes match.
+     */
+    public static Located locate(Path explicit, Path home, DumpManifest ref, Path refManifest, boolean allowMismatch) {
+        if (explicit == null) return new Located(bundledFor(home, ref, refManifest), null);
+        return new Located(explicit, check(explicit, identity(explicit), ref, refManifest, allowMismatch));
+    }
+
     public static Path bundledFor(Path home, DumpManifest ref, Path refManifest) {
         var m = ref.model();
         for (Path dir : bundled(home)) {
