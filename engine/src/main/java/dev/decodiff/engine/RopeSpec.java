@@ -7,4 +7,11 @@ public record RopeSpec(String type, double theta, double partialRotaryFactor, do
     public static RopeSpec proportional(double theta, double partial, double factor) {
         return new RopeSpec("proportional", theta, partial, factor);
     }
+
+    @Override
+    public String toString() {
+        String t = "%s θ=%s".formatted(type, theta >= 1e5 ? String.format("%.0e", theta) : String.format("%.0f", theta));
+        if (type.equals("proportional")) t += ", partial_rotary_factor " + partialRotaryFactor + (factor != 1.0 ? ", factor " + factor : "");
+        return t;
+    }
 }
