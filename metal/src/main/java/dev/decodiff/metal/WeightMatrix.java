@@ -30,6 +30,8 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
     private static final int TILE_TOKENS = 6;
     /** Bytes of activations one token chunk of {@link #matmul} may span, to stay in a core's L2. */
     private static final int ACTIVATION_BUDGET = Integer.getInteger("decodiff.actBudget", 1024 * 1024);
+    /** Columns of one block of {@link #matmul}: a widened 4-row tile and a 6-token tile of this width stay in L1. */
+    private static final int COL_BLOCK = Integer.getInteger("decodiff.colBlock", 512);
 
     public static WeightMatrix of(TensorView t) {
         if (t.rank() != 2) throw new IllegalArgumentException("tensor '" + t.name() + "' must be 2-D, is " + t.shapeString());
@@ -72,11 +74,14 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
     /**
      * Y[t, r] = W[r]·X[t] for t < tokens; X is [tokens, cols], Y is [tokens, rows], both row-major.
      *
-     * <p>A blocked GEMM: each thread takes a range of rows; tokens are taken in chunks whose activations fit in L2.
-     * Inside a chunk, four weight rows are widened to fp32 once into a small scratch (bf16 widening would otherwise
-     * take the FMA ports in the inner loop) and a 4-row × 6-token tile keeps 24 accumulators in registers, so each
-     * weight vector serves six tokens and each activation vector four rows. Every (t, r) keeps one accumulator over
-     * the columns in order, so results are bit-identical to {@link #dot} and to {@link #matvec} (prefill equals decode).
+     * <p>A blocked GEMM: each thread takes a range of rows; tokens are taken in chunks whose activations fit in L2,
+     * and the columns in blocks of {@link #COL_BLOCK} so that one widened weight tile (4 rows × a column block) and
+     * one token tile (6 tokens × a column block) stay in L1 together. Inside a column block, four weight rows are
+     * widened to fp32 once into a small scratch (bf16 widening would otherwise take the FMA ports in the inner loop)
+     * and a 4-row × 6-token tile keeps 24 accumulators in registers, so each weight vector serves six tokens and each
+     * activation vector four rows. The accumulator <em>vectors</em> are carried from one column block to the next in
+     * a scratch (16 lanes per (row, token)), so every (t, r) still has one accumulator over the columns in order,
+     * reduced at the end: results are bit-identical to {@link #dot} and to {@link #matvec} (prefill equals decode).
      */
     public void matmul(float[] x, int tokens, float[] y) {
         if (tokens == 1) {
@@ -84,18 +89,24 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
             return;
         }
         int chunk = Math.max(TILE_TOKENS, Math.min(tokens, (ACTIVATION_BUDGET / (cols * 4)) / TILE_TOKENS * TILE_TOKENS));
+        int bound = cols - (cols % L);
+        int kb = Math.max(L, Math.min(bound, COL_BLOCK / L * L));
         Parallel.forRange(rows, 16, (from, to) -> {
-            float[] lanes = new float[L];
-            float[] wide = dtype == DType.F16 ? null : new float[ROW_BLOCK * cols];
+            float[] wide = dtype == DType.F16 || bound == 0 ? null : new float[ROW_BLOCK * kb];
+            float[] acc = wide == null ? null : new float[Math.min(chunk, tokens) * ROW_BLOCK * L];
             for (int t0 = 0; t0 < tokens; t0 += chunk) {
                 int t1 = Math.min(tokens, t0 + chunk);
                 int r = from;
                 if (wide != null) {
                     for (; r + ROW_BLOCK <= to; r += ROW_BLOCK) {
-                        widenRows(r, wide);
-                        int t = t0;
-                        for (; t + TILE_TOKENS <= t1; t += TILE_TOKENS) tile4x6(wide, r, x, t, y, lanes);
-                        for (; t < t1; t++) wide4(wide, r, x, t, y, lanes);
+                        for (int c0 = 0; c0 < bound; c0 += kb) {
+                            int c1 = Math.min(bound, c0 + kb);
+                            widenRows(r, c0, c1, wide, kb);
+                            int t = t0;
+                            for (; t + TILE_TOKENS <= t1; t += TILE_TOKENS) tile4x6(wide, kb, c0, c1, x, t, acc, (t - t0) * ROW_BLOCK * L);
+                            for (; t < t1; t++) wide4(wide, kb, c0, c1, x, t, acc, (t - t0) * ROW_BLOCK * L);
+                        }
+                        for (int t = t0; t < t1; t++) finish4(r, bound, x, t, y, acc, (t - t0) * ROW_BLOCK * L);
                     }
                 }
                 for (; r < to; r++) {
@@ -107,33 +118,59 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
         });
     }
 
-    /** Rows [r, r+4) widened to fp32 into wide[0 .. 4·cols), once per token chunk: the tile kernels then only load. */
-    private void widenRows(int r, float[] wide) {
-        int bound = cols - (cols % L);
+    /** Columns [c0, c1) of rows [r, r+4) widened to fp32 into wide[i·stride ..], once per token chunk and column block. */
+    private void widenRows(int r, int c0, int c1, float[] wide, int stride) {
         for (int i = 0; i < ROW_BLOCK; i++) {
             long base = (long) (r + i) * cols;
-            int o = i * cols;
-            int c = 0;
-            for (; c < bound; c += L) load(base + c).intoArray(wide, o + c);
-            for (; c < cols; c++) wide[o + c] = get(r + i, c);
+            int o = i * stride - c0;
+            for (int c = c0; c < c1; c += L) load(base + c).intoArray(wide, o + c);
         }
     }
 
     /**
-     * Y[t + j, r + i] = W[r + i]·X[t + j] for i < 4, j < 6 from the widened rows: 24 accumulators in registers,
-     * 10 loads per 24 FMAs. Each (t, r) is one accumulator over the columns in order, as in {@link #dot}.
+     * Columns [c0, c1) of the 4-row × 6-token tile at token t from the widened rows (row i at w[i·stride], column c0
+     * first): 24 accumulators in registers, 10 loads per 24 FMAs. The accumulators start at zero in the first column
+     * block and are otherwise loaded from acc (token j's row i at a0 + (j·4 + i)·16), and are stored back there.
      */
-    private void tile4x6(float[] w, int r, float[] x, int t, float[] y, float[] lanes) {
-        int w1 = cols, w2 = 2 * cols, w3 = 3 * cols;
+    private void tile4x6(float[] w, int stride, int c0, int c1, float[] x, int t, float[] acc, int a0) {
+        int w1 = stride - c0, w2 = 2 * stride - c0, w3 = 3 * stride - c0, w0 = -c0;
         int x0 = t * cols, x1 = x0 + cols, x2 = x1 + cols, x3 = x2 + cols, x4 = x3 + cols, x5 = x4 + cols;
-        var a00 = FloatVector.zero(F);
-        var a01 = a00; var a02 = a00; var a03 = a00; var a04 = a00; var a05 = a00;
-        var a10 = a00; var a11 = a00; var a12 = a00; var a13 = a00; var a14 = a00; var a15 = a00;
-        var a20 = a00; var a21 = a00; var a22 = a00; var a23 = a00; var a24 = a00; var a25 = a00;
-        var a30 = a00; var a31 = a00; var a32 = a00; var a33 = a00; var a34 = a00; var a35 = a00;
-        int bound = cols - (cols % L);
-        for (int c = 0; c < bound; c += L) {
-            var v0 = FloatVector.fromArray(F, w, c);
+        FloatVector a00, a01, a02, a03, a04, a05, a10, a11, a12, a13, a14, a15;
+        FloatVector a20, a21, a22, a23, a24, a25, a30, a31, a32, a33, a34, a35;
+        if (c0 == 0) {
+            a00 = FloatVector.zero(F);
+            a01 = a00; a02 = a00; a03 = a00; a04 = a00; a05 = a00;
+            a10 = a00; a11 = a00; a12 = a00; a13 = a00; a14 = a00; a15 = a00;
+            a20 = a00; a21 = a00; a22 = a00; a23 = a00; a24 = a00; a25 = a00;
+            a30 = a00; a31 = a00; a32 = a00; a33 = a00; a34 = a00; a35 = a00;
+        } else {
+            a00 = FloatVector.fromArray(F, acc, a0);
+            a10 = FloatVector.fromArray(F, acc, a0 + L);
+            a20 = FloatVector.fromArray(F, acc, a0 + 2 * L);
+            a30 = FloatVector.fromArray(F, acc, a0 + 3 * L);
+            a01 = FloatVector.fromArray(F, acc, a0 + 4 * L);
+            a11 = FloatVector.fromArray(F, acc, a0 + 5 * L);
+            a21 = FloatVector.fromArray(F, acc, a0 + 6 * L);
+            a31 = FloatVector.fromArray(F, acc, a0 + 7 * L);
+            a02 = FloatVector.fromArray(F, acc, a0 + 8 * L);
+            a12 = FloatVector.fromArray(F, acc, a0 + 9 * L);
+            a22 = FloatVector.fromArray(F, acc, a0 + 10 * L);
+            a32 = FloatVector.fromArray(F, acc, a0 + 11 * L);
+            a03 = FloatVector.fromArray(F, acc, a0 + 12 * L);
+            a13 = FloatVector.fromArray(F, acc, a0 + 13 * L);
+            a23 = FloatVector.fromArray(F, acc, a0 + 14 * L);
+            a33 = FloatVector.fromArray(F, acc, a0 + 15 * L);
+            a04 = FloatVector.fromArray(F, acc, a0 + 16 * L);
+            a14 = FloatVector.fromArray(F, acc, a0 + 17 * L);
+            a24 = FloatVector.fromArray(F, acc, a0 + 18 * L);
+            a34 = FloatVector.fromArray(F, acc, a0 + 19 * L);
+            a05 = FloatVector.fromArray(F, acc, a0 + 20 * L);
+            a15 = FloatVector.fromArray(F, acc, a0 + 21 * L);
+            a25 = FloatVector.fromArray(F, acc, a0 + 22 * L);
+            a35 = FloatVector.fromArray(F, acc, a0 + 23 * L);
+        }
+        for (int c = c0; c < c1; c += L) {
+            var v0 = FloatVector.fromArray(F, w, w0 + c);
             var v1 = FloatVector.fromArray(F, w, w1 + c);
             var v2 = FloatVector.fromArray(F, w, w2 + c);
             var v3 = FloatVector.fromArray(F, w, w3 + c);
@@ -150,53 +187,71 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
             u = FloatVector.fromArray(F, x, x5 + c);
             a05 = v0.fma(u, a05); a15 = v1.fma(u, a15); a25 = v2.fma(u, a25); a35 = v3.fma(u, a35);
         }
-        int y0 = t * rows + r, y1 = y0 + rows, y2 = y1 + rows, y3 = y2 + rows, y4 = y3 + rows, y5 = y4 + rows;
-        y[y0] = sumLanes(a00, lanes); y[y1] = sumLanes(a01, lanes); y[y2] = sumLanes(a02, lanes);
-        y[y3] = sumLanes(a03, lanes); y[y4] = sumLanes(a04, lanes); y[y5] = sumLanes(a05, lanes);
-        y[y0 + 1] = sumLanes(a10, lanes); y[y1 + 1] = sumLanes(a11, lanes); y[y2 + 1] = sumLanes(a12, lanes);
-        y[y3 + 1] = sumLanes(a13, lanes); y[y4 + 1] = sumLanes(a14, lanes); y[y5 + 1] = sumLanes(a15, lanes);
-        y[y0 + 2] = sumLanes(a20, lanes); y[y1 + 2] = sumLanes(a21, lanes); y[y2 + 2] = sumLanes(a22, lanes);
-        y[y3 + 2] = sumLanes(a23, lanes); y[y4 + 2] = sumLanes(a24, lanes); y[y5 + 2] = sumLanes(a25, lanes);
-        y[y0 + 3] = sumLanes(a30, lanes); y[y1 + 3] = sumLanes(a31, lanes); y[y2 + 3] = sumLanes(a32, lanes);
-        y[y3 + 3] = sumLanes(a33, lanes); y[y4 + 3] = sumLanes(a34, lanes); y[y5 + 3] = sumLanes(a35, lanes);
-        if (bound < cols) {
-            for (int i = 0; i < ROW_BLOCK; i++)
-                for (int j = 0; j < TILE_TOKENS; j++) {
-                    int yi = (t + j) * rows + r + i;
-                    float s = y[yi];
-                    for (int cc = bound; cc < cols; cc++) s += w[i * cols + cc] * x[(t + j) * cols + cc];
-                    y[yi] = s;
-                }
-        }
+        a00.intoArray(acc, a0);
+        a10.intoArray(acc, a0 + L);
+        a20.intoArray(acc, a0 + 2 * L);
+        a30.intoArray(acc, a0 + 3 * L);
+        a01.intoArray(acc, a0 + 4 * L);
+        a11.intoArray(acc, a0 + 5 * L);
+        a21.intoArray(acc, a0 + 6 * L);
+        a31.intoArray(acc, a0 + 7 * L);
+        a02.intoArray(acc, a0 + 8 * L);
+        a12.intoArray(acc, a0 + 9 * L);
+        a22.intoArray(acc, a0 + 10 * L);
+        a32.intoArray(acc, a0 + 11 * L);
+        a03.intoArray(acc, a0 + 12 * L);
+        a13.intoArray(acc, a0 + 13 * L);
+        a23.intoArray(acc, a0 + 14 * L);
+        a33.intoArray(acc, a0 + 15 * L);
+        a04.intoArray(acc, a0 + 16 * L);
+        a14.intoArray(acc, a0 + 17 * L);
+        a24.intoArray(acc, a0 + 18 * L);
+        a34.intoArray(acc, a0 + 19 * L);
+        a05.intoArray(acc, a0 + 20 * L);
+        a15.intoArray(acc, a0 + 21 * L);
+        a25.intoArray(acc, a0 + 22 * L);
+        a35.intoArray(acc, a0 + 23 * L);
     }
 
-    /** Y[t, r + i] = W[r + i]·X[t] for i < 4 from the widened rows (a token chunk's last tokens). */
-    private void wide4(float[] w, int r, float[] x, int t, float[] y, float[] lanes) {
-        int w1 = cols, w2 = 2 * cols, w3 = 3 * cols, x0 = t * cols;
-        var a0 = FloatVector.zero(F);
-        var a1 = a0; var a2 = a0; var a3 = a0;
-        int bound = cols - (cols % L);
-        int c = 0;
-        for (; c < bound; c += L) {
+    /** Columns [c0, c1) of rows [r, r+4) against token t (a token chunk's last tokens), accumulators as in {@link #tile4x6}. */
+    private void wide4(float[] w, int stride, int c0, int c1, float[] x, int t, float[] acc, int a0) {
+        int w0 = -c0, w1 = stride - c0, w2 = 2 * stride - c0, w3 = 3 * stride - c0, x0 = t * cols;
+        FloatVector s0, s1, s2, s3;
+        if (c0 == 0) {
+            s0 = FloatVector.zero(F);
+            s1 = s0; s2 = s0; s3 = s0;
+        } else {
+            s0 = FloatVector.fromArray(F, acc, a0);
+            s1 = FloatVector.fromArray(F, acc, a0 + L);
+            s2 = FloatVector.fromArray(F, acc, a0 + 2 * L);
+            s3 = FloatVector.fromArray(F, acc, a0 + 3 * L);
+        }
+        for (int c = c0; c < c1; c += L) {
             var u = FloatVector.fromArray(F, x, x0 + c);
-            a0 = FloatVector.fromArray(F, w, c).fma(u, a0);
-            a1 = FloatVector.fromArray(F, w, w1 + c).fma(u, a1);
-            a2 = FloatVector.fromArray(F, w, w2 + c).fma(u, a2);
-            a3 = FloatVector.fromArray(F, w, w3 + c).fma(u, a3);
+            s0 = FloatVector.fromArray(F, w, w0 + c).fma(u, s0);
+            s1 = FloatVector.fromArray(F, w, w1 + c).fma(u, s1);
+            s2 = FloatVector.fromArray(F, w, w2 + c).fma(u, s2);
+            s3 = FloatVector.fromArray(F, w, w3 + c).fma(u, s3);
         }
-        float s0 = sumLanes(a0, lanes), s1 = sumLanes(a1, lanes), s2 = sumLanes(a2, lanes), s3 = sumLanes(a3, lanes);
-        for (; c < cols; c++) {
-            float xc = x[x0 + c];
-            s0 += w[c] * xc;
-            s1 += w[w1 + c] * xc;
-            s2 += w[w2 + c] * xc;
-            s3 += w[w3 + c] * xc;
+        s0.intoArray(acc, a0);
+        s1.intoArray(acc, a0 + L);
+        s2.intoArray(acc, a0 + 2 * L);
+        s3.intoArray(acc, a0 + 3 * L);
+    }
+
+    /**
+     * Y[t, r + i] for i < 4 from the carried accumulators (lanes summed in lane order, as {@link VectorMath#sumLanes})
+     * plus the scalar tail of columns [bound, cols), as in {@link #dot}.
+     */
+    private void finish4(int r, int bound, float[] x, int t, float[] y, float[] acc, int a0) {
+        int x0 = t * cols, y0 = t * rows + r;
+        for (int i = 0; i < ROW_BLOCK; i++) {
+            int o = a0 + i * L;
+            float s = 0f;
+            for (int k = 0; k < L; k++) s += acc[o + k];
+            for (int c = bound; c < cols; c++) s += get(r + i, c) * x[x0 + c];
+            y[y0 + i] = s;
         }
-        int y0 = t * rows + r;
-        y[y0] = s0;
-        y[y0 + 1] = s1;
-        y[y0 + 2] = s2;
-        y[y0 + 3] = s3;
     }
 
     public float get(int r, int c) {

@@ -266,11 +266,13 @@ public final class BenchCommand implements Callable<Integer> {
             readGbs = Figure.rates(seg.byteSize() / 1e9, s);
         }
 
-        // 2. warm-up: let the JIT compile the prefill and decode paths before anything is timed.
+        // 2. warm-up: let the JIT compile the prefill and decode paths before anything is timed. The prefill is
+        //    full-length (untimed): a short one leaves the GEMM's long-chunk paths and C2 compilation to the first
+        //    timed prefill.
         log.accept("warm-up…");
         {
             var s = model.newSession();
-            int next = Sampler.argmax(s.forward(java.util.Arrays.copyOf(prompt, 64)));
+            int next = Sampler.argmax(s.forward(java.util.Arrays.copyOf(prompt, PREFILL)));
             for (int i = 0; i < 16; i++) next = Sampler.argmax(s.forward(new int[]{next}));
         }
 
