@@ -1,5 +1,11 @@
 package dev.decodiff.engine;
 
+import jdk.incubator.vector.ByteVector;
+import jdk.incubator.vector.FloatVector;
+import jdk.incubator.vector.IntVector;
+import jdk.incubator.vector.ShortVector;
+import jdk.incubator.vector.VectorOperators;
+
 import java.util.Arrays;
 
 /**
@@ -74,8 +80,12 @@ abstract sealed class KvRows permits KvRows.F32, KvRows.Bf16, KvRows.Q8, KvRows.
 
         @Override
         void read(int row, float[] dst, int off) {
-            int b = row * stride;
-            for (int i = 0; i < stride; i++) dst[off + i] = Float.intBitsToFloat((data[b + i] & 0xffff) << 16);
+            int b = row * stride, i = 0;
+            // Widening bf16 is exact: the 16 bits become the high half of an fp32.
+            for (int bound = stride - stride % 16; i < bound; i += 16)
+                ((IntVector) ShortVector.fromArray(ShortVector.SPECIES_256, data, b + i).convertShape(VectorOperators.S2I, IntVector.SPECIES_512, 0))
+                        .lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats().intoArray(dst, off + i);
+            for (; i < stride; i++) dst[off + i] = Float.intBitsToFloat((data[b + i] & 0xffff) << 16);
         }
 
         @Override void grow(int n) { data = Arrays.copyOf(data, n * stride); capacity = n; }
@@ -128,7 +138,10 @@ abstract sealed class KvRows permits KvRows.F32, KvRows.Bf16, KvRows.Q8, KvRows.
             for (int b = 0; b < blocks; b++) {
                 float d = Float.float16ToFloat(scale[row * blocks + b]);
                 int qb = row * stride + b * KvType.BLOCK, o = off + b * KvType.BLOCK;
-                for (int i = 0; i < KvType.BLOCK; i++) dst[o + i] = q[qb + i] * d;
+                // q·d, one rounding per element as in the scalar form; the int8 → fp32 conversion is exact.
+                for (int h = 0; h < KvType.BLOCK; h += 16)
+                    ((FloatVector) ByteVector.fromArray(ByteVector.SPECIES_128, q, qb + h).convertShape(VectorOperators.B2F, FloatVector.SPECIES_512, 0))
+                            .mul(d).intoArray(dst, o + h);
             }
         }
 

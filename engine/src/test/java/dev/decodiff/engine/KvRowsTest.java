@@ -49,6 +49,23 @@ class KvRowsTest {
     }
 
     @Test
+    void wideRowsDecodeExactlyAsTheScalarDefinitions() {
+        var rnd = new java.util.SplittableRandom(3);
+        var row = new float[96]; // vector body and, for bf16, whole 16-lane chunks; the q8 blocks of 32
+        for (int i = 0; i < row.length; i++) row[i] = (float) (rnd.nextGaussian() * Math.pow(10, rnd.nextInt(-3, 3)));
+        var bf = roundTrip(KvType.BF16, row);
+        for (int i = 0; i < row.length; i++)
+            assertThat(Float.floatToRawIntBits(bf[i])).isEqualTo((KvRows.Bf16.toBf16(row[i]) & 0xffff) << 16);
+        var q8 = roundTrip(KvType.Q8_0, row);
+        for (int b = 0; b < row.length / 32; b++) {
+            float amax = 0;
+            for (int i = 0; i < 32; i++) amax = Math.max(amax, Math.abs(row[b * 32 + i]));
+            float d = amax / 127f, id = 1f / d, dh = Float.float16ToFloat(Float.floatToFloat16(d));
+            for (int i = 0; i < 32; i++) assertThat(q8[b * 32 + i]).isEqualTo((byte) Math.round(row[b * 32 + i] * id) * dh);
+        }
+    }
+
+    @Test
     void bytesPerRowMatchTheBlockLayouts() {
         assertThat(KvType.F32.bytesPerRow(64)).isEqualTo(256);
         assertThat(KvType.BF16.bytesPerRow(64)).isEqualTo(128);
