@@ -8,7 +8,6 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
 
 /**
  * The gemma4_text configuration, read from config.json in both forms transformers writes
@@ -171,16 +170,4 @@ public record Gemma4Config(
             return n.asInt();
         }
     }
-
-    /** A one-line-per-layer description for `decodiff inspect`. */
-    public List<String> describeLayers() {
-        var out = new ArrayList<String>();
-        for (var l : layers) {
-            out.add("layer %2d  %-7s d=%-4d kv=%-2d mlp=%-6d%s%s".formatted(l.index(), l.type() == LayerType.FULL ? "full" : "sliding",
-                    l.headDim(), l.kvHeads(), l.intermediate(), l.kEqV() ? " k_eq_v" : "",
-                    l.kvShared() ? " shares kv of layer " + l.kvSource() : ""));
-        }
-        return out;
-    }
-
 }

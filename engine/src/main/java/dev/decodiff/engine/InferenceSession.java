@@ -191,7 +191,7 @@ public final class InferenceSession {
     /** Bytes the KV cache holds per position over all non-shared layers (K and V in their stored types). */
     public long kvBytesPerPosition() {
         long b = 0;
-        for (var c : caches) if (c != null) b += c.bytesPerPosition(options.keyType(), options.valueType());
+        for (var c : caches) if (c != null) b += c.bytesPerPosition();
         return b;
     }
 

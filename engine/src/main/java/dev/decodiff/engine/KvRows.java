@@ -32,6 +32,10 @@ abstract sealed class KvRows permits KvRows.F32, KvRows.Bf16, KvRows.Q8, KvRows.
         };
     }
 
+    abstract KvType type();
+
+    long bytesPerRow() { return type().bytesPerRow(stride); }
+
     /** The f32 backing array, or null when rows are encoded. */
     float[] floats() { return null; }
 
@@ -44,6 +48,8 @@ abstract sealed class KvRows permits KvRows.F32, KvRows.Bf16, KvRows.Q8, KvRows.
     abstract KvRows copy();
 
     static final class F32 extends KvRows {
+        @Override KvType type() { return KvType.F32; }
+
         float[] data;
 
         F32(int stride, int capacity) {
@@ -65,6 +71,8 @@ abstract sealed class KvRows permits KvRows.F32, KvRows.Bf16, KvRows.Q8, KvRows.
     }
 
     static final class Bf16 extends KvRows {
+        @Override KvType type() { return KvType.BF16; }
+
         short[] data;
 
         Bf16(int stride, int capacity) {
@@ -108,6 +116,8 @@ abstract sealed class KvRows permits KvRows.F32, KvRows.Bf16, KvRows.Q8, KvRows.
 
     /** llama.cpp q8_0: per block of 32, d = max|x|/127, q = round(x/d). */
     static final class Q8 extends KvRows {
+        @Override KvType type() { return KvType.Q8_0; }
+
         byte[] q;
         short[] scale;
         final int blocks;
@@ -163,6 +173,8 @@ abstract sealed class KvRows permits KvRows.F32, KvRows.Bf16, KvRows.Q8, KvRows.
 
     /** llama.cpp q4_0: per block of 32, d = (signed max-magnitude)/−8, nibble = min(15, (int)(x/d + 8.5)). */
     static final class Q4 extends KvRows {
+        @Override KvType type() { return KvType.Q4_0; }
+
         byte[] q;
         short[] scale;
         final int blocks;

@@ -8,7 +8,7 @@ public record KvSnapshot(Path modelDir, KvType keyType, KvType valueType, LayerC
 
     public long bytes() {
         long perPos = 0;
-        for (var c : caches) if (c != null) perPos += c.bytesPerPosition(keyType, valueType);
+        for (var c : caches) if (c != null) perPos += c.bytesPerPosition();
         return perPos * tokens.length;
     }
 }

@@ -54,6 +54,6 @@ public abstract sealed class LayerCache permits FullLayerCache, SlidingLayerCach
     /** A deep copy (for snapshots). */
     public abstract LayerCache copy();
 
-    /** Bytes the stored rows take per position, K and V together. */
-    public long bytesPerPosition(KvType k, KvType v) { return k.bytesPerRow(stride) + v.bytesPerRow(stride); }
+    /** Bytes the stored rows take per position, K and V together, in their stored types. */
+    public long bytesPerPosition() { return keys.bytesPerRow() + values.bytesPerRow(); }
 }

@@ -17,8 +17,6 @@ public final class PrefixCache {
 
     public int size() { return snapshots.size(); }
 
-    public Optional<KvSnapshot> longestPrefixOf(int[] tokens) { return longestPrefixOf(tokens, tokens.length); }
-
     /** The longest stored snapshot of at most maxLength tokens that is a prefix of tokens. */
     public Optional<KvSnapshot> longestPrefixOf(int[] tokens, int maxLength) {
         KvSnapshot best = null;
