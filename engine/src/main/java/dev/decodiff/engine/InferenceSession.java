@@ -1,6 +1,7 @@
 package dev.decodiff.engine;
 
 import dev.decodiff.metal.Parallel;
+import dev.decodiff.metal.Transcendentals;
 import dev.decodiff.metal.VectorMath;
 import dev.decodiff.metal.WeightMatrix;
 
@@ -246,7 +247,7 @@ public final class InferenceSession {
         w.lmHead().matvec(normed, (T - 1) * H, logits, 0);
         if (cfg.hasSoftcap() && !faultNoSoftcap) {
             float c = cfg.finalLogitSoftcap();
-            for (int i = 0; i < logits.length; i++) logits[i] = (float) StrictMath.tanh(logits[i] / c) * c;
+            Parallel.forRange(logits.length, 4096, (from, to) -> Transcendentals.softcap(logits, from, to, c));
         }
         capture(CapturePoints.LOGITS, new int[]{logits.length}, logits, logits.length);
 
@@ -475,10 +476,8 @@ public final class InferenceSession {
         float[] u = scratch(S_U, T * I);
         gate.matmul(h, T, g);
         up.matmul(h, T, u);
-        // Element-wise, so splitting it over the cores changes no bit; StrictMath's tanh made it a prefill hot spot.
-        Parallel.forRange(T * I, 1024, (from, to) -> {
-            for (int j = from; j < to; j++) g[j] = VectorMath.geluTanh(g[j]) * u[j];
-        });
+        // Element-wise, so splitting it over the cores changes no bit.
+        Parallel.forRange(T * I, 1024, (from, to) -> Transcendentals.geluTanhTimes(g, u, from, to));
         float[] out = scratch(S_MLP, T * down.rows());
         down.matmul(g, T, out);
         return out;

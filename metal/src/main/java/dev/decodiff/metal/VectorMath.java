@@ -6,12 +6,11 @@ import jdk.incubator.vector.VectorSpecies;
 
 /**
  * Element-wise and reduction kernels over fp32 activations, with the rounding the reference uses. Transcendentals
- * use StrictMath so a result never depends on whether the JIT has compiled the caller.
+ * come from {@link Transcendentals} (or StrictMath), so a result never depends on whether the JIT has compiled the caller.
  */
 public final class VectorMath {
     private static final VectorSpecies<Float> F = FloatVector.SPECIES_512;
     private static final int L = F.length();
-    private static final double SQRT_2_OVER_PI = Math.sqrt(2.0 / Math.PI);
 
     private VectorMath() {}
 
@@ -68,22 +67,18 @@ public final class VectorMath {
         }
     }
 
-    /** gelu_pytorch_tanh: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))). */
+    /** gelu_pytorch_tanh: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), see {@link Transcendentals#geluTanh}. */
     public static float geluTanh(float x) {
-        double xd = x;
-        return (float) (0.5 * xd * (1.0 + StrictMath.tanh(SQRT_2_OVER_PI * (xd + 0.044715 * xd * xd * xd))));
+        return Transcendentals.geluTanh(x);
     }
 
     /** In-place softmax of x[off..off+n), max-subtracted, fp32 result. */
     public static void softmax(float[] x, int off, int n) {
         float max = Float.NEGATIVE_INFINITY;
         for (int i = 0; i < n; i++) max = Math.max(max, x[off + i]);
+        Transcendentals.expShifted(x, off, n, max);
         double sum = 0;
-        for (int i = 0; i < n; i++) {
-            float e = (float) StrictMath.exp(x[off + i] - max);
-            x[off + i] = e;
-            sum += e;
-        }
+        for (int i = 0; i < n; i++) sum += x[off + i];
         float inv = (float) (1.0 / sum);
         for (int i = 0; i < n; i++) x[off + i] *= inv;
     }

@@ -9,12 +9,19 @@ import jdk.incubator.vector.VectorSpecies;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.ByteOrder;
+import java.util.Objects;
 
 /**
  * A row-major [rows, cols] weight matrix in its stored dtype (usually a memory-mapped view), multiplied
  * against fp32 activations with fp32 accumulation: y = x·Wᵀ, the convention of torch's Linear.
  */
 public record WeightMatrix(String name, DType dtype, int rows, int cols, MemorySegment data) {
+    public WeightMatrix {
+        // The native kernels trust these sizes: a short segment must fail here, not read past its end.
+        if (rows < 0 || cols < 0 || data.byteSize() < (long) rows * cols * dtype.bytes())
+            throw new IllegalArgumentException("tensor '" + name + "': " + data.byteSize() + " bytes cannot hold [" + rows + ", " + cols + "] " + dtype);
+    }
+
     private static final VectorSpecies<Float> F = FloatVector.SPECIES_512;
     private static final VectorSpecies<Short> S = ShortVector.SPECIES_256;
     private static final VectorSpecies<Integer> I = IntVector.SPECIES_512;
@@ -56,7 +63,22 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
 
     /** y[yOff + r] = W[r]·x[xOff ..] for every row r. */
     public void matvec(float[] x, int xOff, float[] y, int yOff) {
+        if (dtype == DType.BF16 && NativeKernels.available()) matvecNative(x, xOff, y, yOff);
+        else matvecJava(x, xOff, y, yOff);
+    }
+
+    /** {@link #matvec} on the Java kernels, whatever the machine has. */
+    void matvecJava(float[] x, int xOff, float[] y, int yOff) {
+        Objects.checkFromIndexSize(xOff, cols, x.length);
+        Objects.checkFromIndexSize(yOff, rows, y.length);
         Parallel.forRange(rows, 64, (from, to) -> matvecRows(x, xOff, y, yOff, from, to));
+    }
+
+    /** {@link #matvec} on the native kernels (bf16 only; {@link NativeKernels#available()} must hold). */
+    void matvecNative(float[] x, int xOff, float[] y, int yOff) {
+        var xs = MemorySegment.ofArray(x).asSlice(xOff * 4L, cols * 4L);
+        var ys = MemorySegment.ofArray(y).asSlice(yOff * 4L, rows * 4L);
+        Parallel.forRange(rows, 64, (from, to) -> NativeKernels.matvecBf16(data, cols, from, to, xs, ys));
     }
 
     /**
@@ -84,11 +106,42 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
      * reduced at the end: results are bit-identical to {@link #dot} and to {@link #matvec} (prefill equals decode).
      */
     public void matmul(float[] x, int tokens, float[] y) {
+        if (tokens == 1) matvec(x, 0, y, 0);
+        else if (dtype == DType.BF16 && NativeKernels.available()) matmulNative(x, tokens, y);
+        else matmulJava(x, tokens, y);
+    }
+
+    /** Tokens per chunk of {@link #matmul}: their activations stay in a core's L2 while every row passes over them. */
+    private int tokenChunk(int tokens) {
+        return Math.max(TILE_TOKENS, Math.min(tokens, (ACTIVATION_BUDGET / (cols * 4)) / TILE_TOKENS * TILE_TOKENS));
+    }
+
+    /** {@link #matmul} on the native kernels (bf16 only), the same blocking in C. */
+    void matmulNative(float[] x, int tokens, float[] y) {
+        Objects.checkFromIndexSize(0, tokens * cols, x.length);
+        Objects.checkFromIndexSize(0, tokens * rows, y.length);
+        int chunk = tokenChunk(tokens);
+        var xs = MemorySegment.ofArray(x);
+        var ys = MemorySegment.ofArray(y);
+        Parallel.forRange(rows, 16, (from, to) -> {
+            var acc = MemorySegment.ofArray(new float[Math.min(chunk, tokens) * ROW_BLOCK * L]);
+            for (int t0 = 0; t0 < tokens; t0 += chunk) {
+                int n = Math.min(chunk, tokens - t0);
+                NativeKernels.matmulBf16(data, cols, rows, from, to, xs.asSlice((long) t0 * cols * 4, (long) n * cols * 4), n,
+                        ys.asSlice((long) t0 * rows * 4, (long) n * rows * 4), acc);
+            }
+        });
+    }
+
+    /** {@link #matmul} on the Java kernels, whatever the machine has. */
+    void matmulJava(float[] x, int tokens, float[] y) {
+        Objects.checkFromIndexSize(0, tokens * cols, x.length);
+        Objects.checkFromIndexSize(0, tokens * rows, y.length);
         if (tokens == 1) {
-            matvec(x, 0, y, 0);
+            matvecJava(x, 0, y, 0);
             return;
         }
-        int chunk = Math.max(TILE_TOKENS, Math.min(tokens, (ACTIVATION_BUDGET / (cols * 4)) / TILE_TOKENS * TILE_TOKENS));
+        int chunk = tokenChunk(tokens);
         int bound = cols - (cols % L);
         int kb = Math.max(L, Math.min(bound, COL_BLOCK / L * L));
         Parallel.forRange(rows, 16, (from, to) -> {

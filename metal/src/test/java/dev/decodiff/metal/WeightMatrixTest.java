@@ -1,5 +1,6 @@
 package dev.decodiff.metal;
 
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 
@@ -53,18 +54,66 @@ class WeightMatrixTest {
         float[] x = new float[tokens * cols];
         for (int i = 0; i < x.length; i++) x[i] = (float) rnd.nextGaussian();
 
-        float[] y = new float[tokens * rows];
+        boolean nativeToo = dtype == DType.BF16 && NativeKernels.available();
+        float[] y = new float[tokens * rows], yj = new float[tokens * rows], yn = new float[tokens * rows];
         w.matmul(x, tokens, y);
+        w.matmulJava(x, tokens, yj);
+        if (nativeToo) w.matmulNative(x, tokens, yn);
         for (int t = 0; t < tokens; t++) {
-            float[] yv = new float[rows + 3];
+            float[] yv = new float[rows + 3], yvj = new float[rows + 3], yvn = new float[rows + 3];
             w.matvec(x, t * cols, yv, 3);
+            w.matvecJava(x, t * cols, yvj, 3);
+            if (nativeToo) w.matvecNative(x, t * cols, yvn, 3);
             for (int r = 0; r < rows; r++) {
-                float ref = reference(w, r, x, t * cols);
-                assertThat(Float.floatToRawIntBits(y[t * rows + r])).as("matmul t=%d r=%d", t, r).isEqualTo(Float.floatToRawIntBits(ref));
-                assertThat(Float.floatToRawIntBits(yv[3 + r])).as("matvec t=%d r=%d", t, r).isEqualTo(Float.floatToRawIntBits(ref));
-                assertThat(Float.floatToRawIntBits(w.dot(r, x, t * cols))).isEqualTo(Float.floatToRawIntBits(ref));
+                int ref = Float.floatToRawIntBits(reference(w, r, x, t * cols));
+                assertThat(Float.floatToRawIntBits(y[t * rows + r])).as("matmul t=%d r=%d", t, r).isEqualTo(ref);
+                assertThat(Float.floatToRawIntBits(yj[t * rows + r])).as("java matmul t=%d r=%d", t, r).isEqualTo(ref);
+                assertThat(Float.floatToRawIntBits(yv[3 + r])).as("matvec t=%d r=%d", t, r).isEqualTo(ref);
+                assertThat(Float.floatToRawIntBits(yvj[3 + r])).as("java matvec t=%d r=%d", t, r).isEqualTo(ref);
+                assertThat(Float.floatToRawIntBits(w.dot(r, x, t * cols))).isEqualTo(ref);
+                if (nativeToo) {
+                    assertThat(Float.floatToRawIntBits(yn[t * rows + r])).as("native matmul t=%d r=%d", t, r).isEqualTo(ref);
+                    assertThat(Float.floatToRawIntBits(yvn[3 + r])).as("native matvec t=%d r=%d", t, r).isEqualTo(ref);
+                }
             }
+            assertThat(yv[0]).as("matvec writes only y[yOff ..]").isZero();
+            assertThat(yvn[0]).isZero();
         }
+    }
+
+    /** Where the build has a native library and the CPU has AVX-512, the native kernels must be the ones that run. */
+    @Test
+    void nativeKernelsLoadWhereExpected() {
+        if (NativeKernels.expectedHere() && NativeKernels.class.getResource(NativeKernels.RESOURCE) != null)
+            assertThat(NativeKernels.available()).as(NativeKernels.status()).isTrue();
+        if (NativeKernels.expectedHere() && new java.io.File("/usr/bin/gcc").exists())
+            assertThat(NativeKernels.class.getResource(NativeKernels.RESOURCE)).as("gcc is here, so the build must have compiled the kernels").isNotNull();
+    }
+
+    /** Subnormal weights and activations, signed zeros, infinities and NaN go through both paths alike (no flush-to-zero). */
+    @Test
+    void specialValuesGiveTheSameBitsOnEveryPath() {
+        int rows = 8, cols = 48;
+        var w = random(DType.BF16, rows, cols, 5);
+        short[] specials = {0x0001, (short) 0x8001, 0x007f, 0x0000, (short) 0x8000, 0x7f80, (short) 0xff80, 0x7fc0};
+        for (int r = 0; r < rows; r++) w.data().setAtIndex(I16, (long) r * cols + r, specials[r]);
+        float[] x = new float[cols];
+        var rnd = new Random(2);
+        for (int i = 0; i < cols; i++) x[i] = i % 5 == 0 ? Float.MIN_VALUE * (i + 1) : (float) rnd.nextGaussian();
+        float[] yj = new float[rows], yn = new float[rows];
+        w.matvecJava(x, 0, yj, 0);
+        for (int r = 0; r < rows; r++) assertThat(Float.floatToRawIntBits(yj[r])).isEqualTo(Float.floatToRawIntBits(reference(w, r, x, 0)));
+        if (!NativeKernels.available()) return;
+        w.matvecNative(x, 0, yn, 0);
+        for (int r = 0; r < rows; r++) assertThat(Float.floatToRawIntBits(yn[r])).as("row %d", r).isEqualTo(Float.floatToRawIntBits(yj[r]));
+        // A subnormal product must survive: 2^-126 · 2^-10 is subnormal, not zero.
+        var tiny = random(DType.BF16, 4, 16, 1);
+        for (int c = 0; c < 16; c++) tiny.data().setAtIndex(I16, c, c == 0 ? (short) 0x0080 : 0);
+        float[] xt = new float[16];
+        xt[0] = 0x1p-10f;
+        float[] out = new float[4];
+        tiny.matvecNative(xt, 0, out, 0);
+        assertThat(out[0]).isEqualTo(0x1p-136f);
     }
 
     @ParameterizedTest

@@ -1,0 +1,189 @@
+/*
+ * decodiff's native bf16 kernels, called through FFM (dev.decodiff.metal.NativeKernels).
+ *
+ * Why native: a bf16 matvec is memory-bound only if the core keeps enough cache-line fetches in flight. Java has
+ * no prefetch instruction, and on the machines we measured the hardware prefetchers alone leave the Java kernel at
+ * ~0.75 of the streaming-read bandwidth; software prefetch a group of rows ahead brings it to ~0.9.
+ *
+ * Contract: every result is bit-identical to WeightMatrix's Java kernels (and to the scalar reference in
+ * WeightMatrixTest): per output, 16 fp32 lane accumulators over the vector part of the row in column order (one
+ * fused multiply-add each), summed in lane order from 0.0f, then the scalar tail c >= cols - cols % 16 added as
+ * separately rounded products. Built with -ffp-contract=off and without -ffast-math so the compiler keeps that
+ * order, and without flush-to-zero so subnormals stay.
+ */
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#define KERNEL __attribute__((target("avx512f")))
+#define L 16
+#define ROWS 4
+#define TILE_TOKENS 6
+#define COL_BLOCK 512
+
+int32_t decodiff_abi_version(void) { return 1; }
+
+int32_t decodiff_cpu_supported(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") ? 1 : 0;
+}
+
+static inline float bf16(uint16_t v) {
+    uint32_t u = (uint32_t) v << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+KERNEL static inline __m512 widen(const uint16_t *p) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *) p)), 16));
+}
+
+KERNEL static inline float sum_lanes(__m512 v) {
+    float lanes[L];
+    _mm512_storeu_ps(lanes, v);
+    float s = 0.0f;
+    for (int i = 0; i < L; i++) s += lanes[i];
+    return s;
+}
+
+/* Prefetch distance in rows: the next group of ROWS rows, at the same column. */
+KERNEL static void rows4(const uint16_t *w, int64_t cols, int64_t r, const float *x, float *y) {
+    const uint16_t *b0 = w + r * cols, *b1 = b0 + cols, *b2 = b1 + cols, *b3 = b2 + cols;
+    const int64_t ahead = ROWS * cols;
+    const int hint_far = cols * 2 * ROWS > 16384; /* a group ahead no longer fits beside the working set in L1 */
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    int64_t bound = cols - cols % L, c = 0;
+    for (; c + 2 * L <= bound; c += 2 * L) {
+        if (hint_far) {
+            _mm_prefetch((const char *) (b0 + ahead + c), _MM_HINT_T1);
+            _mm_prefetch((const char *) (b1 + ahead + c), _MM_HINT_T1);
+            _mm_prefetch((const char *) (b2 + ahead + c), _MM_HINT_T1);
+            _mm_prefetch((const char *) (b3 + ahead + c), _MM_HINT_T1);
+        } else {
+            _mm_prefetch((const char *) (b0 + ahead + c), _MM_HINT_T0);
+            _mm_prefetch((const char *) (b1 + ahead + c), _MM_HINT_T0);
+            _mm_prefetch((const char *) (b2 + ahead + c), _MM_HINT_T0);
+            _mm_prefetch((const char *) (b3 + ahead + c), _MM_HINT_T0);
+        }
+        __m512 xv = _mm512_loadu_ps(x + c);
+        a0 = _mm512_fmadd_ps(widen(b0 + c), xv, a0);
+        a1 = _mm512_fmadd_ps(widen(b1 + c), xv, a1);
+        a2 = _mm512_fmadd_ps(widen(b2 + c), xv, a2);
+        a3 = _mm512_fmadd_ps(widen(b3 + c), xv, a3);
+        __m512 xw = _mm512_loadu_ps(x + c + L);
+        a0 = _mm512_fmadd_ps(widen(b0 + c + L), xw, a0);
+        a1 = _mm512_fmadd_ps(widen(b1 + c + L), xw, a1);
+        a2 = _mm512_fmadd_ps(widen(b2 + c + L), xw, a2);
+        a3 = _mm512_fmadd_ps(widen(b3 + c + L), xw, a3);
+    }
+    for (; c < bound; c += L) {
+        __m512 xv = _mm512_loadu_ps(x + c);
+        a0 = _mm512_fmadd_ps(widen(b0 + c), xv, a0);
+        a1 = _mm512_fmadd_ps(widen(b1 + c), xv, a1);
+        a2 = _mm512_fmadd_ps(widen(b2 + c), xv, a2);
+        a3 = _mm512_fmadd_ps(widen(b3 + c), xv, a3);
+    }
+    float s0 = sum_lanes(a0), s1 = sum_lanes(a1), s2 = sum_lanes(a2), s3 = sum_lanes(a3);
+    for (; c < cols; c++) {
+        float xc = x[c];
+        s0 += bf16(b0[c]) * xc;
+        s1 += bf16(b1[c]) * xc;
+        s2 += bf16(b2[c]) * xc;
+        s3 += bf16(b3[c]) * xc;
+    }
+    y[r] = s0;
+    y[r + 1] = s1;
+    y[r + 2] = s2;
+    y[r + 3] = s3;
+}
+
+KERNEL static float dot1(const uint16_t *row, int64_t cols, const float *x) {
+    __m512 a = _mm512_setzero_ps();
+    int64_t bound = cols - cols % L, c = 0;
+    for (; c < bound; c += L) a = _mm512_fmadd_ps(widen(row + c), _mm512_loadu_ps(x + c), a);
+    float s = sum_lanes(a);
+    for (; c < cols; c++) s += bf16(row[c]) * x[c];
+    return s;
+}
+
+/* y[r] = W[r]·x for r in [from, to); W is [*, cols] bf16, row-major. */
+KERNEL void decodiff_matvec_bf16(const uint16_t *w, int64_t cols, int32_t from, int32_t to, const float *x, float *y) {
+    int64_t r = from;
+    for (; r + ROWS <= to; r += ROWS) rows4(w, cols, r, x, y);
+    for (; r < to; r++) y[r] = dot1(w + r * cols, cols, x);
+}
+
+/*
+ * Y[t·rows + r] = W[r]·X[t] for r in [from, to), t < tokens (X is [tokens, cols], row-major).
+ * Same blocking as WeightMatrix.matmul: four rows widened to fp32 per column block (in L1 beside a 6-token tile),
+ * a 4 × 6 register tile, accumulator vectors carried across column blocks in acc.
+ */
+/* One token of the tile: u is its activation vector, a<i><j> the accumulator of row i, token j. */
+#define TOKEN(j)                                                  \
+    do {                                                          \
+        __m512 u = _mm512_loadu_ps(x + (j) * cols + c);           \
+        a0##j = _mm512_fmadd_ps(v0, u, a0##j);                    \
+        a1##j = _mm512_fmadd_ps(v1, u, a1##j);                    \
+        a2##j = _mm512_fmadd_ps(v2, u, a2##j);                    \
+        a3##j = _mm512_fmadd_ps(v3, u, a3##j);                    \
+    } while (0)
+#define LOAD(i, j) __m512 a##i##j = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + ((j) * ROWS + (i)) * L)
+#define LOAD_TOKEN(j) LOAD(0, j); LOAD(1, j); LOAD(2, j); LOAD(3, j)
+#define STORE(i, j) _mm512_storeu_ps(acc + ((j) * ROWS + (i)) * L, a##i##j)
+#define STORE_TOKEN(j) STORE(0, j); STORE(1, j); STORE(2, j); STORE(3, j)
+
+/* 24 named accumulators: written out so the compiler keeps every one in a register (an array of them it spills). */
+KERNEL static void tile4x6(const float *w, const float *x, int64_t cols, int64_t n, float *acc, int first) {
+    LOAD_TOKEN(0); LOAD_TOKEN(1); LOAD_TOKEN(2); LOAD_TOKEN(3); LOAD_TOKEN(4); LOAD_TOKEN(5);
+    for (int64_t c = 0; c < n; c += L) {
+        __m512 v0 = _mm512_loadu_ps(w + c), v1 = _mm512_loadu_ps(w + COL_BLOCK + c);
+        __m512 v2 = _mm512_loadu_ps(w + 2 * COL_BLOCK + c), v3 = _mm512_loadu_ps(w + 3 * COL_BLOCK + c);
+        TOKEN(0); TOKEN(1); TOKEN(2); TOKEN(3); TOKEN(4); TOKEN(5);
+    }
+    STORE_TOKEN(0); STORE_TOKEN(1); STORE_TOKEN(2); STORE_TOKEN(3); STORE_TOKEN(4); STORE_TOKEN(5);
+}
+
+KERNEL static void wide4(const float *w, const float *x, int64_t n, float *acc, int first) {
+    __m512 s0 = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc), s1 = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + L);
+    __m512 s2 = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + 2 * L), s3 = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc + 3 * L);
+    for (int64_t c = 0; c < n; c += L) {
+        __m512 u = _mm512_loadu_ps(x + c);
+        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(w + c), u, s0);
+        s1 = _mm512_fmadd_ps(_mm512_loadu_ps(w + COL_BLOCK + c), u, s1);
+        s2 = _mm512_fmadd_ps(_mm512_loadu_ps(w + 2 * COL_BLOCK + c), u, s2);
+        s3 = _mm512_fmadd_ps(_mm512_loadu_ps(w + 3 * COL_BLOCK + c), u, s3);
+    }
+    _mm512_storeu_ps(acc, s0);
+    _mm512_storeu_ps(acc + L, s1);
+    _mm512_storeu_ps(acc + 2 * L, s2);
+    _mm512_storeu_ps(acc + 3 * L, s3);
+}
+
+/* acc: scratch of tokens·ROWS·16 floats (any alignment). */
+KERNEL void decodiff_matmul_bf16(const uint16_t *w, int64_t cols, int32_t rows, int32_t from, int32_t to,
+                                 const float *x, int32_t tokens, float *y, float *acc) {
+    float wide[ROWS * COL_BLOCK] __attribute__((aligned(64)));
+    int64_t bound = cols - cols % L;
+    int64_t r = from;
+    for (; r + ROWS <= to; r += ROWS) {
+        for (int64_t c0 = 0; c0 < bound; c0 += COL_BLOCK) {
+            int64_t n = bound - c0 < COL_BLOCK ? bound - c0 : COL_BLOCK;
+            for (int i = 0; i < ROWS; i++)
+                for (int64_t c = 0; c < n; c += L) _mm512_store_ps(wide + i * COL_BLOCK + c, widen(w + (r + i) * cols + c0 + c));
+            int t = 0;
+            for (; t + TILE_TOKENS <= tokens; t += TILE_TOKENS) tile4x6(wide, x + t * cols + c0, cols, n, acc + t * ROWS * L, c0 == 0);
+            for (; t < tokens; t++) wide4(wide, x + t * cols + c0, n, acc + t * ROWS * L, c0 == 0);
+        }
+        for (int t = 0; t < tokens; t++) {
+            for (int i = 0; i < ROWS; i++) {
+                float s = bound == 0 ? 0.0f : sum_lanes(_mm512_loadu_ps(acc + (t * ROWS + i) * L));
+                const uint16_t *row = w + (r + i) * cols;
+                for (int64_t c = bound; c < cols; c++) s += bf16(row[c]) * x[t * cols + c];
+                y[(int64_t) t * rows + r + i] = s;
+            }
+        }
+    }
+    for (; r < to; r++)
+        for (int t = 0; t < tokens; t++) y[(int64_t) t * rows + r] = dot1(w + r * cols, cols, x + t * cols);
+}

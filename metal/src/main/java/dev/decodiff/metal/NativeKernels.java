@@ -1,0 +1,143 @@
+package dev.decodiff.metal;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.lang.foreign.Arena;
+import java.lang.foreign.FunctionDescriptor;
+import java.lang.foreign.Linker;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.SymbolLookup;
+import java.lang.invoke.MethodHandle;
+import java.net.URISyntaxException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.util.Locale;
+
+import static java.lang.foreign.ValueLayout.ADDRESS;
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+
+/**
+ * The bf16 matvec and GEMM of src/main/c/decodiff_kernels.c, called through FFM. The build compiles that file when
+ * gcc is present (Linux x86-64) into the jar; here it is loaded when the CPU has AVX-512, and the Java kernels of
+ * {@link WeightMatrix} run otherwise. Both give the same bits (WeightMatrixTest holds them to one scalar reference).
+ *
+ * <p>Why it exists: decode is a bf16 matvec over far more weights than any cache holds. The Java kernel reaches
+ * ~0.75 of the streaming-read bandwidth because Java cannot prefetch; the native one prefetches the next group of
+ * rows and reaches ~0.9 (KernelBench, issue 5). {@code -Ddecodiff.kernels=java} turns it off.
+ *
+ * <p>The calls are "critical" downcalls: they take Java float arrays in place (no copy) and run for at most one
+ * chunk of a matrix (Parallel cuts every call into chunks), so a GC waits for a few milliseconds at most.
+ */
+public final class NativeKernels {
+    static final String RESOURCE = "/native/linux-x86_64/libdecodiff_kernels.so";
+    private static final int ABI = 1;
+
+    private static final MethodHandle MATVEC;
+    private static final MethodHandle MATMUL;
+    private static final String STATUS;
+
+    static {
+        MethodHandle mv = null, mm = null;
+        String status;
+        try {
+            var lookup = load();
+            var linker = Linker.nativeLinker();
+            var abi = linker.downcallHandle(find(lookup, "decodiff_abi_version"), FunctionDescriptor.of(JAVA_INT));
+            var cpu = linker.downcallHandle(find(lookup, "decodiff_cpu_supported"), FunctionDescriptor.of(JAVA_INT));
+            int version = (int) abi.invokeExact();
+            if (version != ABI) {
+                status = "java (native kernels have ABI " + version + ", this build expects " + ABI + ")";
+            } else if ((int) cpu.invokeExact() != 1) {
+                status = "java (this CPU has no AVX-512)";
+            } else {
+                var critical = Linker.Option.critical(true);
+                mv = linker.downcallHandle(find(lookup, "decodiff_matvec_bf16"),
+                        FunctionDescriptor.ofVoid(ADDRESS, JAVA_LONG, JAVA_INT, JAVA_INT, ADDRESS, ADDRESS), critical);
+                mm = linker.downcallHandle(find(lookup, "decodiff_matmul_bf16"),
+                        FunctionDescriptor.ofVoid(ADDRESS, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, ADDRESS, ADDRESS), critical);
+                status = "native avx512 (FFM)";
+            }
+        } catch (Unavailable e) {
+            status = "java (" + e.getMessage() + ")";
+        } catch (Throwable t) {
+            status = "java (native kernels failed to load: " + t + ")";
+        }
+        boolean off = "java".equalsIgnoreCase(System.getProperty("decodiff.kernels", "auto"));
+        MATVEC = off ? null : mv;
+        MATMUL = off ? null : mm;
+        STATUS = off && mv != null ? "java (-Ddecodiff.kernels=java)" : status;
+    }
+
+    private NativeKernels() {}
+
+    /** Whether bf16 matrices run on the native kernels. */
+    public static boolean available() { return MATVEC != null; }
+
+    /** Which kernels run, and why not the native ones when they don't: for bench and --version output. */
+    public static String status() { return STATUS; }
+
+    /** Whether this build should have native kernels on this machine (Linux x86-64 with AVX-512): tests hold it to that. */
+    public static boolean expectedHere() {
+        String os = System.getProperty("os.name", "").toLowerCase(Locale.ROOT), arch = System.getProperty("os.arch", "");
+        if (!os.contains("linux") || !(arch.equals("amd64") || arch.equals("x86_64"))) return false;
+        try {
+            for (String line : Files.readAllLines(Path.of("/proc/cpuinfo")))
+                if (line.startsWith("flags")) return line.contains(" avx512f");
+        } catch (IOException e) {
+            return false;
+        }
+        return false;
+    }
+
+    /** y[r] = W[r]·x for r in [from, to); w holds bf16 [rows, cols]; x from xOff, y from yOff (index r). */
+    static void matvecBf16(MemorySegment w, int cols, int from, int to, MemorySegment x, MemorySegment y) {
+        try {
+            MATVEC.invokeExact(w, (long) cols, from, to, x, y);
+        } catch (Throwable t) {
+            throw new IllegalStateException("native matvec failed", t);
+        }
+    }
+
+    /** Y[t·rows + r] = W[r]·X[t] for r in [from, to), t < tokens; acc holds ≥ tokens·64 floats of scratch. */
+    static void matmulBf16(MemorySegment w, int cols, int rows, int from, int to, MemorySegment x, int tokens, MemorySegment y, MemorySegment acc) {
+        try {
+            MATMUL.invokeExact(w, (long) cols, rows, from, to, x, tokens, y, acc);
+        } catch (Throwable t) {
+            throw new IllegalStateException("native matmul failed", t);
+        }
+    }
+
+    private static final class Unavailable extends Exception {
+        Unavailable(String why) { super(why); }
+    }
+
+    private static MemorySegment find(SymbolLookup lookup, String name) throws Unavailable {
+        return lookup.find(name).orElseThrow(() -> new Unavailable("native library lacks " + name));
+    }
+
+    private static SymbolLookup load() throws Unavailable, IOException {
+        String os = System.getProperty("os.name", "").toLowerCase(Locale.ROOT), arch = System.getProperty("os.arch", "");
+        if (!os.contains("linux") || !(arch.equals("amd64") || arch.equals("x86_64")))
+            throw new Unavailable("native kernels are built for Linux x86-64 only, this is " + os + " " + arch);
+        var url = NativeKernels.class.getResource(RESOURCE);
+        if (url == null) throw new Unavailable("no native library in this build: gcc was not found when it was built");
+        Path lib;
+        if (url.getProtocol().equals("file")) {
+            try {
+                lib = Path.of(url.toURI());
+            } catch (URISyntaxException e) {
+                throw new IOException(e);
+            }
+        } else {
+            // Inside a jar: the loader needs a file. A private temporary copy, removed when the JVM exits.
+            lib = Files.createTempFile("decodiff-kernels-", ".so");
+            lib.toFile().deleteOnExit();
+            try (InputStream in = url.openStream()) {
+                Files.copy(in, lib, StandardCopyOption.REPLACE_EXISTING);
+            }
+        }
+        return SymbolLookup.libraryLookup(lib, Arena.global());
+    }
+}
