@@ -402,7 +402,10 @@ public final class InferenceSession {
         int group = nh / nkv;
         final float[] subK = readK, subV = readV;
         Parallel.forRange(T * nh, 1, (from, to) -> {
-            float[] scores = new float[(sliding ? Math.min(window, last + 1) : last + 1)];
+            int cap = sliding ? Math.min(window, last + 1) : last + 1;
+            float[] scores = new float[cap];
+            float[][] keyRows = new float[cap][], valueRows = new float[cap][];
+            int[] offsets = new int[cap];
             for (int task = from; task < to; task++) {
                 int t = task / nh, hd = task % nh, kh = faultGqaModulo ? hd % nkv : hd / group;
                 int p = start + t;
@@ -411,16 +414,13 @@ public final class InferenceSession {
                 int qo = t * qDim + hd * d;
                 boolean sub = subK != null && t == T - 1;
                 for (int j = lo; j <= p; j++) {
-                    float[] ka = sub ? subK : view.keys(j);
-                    int ko = (sub ? (j - lo) * stride : view.offset(j)) + kh * d;
-                    scores[j - lo] = VectorMath.dot(q, qo, ka, ko, d);
+                    keyRows[j - lo] = sub ? subK : view.keys(j);
+                    valueRows[j - lo] = sub ? subV : view.values(j);
+                    offsets[j - lo] = (sub ? (j - lo) * stride : view.offset(j)) + kh * d;
                 }
+                VectorMath.dots(q, qo, keyRows, offsets, n, d, scores);
                 VectorMath.softmax(scores, 0, n);
-                for (int j = lo; j <= p; j++) {
-                    float[] va = sub ? subV : view.values(j);
-                    int vo = (sub ? (j - lo) * stride : view.offset(j)) + kh * d;
-                    VectorMath.axpy(scores[j - lo], va, vo, out, qo, d);
-                }
+                VectorMath.weightedSum(scores, valueRows, offsets, n, d, out, qo);
             }
         });
         capture(names[i][ATTN_OUT], new int[]{T, qDim}, out, T * qDim);

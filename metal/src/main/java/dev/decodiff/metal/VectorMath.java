@@ -34,6 +34,91 @@ public final class VectorMath {
         return s;
     }
 
+    /**
+     * scores[i] = q·k_i for i < n, k_i = keys[i][keyOff[i] ..], each exactly {@link #dot}(q, qOff, keys[i], keyOff[i], d):
+     * four keys at a time, so four FMA chains (and four lane sums) overlap instead of waiting on one another.
+     */
+    public static void dots(float[] q, int qOff, float[][] keys, int[] keyOff, int n, int d, float[] scores) {
+        int bound = d - (d % L), i = 0;
+        float[] lanes = new float[4 * L];
+        for (; i + 4 <= n; i += 4) {
+            float[] k0 = keys[i], k1 = keys[i + 1], k2 = keys[i + 2], k3 = keys[i + 3];
+            int o0 = keyOff[i], o1 = keyOff[i + 1], o2 = keyOff[i + 2], o3 = keyOff[i + 3];
+            var a0 = FloatVector.zero(F);
+            var a1 = a0;
+            var a2 = a0;
+            var a3 = a0;
+            for (int c = 0; c < bound; c += L) {
+                var qv = FloatVector.fromArray(F, q, qOff + c);
+                a0 = qv.fma(FloatVector.fromArray(F, k0, o0 + c), a0);
+                a1 = qv.fma(FloatVector.fromArray(F, k1, o1 + c), a1);
+                a2 = qv.fma(FloatVector.fromArray(F, k2, o2 + c), a2);
+                a3 = qv.fma(FloatVector.fromArray(F, k3, o3 + c), a3);
+            }
+            a0.intoArray(lanes, 0);
+            a1.intoArray(lanes, L);
+            a2.intoArray(lanes, 2 * L);
+            a3.intoArray(lanes, 3 * L);
+            float s0 = 0f, s1 = 0f, s2 = 0f, s3 = 0f;
+            for (int k = 0; k < L; k++) {
+                s0 += lanes[k];
+                s1 += lanes[L + k];
+                s2 += lanes[2 * L + k];
+                s3 += lanes[3 * L + k];
+            }
+            for (int c = bound; c < d; c++) {
+                float qc = q[qOff + c];
+                s0 += qc * k0[o0 + c];
+                s1 += qc * k1[o1 + c];
+                s2 += qc * k2[o2 + c];
+                s3 += qc * k3[o3 + c];
+            }
+            scores[i] = s0;
+            scores[i + 1] = s1;
+            scores[i + 2] = s2;
+            scores[i + 3] = s3;
+        }
+        for (; i < n; i++) scores[i] = dot(q, qOff, keys[i], keyOff[i], d);
+    }
+
+    /**
+     * out[outOff + e] += Σ_i p[i]·v_i[e] over i < n in order, v_i = values[i][valueOff[i] ..]: the same FMAs in the
+     * same order as n calls of {@link #axpy}, but with the output held in registers across all the rows (a block of
+     * four vectors at a time) instead of loaded and stored once per row.
+     */
+    public static void weightedSum(float[] p, float[][] values, int[] valueOff, int n, int d, float[] out, int outOff) {
+        int bound = d - (d % L), c = 0;
+        for (; c + 4 * L <= bound; c += 4 * L) {
+            var o0 = FloatVector.fromArray(F, out, outOff + c);
+            var o1 = FloatVector.fromArray(F, out, outOff + c + L);
+            var o2 = FloatVector.fromArray(F, out, outOff + c + 2 * L);
+            var o3 = FloatVector.fromArray(F, out, outOff + c + 3 * L);
+            for (int i = 0; i < n; i++) {
+                var pv = FloatVector.broadcast(F, p[i]);
+                float[] v = values[i];
+                int o = valueOff[i] + c;
+                o0 = FloatVector.fromArray(F, v, o).fma(pv, o0);
+                o1 = FloatVector.fromArray(F, v, o + L).fma(pv, o1);
+                o2 = FloatVector.fromArray(F, v, o + 2 * L).fma(pv, o2);
+                o3 = FloatVector.fromArray(F, v, o + 3 * L).fma(pv, o3);
+            }
+            o0.intoArray(out, outOff + c);
+            o1.intoArray(out, outOff + c + L);
+            o2.intoArray(out, outOff + c + 2 * L);
+            o3.intoArray(out, outOff + c + 3 * L);
+        }
+        for (; c < bound; c += L) {
+            var o0 = FloatVector.fromArray(F, out, outOff + c);
+            for (int i = 0; i < n; i++) o0 = FloatVector.fromArray(F, values[i], valueOff[i] + c).fma(FloatVector.broadcast(F, p[i]), o0);
+            o0.intoArray(out, outOff + c);
+        }
+        for (; c < d; c++) {
+            float s = out[outOff + c];
+            for (int i = 0; i < n; i++) s += p[i] * values[i][valueOff[i] + c];
+            out[outOff + c] = s;
+        }
+    }
+
     /** y += a·x over n elements. */
     public static void axpy(float a, float[] x, int xOff, float[] y, int yOff, int n) {
         var va = FloatVector.broadcast(F, a);

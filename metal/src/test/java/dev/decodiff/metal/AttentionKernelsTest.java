@@ -1,0 +1,71 @@
+package dev.decodiff.metal;
+
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+import java.util.Random;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * The attention kernels (scores for many keys, the probability-weighted sum of values) give exactly the bits of
+ * an independent scalar loop in the engine's order: per score 16 lane accumulators over the head dim, summed in
+ * lane order, then the tail; per output element the rows added in order, one fused multiply-add each (the tail:
+ * separately rounded products). Keys and values come from two arrays, as history and this step's chunk do.
+ */
+class AttentionKernelsTest {
+    private static final int L = 16;
+
+    static float referenceScore(float[] q, int qOff, float[] k, int kOff, int d) {
+        int bound = d - d % L;
+        float[] acc = new float[L];
+        for (int c = 0; c < bound; c += L)
+            for (int i = 0; i < L; i++) acc[i] = Math.fma(q[qOff + c + i], k[kOff + c + i], acc[i]);
+        float s = 0f;
+        for (int i = 0; i < L; i++) s += acc[i];
+        for (int c = bound; c < d; c++) s += q[qOff + c] * k[kOff + c];
+        return s;
+    }
+
+    @ParameterizedTest
+    @CsvSource({"1,256", "3,256", "4,512", "13,256", "67,64", "9,48", "7,20", "5,5"})
+    void scoresAndWeightedSumsMatchTheScalarOrder(int n, int d) {
+        var rnd = new Random(n * 31L + d);
+        int stride = 3 * d; // kv heads × head dim: rows of other heads lie between
+        float[] hist = new float[(n + 2) * stride], chunk = new float[3 * stride], q = new float[2 * d + 5];
+        for (int i = 0; i < hist.length; i++) hist[i] = (float) rnd.nextGaussian();
+        for (int i = 0; i < chunk.length; i++) chunk[i] = (float) rnd.nextGaussian();
+        for (int i = 0; i < q.length; i++) q[i] = (float) rnd.nextGaussian();
+        float[][] rows = new float[n][];
+        int[] off = new int[n];
+        for (int i = 0; i < n; i++) {
+            boolean fromChunk = i >= n - 2 && i >= 1; // the last rows come from this step's chunk
+            rows[i] = fromChunk ? chunk : hist;
+            off[i] = (fromChunk ? (i - (n - 2)) * stride : (i + 1) * stride) + d;
+        }
+        int qOff = 5;
+        float[] scores = new float[n];
+        VectorMath.dots(q, qOff, rows, off, n, d, scores);
+        for (int i = 0; i < n; i++) {
+            int want = Float.floatToRawIntBits(referenceScore(q, qOff, rows[i], off[i], d));
+            assertThat(Float.floatToRawIntBits(scores[i])).as("score %d", i).isEqualTo(want);
+            assertThat(Float.floatToRawIntBits(VectorMath.dot(q, qOff, rows[i], off[i], d))).isEqualTo(want);
+        }
+
+        VectorMath.softmax(scores, 0, n);
+        float[] out = new float[d + 7], viaAxpy = new float[d + 7], reference = new float[d + 7];
+        int outOff = 7;
+        VectorMath.weightedSum(scores, rows, off, n, d, out, outOff);
+        for (int i = 0; i < n; i++) VectorMath.axpy(scores[i], rows[i], off[i], viaAxpy, outOff, d);
+        int bound = d - d % L;
+        for (int e = 0; e < d; e++)
+            for (int i = 0; i < n; i++) {
+                float v = rows[i][off[i] + e];
+                reference[outOff + e] = e < bound ? Math.fma(v, scores[i], reference[outOff + e]) : reference[outOff + e] + scores[i] * v;
+            }
+        for (int e = 0; e < out.length; e++) {
+            assertThat(Float.floatToRawIntBits(out[e])).as("out[%d]", e).isEqualTo(Float.floatToRawIntBits(reference[e]));
+            assertThat(Float.floatToRawIntBits(viaAxpy[e])).as("axpy out[%d]", e).isEqualTo(Float.floatToRawIntBits(reference[e]));
+        }
+    }
+}
