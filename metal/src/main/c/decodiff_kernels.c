@@ -107,6 +107,25 @@ KERNEL static float dot1(const uint16_t *row, int64_t cols, const float *x) {
     return s;
 }
 
+/*
+ * Reads bytes [0, n) of p (n a multiple of 256) and returns a checksum: the yardstick decode's weight traffic is
+ * measured against. It prefetches like the matvec does, so the yardstick is never the weaker reader of the two.
+ */
+KERNEL int64_t decodiff_stream_read(const uint8_t *p, int64_t n) {
+    __m512i a = _mm512_setzero_si512(), b = a, c = a, d = a;
+    for (int64_t o = 0; o < n; o += 256) {
+        _mm_prefetch((const char *) p + o + 4096, _MM_HINT_T0);
+        _mm_prefetch((const char *) p + o + 4096 + 64, _MM_HINT_T0);
+        _mm_prefetch((const char *) p + o + 4096 + 128, _MM_HINT_T0);
+        _mm_prefetch((const char *) p + o + 4096 + 192, _MM_HINT_T0);
+        a = _mm512_add_epi32(a, _mm512_loadu_si512(p + o));
+        b = _mm512_add_epi32(b, _mm512_loadu_si512(p + o + 64));
+        c = _mm512_add_epi32(c, _mm512_loadu_si512(p + o + 128));
+        d = _mm512_add_epi32(d, _mm512_loadu_si512(p + o + 192));
+    }
+    return _mm512_reduce_add_epi32(_mm512_add_epi32(_mm512_add_epi32(a, b), _mm512_add_epi32(c, d)));
+}
+
 /* y[r] = W[r]·x for r in [from, to); W is [*, cols] bf16, row-major. */
 KERNEL void decodiff_matvec_bf16(const uint16_t *w, int64_t cols, int32_t from, int32_t to, const float *x, float *y) {
     int64_t r = from;
@@ -159,6 +178,8 @@ KERNEL static void wide4(const float *w, const float *x, int64_t n, float *acc, 
     _mm512_storeu_ps(acc + 2 * L, s2);
     _mm512_storeu_ps(acc + 3 * L, s3);
 }
+
+int32_t decodiff_matmul_acc_floats_per_token(void) { return ROWS * L; }
 
 /* acc: scratch of tokens·ROWS·16 floats (any alignment). */
 KERNEL void decodiff_matmul_bf16(const uint16_t *w, int64_t cols, int32_t rows, int32_t from, int32_t to,

@@ -55,6 +55,8 @@ public class KernelBench {
     MemorySegment raw;
     // attention: one head, d = 512 (a full layer), context 2048
     float[] q, keys, values, scores, out;
+    float[][] keyRows = new float[CTX][], valueRows = new float[CTX][];
+    int[] offsets = new int[CTX];
     static final int D = 512, CTX = 2048;
 
     @Setup(Level.Trial)
@@ -92,27 +94,60 @@ public class KernelBench {
         return new WeightMatrix("bench", dt, rows, cols, seg);
     }
 
-    /** Decode's kernel: one token against a matrix of {@code rows × cols} (GB/s = bytes / time). */
+    /** Decode's kernel on the Java path: one token against a matrix of {@code rows × cols} (GB/s = bytes / time). */
+    @Benchmark
+    public float matvecJava() {
+        big.matvecJava(x, 0, y, 0);
+        return y[y.length - 1];
+    }
+
+    /** The same on the native path (bf16 with AVX-512; the Java path otherwise), what {@link WeightMatrix#matvec} runs. */
     @Benchmark
     public float matvec() {
         big.matvec(x, 0, y, 0);
         return y[y.length - 1];
     }
 
-    /** The yardstick for {@link #matvec}: the same bytes read with the least work. */
+    /** The yardstick for {@link #matvec}: the same bytes read with the least work (Java). */
     @Benchmark
-    public long streamRead() { return StreamRead.read(raw); }
+    public long streamRead() { return StreamRead.read(raw, false); }
 
-    /** Prefill's kernel: {@code tokens} tokens through a 6144 × cols FFN matrix. */
+    /** The yardstick with the native prefetching reader (the Java one where there is none). */
+    @Benchmark
+    public long streamReadNative() { return StreamRead.read(raw, true); }
+
+    /** Prefill's kernel on the Java path: {@code tokens} tokens through a 6144 × cols FFN matrix. */
+    @Benchmark
+    public float matmulJava() {
+        ffn.matmulJava(xs, tokens, ys);
+        return ys[ys.length - 1];
+    }
+
+    /** The same as {@link WeightMatrix#matmul} runs it (native for bf16 with AVX-512). */
     @Benchmark
     public float matmul() {
         ffn.matmul(xs, tokens, ys);
         return ys[ys.length - 1];
     }
 
-    /** One attention head reading 2048 positions of d = 512 (scores, softmax, weighted sum of values). */
+    /** One attention head reading 2048 positions of d = 512 (scores, softmax, weighted sum of values), as the engine does. */
     @Benchmark
     public void attentionHead(Blackhole bh) {
+        for (int j = 0; j < CTX; j++) {
+            keyRows[j] = keys;
+            valueRows[j] = values;
+            offsets[j] = j * D;
+        }
+        VectorMath.dots(q, 0, keyRows, offsets, CTX, D, scores);
+        VectorMath.softmax(scores, 0, CTX);
+        java.util.Arrays.fill(out, 0f);
+        VectorMath.weightedSum(scores, valueRows, offsets, CTX, D, out, 0);
+        bh.consume(out);
+    }
+
+    /** The earlier one-key-at-a-time form of {@link #attentionHead} (dot, then axpy per key): same bits, for the ratio. */
+    @Benchmark
+    public void attentionHeadPerKey(Blackhole bh) {
         for (int j = 0; j < CTX; j++) scores[j] = VectorMath.dot(q, 0, keys, j * D, D);
         VectorMath.softmax(scores, 0, CTX);
         java.util.Arrays.fill(out, 0f);

@@ -36,10 +36,14 @@ public final class NativeKernels {
 
     private static final MethodHandle MATVEC;
     private static final MethodHandle MATMUL;
+    private static final MethodHandle STREAM;
+    /** Floats of accumulator scratch the native GEMM needs per token (its row tile × 16 lanes). */
+    private static final int ACC_PER_TOKEN;
     private static final String STATUS;
 
     static {
-        MethodHandle mv = null, mm = null;
+        MethodHandle mv = null, mm = null, sr = null;
+        int accPerToken = 0;
         String status;
         try {
             var lookup = load();
@@ -57,6 +61,8 @@ public final class NativeKernels {
                         FunctionDescriptor.ofVoid(ADDRESS, JAVA_LONG, JAVA_INT, JAVA_INT, ADDRESS, ADDRESS), critical);
                 mm = linker.downcallHandle(find(lookup, "decodiff_matmul_bf16"),
                         FunctionDescriptor.ofVoid(ADDRESS, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, ADDRESS, ADDRESS), critical);
+                sr = linker.downcallHandle(find(lookup, "decodiff_stream_read"), FunctionDescriptor.of(JAVA_LONG, ADDRESS, JAVA_LONG), critical);
+                accPerToken = (int) linker.downcallHandle(find(lookup, "decodiff_matmul_acc_floats_per_token"), FunctionDescriptor.of(JAVA_INT)).invokeExact();
                 status = "native avx512 (FFM)";
             }
         } catch (Unavailable e) {
@@ -67,6 +73,8 @@ public final class NativeKernels {
         boolean off = "java".equalsIgnoreCase(System.getProperty("decodiff.kernels", "auto"));
         MATVEC = off ? null : mv;
         MATMUL = off ? null : mm;
+        ACC_PER_TOKEN = accPerToken;
+        STREAM = off ? null : sr;
         STATUS = off && mv != null ? "java (-Ddecodiff.kernels=java)" : status;
     }
 
@@ -100,7 +108,19 @@ public final class NativeKernels {
         }
     }
 
-    /** Y[t·rows + r] = W[r]·X[t] for r in [from, to), t < tokens; acc holds ≥ tokens·64 floats of scratch. */
+    /** Reads bytes [0, n) of seg (n a multiple of 256) with prefetching; returns a checksum. */
+    static long streamRead(MemorySegment seg, long n) {
+        try {
+            return (long) STREAM.invokeExact(seg, n);
+        } catch (Throwable t) {
+            throw new IllegalStateException("native stream read failed", t);
+        }
+    }
+
+    /** Floats of scratch {@link #matmulBf16} needs per token. */
+    static int matmulAccFloatsPerToken() { return ACC_PER_TOKEN; }
+
+    /** Y[t·rows + r] = W[r]·X[t] for r in [from, to), t < tokens; acc holds ≥ tokens·{@link #matmulAccFloatsPerToken()} floats. */
     static void matmulBf16(MemorySegment w, int cols, int rows, int from, int to, MemorySegment x, int tokens, MemorySegment y, MemorySegment acc) {
         try {
             MATMUL.invokeExact(w, (long) cols, rows, from, to, x, tokens, y, acc);

@@ -22,6 +22,15 @@ public final class StreamRead {
 
     /** Reads every byte of {@code data} (rounded down to 256-byte blocks) once; returns a checksum so nothing is elided. */
     public static long read(MemorySegment data) {
+        return read(data, false);
+    }
+
+    /**
+     * As {@link #read(MemorySegment)}, with the native prefetching reader of {@link NativeKernels} when {@code useNative}
+     * and it is available (the native matvec prefetches; its yardstick should too).
+     */
+    public static long read(MemorySegment data, boolean useNative) {
+        boolean nat = useNative && NativeKernels.available();
         long blocks = data.byteSize() / BLOCK;
         // Parallel splits an int range: cut the segment into at most 2^20 pieces of whole blocks.
         int pieces = (int) Math.min(blocks, 1 << 20);
@@ -31,7 +40,7 @@ public final class StreamRead {
         Parallel.forRange(pieces, 1, (from, to) -> {
             long start = from * perPiece * BLOCK;
             long end = to == pieces ? blocks * BLOCK : to * perPiece * BLOCK;
-            sum.addAndGet(readRange(data, start, end));
+            sum.addAndGet(nat ? NativeKernels.streamRead(data.asSlice(start, end - start), end - start) : readRange(data, start, end));
         });
         return sum.get();
     }

@@ -67,15 +67,18 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
         else matvecJava(x, xOff, y, yOff);
     }
 
-    /** {@link #matvec} on the Java kernels, whatever the machine has. */
-    void matvecJava(float[] x, int xOff, float[] y, int yOff) {
+    /** {@link #matvec} on the Java kernels, whatever the machine has (tests and benchmarks compare the paths). */
+    public void matvecJava(float[] x, int xOff, float[] y, int yOff) {
         Objects.checkFromIndexSize(xOff, cols, x.length);
         Objects.checkFromIndexSize(yOff, rows, y.length);
         Parallel.forRange(rows, 64, (from, to) -> matvecRows(x, xOff, y, yOff, from, to));
     }
 
     /** {@link #matvec} on the native kernels (bf16 only; {@link NativeKernels#available()} must hold). */
-    void matvecNative(float[] x, int xOff, float[] y, int yOff) {
+    public void matvecNative(float[] x, int xOff, float[] y, int yOff) {
+        requireNative();
+        Objects.checkFromIndexSize(xOff, cols, x.length);
+        Objects.checkFromIndexSize(yOff, rows, y.length);
         var xs = MemorySegment.ofArray(x).asSlice(xOff * 4L, cols * 4L);
         var ys = MemorySegment.ofArray(y).asSlice(yOff * 4L, rows * 4L);
         Parallel.forRange(rows, 64, (from, to) -> NativeKernels.matvecBf16(data, cols, from, to, xs, ys));
@@ -111,20 +114,26 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
         else matmulJava(x, tokens, y);
     }
 
+    private void requireNative() {
+        if (dtype != DType.BF16) throw new IllegalStateException("native kernels take bf16 weights, '" + name + "' is " + dtype);
+        if (!NativeKernels.available()) throw new IllegalStateException("native kernels are not in use: " + NativeKernels.status());
+    }
+
     /** Tokens per chunk of {@link #matmul}: their activations stay in a core's L2 while every row passes over them. */
     private int tokenChunk(int tokens) {
         return Math.max(TILE_TOKENS, Math.min(tokens, (ACTIVATION_BUDGET / (cols * 4)) / TILE_TOKENS * TILE_TOKENS));
     }
 
-    /** {@link #matmul} on the native kernels (bf16 only), the same blocking in C. */
-    void matmulNative(float[] x, int tokens, float[] y) {
+    /** {@link #matmul} on the native kernels (bf16 only): the same blocking and token chunks, in C. */
+    public void matmulNative(float[] x, int tokens, float[] y) {
+        requireNative();
         Objects.checkFromIndexSize(0, tokens * cols, x.length);
         Objects.checkFromIndexSize(0, tokens * rows, y.length);
         int chunk = tokenChunk(tokens);
         var xs = MemorySegment.ofArray(x);
         var ys = MemorySegment.ofArray(y);
         Parallel.forRange(rows, 16, (from, to) -> {
-            var acc = MemorySegment.ofArray(new float[Math.min(chunk, tokens) * ROW_BLOCK * L]);
+            var acc = MemorySegment.ofArray(new float[Math.min(chunk, tokens) * NativeKernels.matmulAccFloatsPerToken()]);
             for (int t0 = 0; t0 < tokens; t0 += chunk) {
                 int n = Math.min(chunk, tokens - t0);
                 NativeKernels.matmulBf16(data, cols, rows, from, to, xs.asSlice((long) t0 * cols * 4, (long) n * cols * 4), n,
@@ -133,8 +142,8 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
         });
     }
 
-    /** {@link #matmul} on the Java kernels, whatever the machine has. */
-    void matmulJava(float[] x, int tokens, float[] y) {
+    /** {@link #matmul} on the Java kernels, whatever the machine has (tests and benchmarks compare the paths). */
+    public void matmulJava(float[] x, int tokens, float[] y) {
         Objects.checkFromIndexSize(0, tokens * cols, x.length);
         Objects.checkFromIndexSize(0, tokens * rows, y.length);
         if (tokens == 1) {

@@ -16,6 +16,7 @@ import dev.decodiff.harness.dump.DumpManifest;
 import dev.decodiff.harness.dump.DumpWriter;
 import dev.decodiff.harness.live.CapturingProbe;
 import dev.decodiff.harness.live.LiveStep;
+import dev.decodiff.metal.NativeKernels;
 import dev.decodiff.metal.Parallel;
 import dev.decodiff.metal.StreamRead;
 import picocli.CommandLine.Command;
@@ -99,7 +100,8 @@ public final class BenchCommand implements Callable<Integer> {
     }
 
     /** Everything measured in one run. */
-    record Result(BenchSpec spec, String machine, int threads, long weightBytesPerToken, Figure readGbs, Map<Integer, Figure> decodeTps,
+    record Result(BenchSpec spec, String machine, int threads, String kernels, long weightBytesPerToken, Figure readGbs, Figure readJavaGbs,
+                  Figure readNativeGbs, Map<Integer, Figure> decodeTps,
                   Figure prefillTps, Figure noProbeMs, Figure idleProbeMs, Figure dumpMs, long dumpBytes, Figure compareGbs,
                   long peakRss, Figure ttftColdS, Figure ttftPrefixS, Figure ttftTurnS, Map<KvType, Long> kvBytes,
                   Map<KvType, Figure> kvPrefillTps, Map<KvType, Figure> kvDecodeTps) {
@@ -142,7 +144,10 @@ public final class BenchCommand implements Callable<Integer> {
             o.put("parameters", spec.parameters());
             o.put("weight_bytes_per_token", weightBytesPerToken);
             o.put("threads", threads);
+            o.put("kernels", kernels);
             o.put("read_bandwidth_gbs", readGbs.median());
+            o.put("read_bandwidth_java_gbs", readJavaGbs.median());
+            if (readNativeGbs != null) o.put("read_bandwidth_native_gbs", readNativeGbs.median());
             var d = o.putObject("decode_tokens_per_s");
             decodeTps.forEach((c, f) -> d.put(Integer.toString(c), f.median()));
             o.put("decode_weight_gbs", decodeWeightGbs());
@@ -174,6 +179,8 @@ public final class BenchCommand implements Callable<Integer> {
             }
             var f = o.putObject("figures");
             put(f, "read_bandwidth_gbs", readGbs);
+            put(f, "read_bandwidth_java_gbs", readJavaGbs);
+            if (readNativeGbs != null) put(f, "read_bandwidth_native_gbs", readNativeGbs);
             decodeTps.forEach((c, x) -> put(f, "decode_tokens_per_s_" + c, x));
             put(f, "prefill_tokens_per_s", prefillTps);
             put(f, "decode_ms_no_probe", noProbeMs);
@@ -209,8 +216,10 @@ public final class BenchCommand implements Callable<Integer> {
         void print(PrintWriter out) {
             out.println("decodiff bench — " + spec.describe());
             out.println("machine: " + machine + ", " + threads + " threads; weights read per decode token: %.3f GB".formatted(weightBytesPerToken / 1e9));
+            out.println("kernels: " + kernels);
             out.println("median (min, max, samples):");
-            out.println("  read bandwidth          " + readGbs.format("%7.2f") + " GB/s");
+            out.println("  read bandwidth          " + readGbs.format("%7.2f") + " GB/s  (the faster streaming read: Java %.2f%s)"
+                    .formatted(readJavaGbs.median(), readNativeGbs == null ? "" : ", native %.2f".formatted(readNativeGbs.median())));
             for (int c : CONTEXTS) out.println("  decode @ctx %-5d       ".formatted(c) + decodeTps.get(c).format("%7.2f") + " tok/s");
             out.println("  decode weight traffic   %7.2f GB/s at ctx 512".formatted(decodeWeightGbs()));
             out.println("  prefill %d tokens      ".formatted(PREFILL) + prefillTps.format("%7.1f") + " tok/s");
@@ -250,21 +259,30 @@ public final class BenchCommand implements Callable<Integer> {
         for (int i = 0; i < prompt.length; i++) prompt[i] = 3 + rnd.nextInt(vocab - 3);
         long wpt = model.weightBytesPerToken();
 
-        // 1. read bandwidth over the whole weights file, the same pages the engine reads, with the same threads.
-        log.accept("read bandwidth (" + Parallel.threads() + " threads)…");
-        Figure readGbs;
+        // 1. read bandwidth over the whole weights file, the same pages the engine reads, with the same threads: the
+        //    Java streaming read and, where the native kernels run, the native one (it prefetches, as the native
+        //    matvec does); the faster of the two is the yardstick. Samples alternate so drift hits both alike.
+        log.accept("read bandwidth (" + Parallel.threads() + " threads; kernels: " + NativeKernels.status() + ")…");
+        Figure readJava, readNative = null;
         try (var arena = Arena.ofShared(); var ch = FileChannel.open(dir.resolve("model.safetensors"), StandardOpenOption.READ)) {
             var seg = ch.map(FileChannel.MapMode.READ_ONLY, 0, ch.size(), arena);
             StreamRead.read(seg); // page in
-            StreamRead.read(seg);
-            double[] s = new double[2 * repeats + 1];
-            for (int i = 0; i < s.length; i++) {
+            StreamRead.read(seg, true);
+            boolean nat = NativeKernels.available();
+            double[] sj = new double[2 * repeats + 1], sn = new double[sj.length];
+            for (int i = 0; i < sj.length; i++) {
                 long t0 = System.nanoTime();
-                StreamRead.read(seg);
-                s[i] = (System.nanoTime() - t0) / 1e9;
+                StreamRead.read(seg, false);
+                sj[i] = (System.nanoTime() - t0) / 1e9;
+                if (!nat) continue;
+                t0 = System.nanoTime();
+                StreamRead.read(seg, true);
+                sn[i] = (System.nanoTime() - t0) / 1e9;
             }
-            readGbs = Figure.rates(seg.byteSize() / 1e9, s);
+            readJava = Figure.rates(seg.byteSize() / 1e9, sj);
+            if (nat) readNative = Figure.rates(seg.byteSize() / 1e9, sn);
         }
+        Figure readGbs = readNative != null && readNative.median() > readJava.median() ? readNative : readJava;
 
         // 2. warm-up: let the JIT compile the prefill and decode paths before anything is timed. The prefill is
         //    full-length (untimed): a short one leaves the GEMM's long-chunk paths and C2 compilation to the first
@@ -401,7 +419,7 @@ public final class BenchCommand implements Callable<Integer> {
         Figure compareGbs = Figure.rates(pairBytes / 1e9, cmp);
         peak = Math.max(peak, peakRss());
 
-        return new Result(bs, machine(), Parallel.threads(), wpt, readGbs, decode, prefillTps, Figure.of(modeMs[0]), Figure.of(modeMs[1]),
+        return new Result(bs, machine(), Parallel.threads(), NativeKernels.status(), wpt, readGbs, readJava, readNative, decode, prefillTps, Figure.of(modeMs[0]), Figure.of(modeMs[1]),
                 Figure.of(modeMs[2]), dumpBytes, compareGbs, peak, ttftCold, Figure.of(prefixS), Figure.of(turnS), kvBytes, kvPrefill, kvDecode);
     }
 
