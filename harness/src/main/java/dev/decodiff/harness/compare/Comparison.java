@@ -5,12 +5,12 @@ import dev.decodiff.harness.BadInputException;
 import dev.decodiff.harness.dump.DumpManifest;
 import dev.decodiff.harness.dump.DumpReader;
 import dev.decodiff.harness.dump.StepTensors;
-import dev.decodiff.metal.Parallel;
 import dev.decodiff.metal.TensorView;
 
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collection;
 import java.util.Comparator;
 import java.util.LinkedHashSet;
 import java.util.List;
@@ -96,24 +96,31 @@ public final class Comparison {
         int steps = Math.min(ref.stepCount(), cand.stepCount());
         if (steps < ref.stepCount())
             notes.add("the candidate has " + cand.stepCount() + " of the reference's " + ref.stepCount() + " steps; compared steps 0–" + (steps - 1));
-        for (int s = 0; s < steps; s++) {
-            try (StepTensors r = ref.readStep(s); StepTensors c = cand.step(s)) {
-                var common = new TreeSet<>(CAUSAL);
-                for (String p : r.points()) {
-                    if (c.points().contains(p)) common.add(p);
-                    else onlyRef.add(p);
+        try (var closer = new StepCloser()) {
+            for (int s = 0; s < steps; s++) {
+                StepTensors r = ref.readStep(s), c = null;
+                try {
+                    c = cand.step(s);
+                    var shared = new ArrayList<String>();
+                    for (String p : r.points()) {
+                        if (c.points().contains(p)) shared.add(p);
+                        else onlyRef.add(p);
+                    }
+                    for (String p : c.points()) if (!r.points().contains(p)) onlyCand.add(p);
+                    var common = sortedCausally(shared);
+                    var stepCells = new ArrayList<CellStats>();
+                    var sums = parallelSums(common, r, c);
+                    int k = 0;
+                    for (String p : common) stepCells.add(cell(s, p, r, c, profile.tolerance(p), opt.allowMismatch(), notes, sums[k++]));
+                    cells.addAll(stepCells);
+                    var tok = TokenAgreement.of(s, r.nextToken(), c.nextToken(), r.top2Margin(), profile.nearTie());
+                    tokens.add(tok);
+                    if (first == null) first = firstIn(stepCells, tok, r, c);
+                } finally {
+                    closer.closeLater(r, c);
                 }
-                for (String p : c.points()) if (!r.points().contains(p)) onlyCand.add(p);
-                var stepCells = new ArrayList<CellStats>();
-                var sums = parallelSums(new ArrayList<>(common), r, c);
-                int k = 0;
-                for (String p : common) stepCells.add(cell(s, p, r, c, profile.tolerance(p), opt.allowMismatch(), notes, sums[k++]));
-                cells.addAll(stepCells);
-                var tok = TokenAgreement.of(s, r.nextToken(), c.nextToken(), r.top2Margin(), profile.nearTie());
-                tokens.add(tok);
-                if (first == null) first = firstIn(stepCells, tok, r, c);
+                opt.progress().accept(s + 1);
             }
-            opt.progress().accept(s + 1);
         }
         if (cells.isEmpty())
             throw new BadInputException(cand.describe() + ": shares no capture point with the reference (" + ref.dir()
@@ -144,9 +151,8 @@ public final class Comparison {
     }
 
     /**
-     * The kernel pass of every cell whose shapes and dtypes agree, spread over the cores (a step's cells are
-     * independent; most of the time is the first touch of mapped pages, which a second core halves). The views are
-     * fetched here, on this thread, since a live step builds them lazily; everything else stays serial and ordered.
+     * The kernel pass of every cell whose shapes and dtypes agree, spread over the cores ({@link StepSums}). The views
+     * are fetched here, on this thread, since a live step builds them lazily; everything else stays serial and ordered.
      */
     private static CellKernel.Sums[] parallelSums(List<String> points, StepTensors r, StepTensors c) {
         int n = points.size();
@@ -156,12 +162,7 @@ public final class Comparison {
             rv[i] = r.tensor(points.get(i));
             cv[i] = c.tensor(points.get(i));
         }
-        var out = new CellKernel.Sums[n];
-        Parallel.forRange(n, 1, (from, to) -> {
-            for (int i = from; i < to; i++)
-                if (Arrays.equals(rv[i].shape(), cv[i].shape()) && rv[i].dtype() == cv[i].dtype()) out[i] = CellKernel.sums(rv[i], cv[i]);
-        });
-        return out;
+        return StepSums.of(rv, cv);
     }
 
     private static CellStats cell(int s, String p, StepTensors r, StepTensors c, double tol, boolean allowMismatch, List<String> notes,
@@ -191,10 +192,17 @@ public final class Comparison {
     }
 
     /** All points of a set in causal order. */
-    public static List<String> causalOrder(Set<String> points) {
-        var l = new ArrayList<>(points);
-        l.sort(CAUSAL);
-        return l;
+    public static List<String> causalOrder(Set<String> points) { return sortedCausally(points); }
+
+    /**
+     * Distinct points in {@link #CAUSAL} order, each ranked once: the rank parses the name, and a sort compares each
+     * of a step's hundreds of points many times.
+     */
+    private static List<String> sortedCausally(Collection<String> points) {
+        record Ranked(long rank, String point) {}
+        return points.stream().map(p -> new Ranked(CapturePoints.causalRank(p), p))
+                .sorted(Comparator.comparingLong(Ranked::rank).thenComparing(Ranked::point))
+                .map(Ranked::point).collect(java.util.stream.Collectors.toCollection(ArrayList::new));
     }
 
     /** The candidate source for a dump folder. */

@@ -27,6 +27,7 @@ public interface StepTensors extends AutoCloseable {
     /** Its top-1 minus top-2 logit, if known. */
     Double top2Margin();
 
+    /** Releases the step's tensors; a comparison may call it from a helper thread once it is done with the step. */
     @Override
     void close();
 }
