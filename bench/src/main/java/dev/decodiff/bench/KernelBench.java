@@ -27,7 +27,7 @@ import java.util.concurrent.TimeUnit;
 /**
  * The hot kernels at the bench model's shapes (DESIGN.md §7): matvec over a matrix far larger than the L3 cache
  * (decode: memory-bound; compare its bytes/op with {@link #streamRead}), the blocked GEMM of prefill, and one
- * attention head at context 2048 (scores, softmax, weighted sum, as the engine does it).
+ * attention group (four query heads of one KV head) at context 2048 (scores, softmax, weighted sum, as the engine does it).
  */
 @State(Scope.Benchmark)
 @BenchmarkMode(Mode.AverageTime)
@@ -53,11 +53,13 @@ public class KernelBench {
     WeightMatrix big, ffn;
     float[] x, y, xs, ys;
     MemorySegment raw;
-    // attention: one head, d = 512 (a full layer), context 2048
+    // attention: four query heads over one KV head, d = 512 (a full layer), context 2048
     float[] q, keys, values, scores, out;
     float[][] keyRows = new float[CTX][], valueRows = new float[CTX][];
     int[] offsets = new int[CTX];
+    float[] groupScores = new float[VectorMath.HEADS * CTX];
     static final int D = 512, CTX = 2048;
+    static final int[] HEAD_OFFSETS = {0, D, 2 * D, 3 * D};
 
     @Setup(Level.Trial)
     public void setup() {
@@ -72,13 +74,13 @@ public class KernelBench {
         xs = new float[tokens * cols];
         for (int i = 0; i < xs.length; i++) xs[i] = (float) rnd.nextGaussian();
         ys = new float[tokens * ffn.rows()];
-        q = new float[D];
+        q = new float[VectorMath.HEADS * D];
         keys = new float[CTX * D];
         values = new float[CTX * D];
-        for (int i = 0; i < D; i++) q[i] = (float) rnd.nextGaussian();
+        for (int i = 0; i < q.length; i++) q[i] = (float) rnd.nextGaussian();
         for (int i = 0; i < keys.length; i++) { keys[i] = (float) rnd.nextGaussian(); values[i] = (float) rnd.nextGaussian(); }
         scores = new float[CTX];
-        out = new float[D];
+        out = new float[VectorMath.HEADS * D];
     }
 
     static WeightMatrix random(DType dt, int rows, int cols, long seed) {
@@ -130,28 +132,30 @@ public class KernelBench {
         return ys[ys.length - 1];
     }
 
-    /** One attention head reading 2048 positions of d = 512 (scores, softmax, weighted sum of values), as the engine does. */
+    /** Four query heads of one KV head reading 2048 positions of d = 512 (scores, softmax, weighted sum), as the engine does it. */
     @Benchmark
-    public void attentionHead(Blackhole bh) {
+    public void attentionGroup(Blackhole bh) {
         for (int j = 0; j < CTX; j++) {
             keyRows[j] = keys;
             valueRows[j] = values;
             offsets[j] = j * D;
         }
-        VectorMath.dots(q, 0, keyRows, offsets, CTX, D, scores);
-        VectorMath.softmax(scores, 0, CTX);
+        VectorMath.dotsHeads(q, HEAD_OFFSETS, VectorMath.HEADS, keyRows, offsets, CTX, D, groupScores, CTX);
+        for (int h = 0; h < VectorMath.HEADS; h++) VectorMath.softmax(groupScores, h * CTX, CTX);
         java.util.Arrays.fill(out, 0f);
-        VectorMath.weightedSum(scores, valueRows, offsets, CTX, D, out, 0);
+        VectorMath.weightedSumHeads(groupScores, CTX, VectorMath.HEADS, valueRows, offsets, CTX, D, out, HEAD_OFFSETS);
         bh.consume(out);
     }
 
-    /** The earlier one-key-at-a-time form of {@link #attentionHead} (dot, then axpy per key): same bits, for the ratio. */
+    /** The same four heads one at a time, one key at a time (dot, then axpy per key): same bits, for the ratio. */
     @Benchmark
-    public void attentionHeadPerKey(Blackhole bh) {
-        for (int j = 0; j < CTX; j++) scores[j] = VectorMath.dot(q, 0, keys, j * D, D);
-        VectorMath.softmax(scores, 0, CTX);
+    public void attentionPerHeadPerKey(Blackhole bh) {
         java.util.Arrays.fill(out, 0f);
-        for (int j = 0; j < CTX; j++) VectorMath.axpy(scores[j], values, j * D, out, 0, D);
+        for (int h = 0; h < VectorMath.HEADS; h++) {
+            for (int j = 0; j < CTX; j++) scores[j] = VectorMath.dot(q, h * D, keys, j * D, D);
+            VectorMath.softmax(scores, 0, CTX);
+            for (int j = 0; j < CTX; j++) VectorMath.axpy(scores[j], values, j * D, out, h * D, D);
+        }
         bh.consume(out);
     }
 }

@@ -399,28 +399,30 @@ public final class InferenceSession {
 
         float[] out = scratch(S_ATT, T * qDim);
         Arrays.fill(out, 0, T * qDim, 0f); // attention accumulates into it
-        int group = nh / nkv;
         final float[] subK = readK, subV = readV;
-        Parallel.forRange(T * nh, 1, (from, to) -> {
+        int[][] quads = headQuads(nh, nkv);
+        Parallel.forRange(T * quads.length, 1, (from, to) -> {
             int cap = sliding ? Math.min(window, last + 1) : last + 1;
-            float[] scores = new float[cap];
+            float[] scores = new float[VectorMath.HEADS * cap];
             float[][] keyRows = new float[cap][], valueRows = new float[cap][];
-            int[] offsets = new int[cap];
+            int[] offsets = new int[cap], qOffs = new int[VectorMath.HEADS];
             for (int task = from; task < to; task++) {
-                int t = task / nh, hd = task % nh, kh = faultGqaModulo ? hd % nkv : hd / group;
+                int t = task / quads.length;
+                int[] quad = quads[task % quads.length];
+                int kh = quad[0], heads = quad.length - 1;
                 int p = start + t;
                 int lo = sliding ? Math.max(0, p - window + 1) : 0;
                 int n = p - lo + 1;
-                int qo = t * qDim + hd * d;
                 boolean sub = subK != null && t == T - 1;
                 for (int j = lo; j <= p; j++) {
                     keyRows[j - lo] = sub ? subK : view.keys(j);
                     valueRows[j - lo] = sub ? subV : view.values(j);
                     offsets[j - lo] = (sub ? (j - lo) * stride : view.offset(j)) + kh * d;
                 }
-                VectorMath.dots(q, qo, keyRows, offsets, n, d, scores);
-                VectorMath.softmax(scores, 0, n);
-                VectorMath.weightedSum(scores, valueRows, offsets, n, d, out, qo);
+                for (int m = 0; m < heads; m++) qOffs[m] = t * qDim + quad[1 + m] * d;
+                VectorMath.dotsHeads(q, qOffs, heads, keyRows, offsets, n, d, scores, cap);
+                for (int m = 0; m < heads; m++) VectorMath.softmax(scores, m * cap, n);
+                VectorMath.weightedSumHeads(scores, cap, heads, valueRows, offsets, n, d, out, qOffs);
             }
         });
         capture(names[i][ATTN_OUT], new int[]{T, qDim}, out, T * qDim);
@@ -429,6 +431,27 @@ public final class InferenceSession {
         lw.o().matmul(out, T, a);
         addBias(a, T, lw.oBias());
         return a;
+    }
+
+    /**
+     * The query heads of each KV head, at most {@link VectorMath#HEADS} to an entry: {kv head, query heads…}. Heads
+     * that read the same keys and values are attended together, so each cache row is read once per entry, not once
+     * per head. Under fault gqa-modulo a head reads KV head h mod nkv instead of h / (nh / nkv).
+     */
+    private int[][] headQuads(int nh, int nkv) {
+        var out = new java.util.ArrayList<int[]>();
+        for (int kh = 0; kh < nkv; kh++) {
+            var heads = new java.util.ArrayList<Integer>();
+            for (int h = 0; h < nh; h++) if ((faultGqaModulo ? h % nkv : h / (nh / nkv)) == kh) heads.add(h);
+            for (int i = 0; i < heads.size(); i += VectorMath.HEADS) {
+                var quad = heads.subList(i, Math.min(heads.size(), i + VectorMath.HEADS));
+                int[] e = new int[quad.size() + 1];
+                e[0] = kh;
+                for (int j = 0; j < quad.size(); j++) e[j + 1] = quad.get(j);
+                out.add(e);
+            }
+        }
+        return out.toArray(int[][]::new);
     }
 
     /**

@@ -34,88 +34,119 @@ public final class VectorMath {
         return s;
     }
 
+    /** The most query heads {@link #dotsHeads} and {@link #weightedSumHeads} take in one pass over the keys and values. */
+    public static final int HEADS = 4;
+
     /**
-     * scores[i] = q·k_i for i < n, k_i = keys[i][keyOff[i] ..], each exactly {@link #dot}(q, qOff, keys[i], keyOff[i], d):
-     * four keys at a time, so four FMA chains (and four lane sums) overlap instead of waiting on one another.
+     * For up to {@link #HEADS} query heads that read the same keys (a GQA group): scores[h·stride + i] = q_h·k_i with
+     * q_h = q[qOff[h] ..], each exactly {@link #dot}. Each key row is loaded once for all the heads (instead of once
+     * per head), and the heads' FMA chains overlap.
      */
-    public static void dots(float[] q, int qOff, float[][] keys, int[] keyOff, int n, int d, float[] scores) {
-        int bound = d - (d % L), i = 0;
+    public static void dotsHeads(float[] q, int[] qOff, int heads, float[][] keys, int[] keyOff, int n, int d, float[] scores, int stride) {
+        if (heads < 1 || heads > HEADS) throw new IllegalArgumentException("heads must be 1.." + HEADS + ", is " + heads);
+        // Fewer than four heads: the spare chains repeat the last head (same bits), only the real ones are stored.
+        int q0 = qOff[0], q1 = qOff[Math.min(1, heads - 1)], q2 = qOff[Math.min(2, heads - 1)], q3 = qOff[heads - 1];
+        int bound = d - (d % L);
         float[] lanes = new float[4 * L];
-        for (; i + 4 <= n; i += 4) {
-            float[] k0 = keys[i], k1 = keys[i + 1], k2 = keys[i + 2], k3 = keys[i + 3];
-            int o0 = keyOff[i], o1 = keyOff[i + 1], o2 = keyOff[i + 2], o3 = keyOff[i + 3];
+        for (int i = 0; i < n; i++) {
+            float[] k = keys[i];
+            int ko = keyOff[i];
             var a0 = FloatVector.zero(F);
             var a1 = a0;
             var a2 = a0;
             var a3 = a0;
             for (int c = 0; c < bound; c += L) {
-                var qv = FloatVector.fromArray(F, q, qOff + c);
-                a0 = qv.fma(FloatVector.fromArray(F, k0, o0 + c), a0);
-                a1 = qv.fma(FloatVector.fromArray(F, k1, o1 + c), a1);
-                a2 = qv.fma(FloatVector.fromArray(F, k2, o2 + c), a2);
-                a3 = qv.fma(FloatVector.fromArray(F, k3, o3 + c), a3);
+                var kv = FloatVector.fromArray(F, k, ko + c);
+                a0 = FloatVector.fromArray(F, q, q0 + c).fma(kv, a0);
+                a1 = FloatVector.fromArray(F, q, q1 + c).fma(kv, a1);
+                a2 = FloatVector.fromArray(F, q, q2 + c).fma(kv, a2);
+                a3 = FloatVector.fromArray(F, q, q3 + c).fma(kv, a3);
             }
             a0.intoArray(lanes, 0);
             a1.intoArray(lanes, L);
             a2.intoArray(lanes, 2 * L);
             a3.intoArray(lanes, 3 * L);
             float s0 = 0f, s1 = 0f, s2 = 0f, s3 = 0f;
-            for (int k = 0; k < L; k++) {
-                s0 += lanes[k];
-                s1 += lanes[L + k];
-                s2 += lanes[2 * L + k];
-                s3 += lanes[3 * L + k];
+            for (int j = 0; j < L; j++) {
+                s0 += lanes[j];
+                s1 += lanes[L + j];
+                s2 += lanes[2 * L + j];
+                s3 += lanes[3 * L + j];
             }
             for (int c = bound; c < d; c++) {
-                float qc = q[qOff + c];
-                s0 += qc * k0[o0 + c];
-                s1 += qc * k1[o1 + c];
-                s2 += qc * k2[o2 + c];
-                s3 += qc * k3[o3 + c];
+                float kc = k[ko + c];
+                s0 += q[q0 + c] * kc;
+                s1 += q[q1 + c] * kc;
+                s2 += q[q2 + c] * kc;
+                s3 += q[q3 + c] * kc;
             }
             scores[i] = s0;
-            scores[i + 1] = s1;
-            scores[i + 2] = s2;
-            scores[i + 3] = s3;
+            if (heads > 1) scores[stride + i] = s1;
+            if (heads > 2) scores[2 * stride + i] = s2;
+            if (heads > 3) scores[3 * stride + i] = s3;
         }
-        for (; i < n; i++) scores[i] = dot(q, qOff, keys[i], keyOff[i], d);
     }
 
     /**
-     * out[outOff + e] += Σ_i p[i]·v_i[e] over i < n in order, v_i = values[i][valueOff[i] ..]: the same FMAs in the
-     * same order as n calls of {@link #axpy}, but with the output held in registers across all the rows (a block of
-     * four vectors at a time) instead of loaded and stored once per row.
+     * For up to {@link #HEADS} heads reading the same values: out[outOff[h] + e] += Σ_i p[h·stride + i]·v_i[e] over
+     * i < n in order, each exactly n calls of {@link #axpy} in order: every value vector is loaded once for all the heads, and
+     * each head's output block stays in registers across the rows.
      */
-    public static void weightedSum(float[] p, float[][] values, int[] valueOff, int n, int d, float[] out, int outOff) {
+    public static void weightedSumHeads(float[] p, int stride, int heads, float[][] values, int[] valueOff, int n, int d, float[] out, int[] outOff) {
+        if (heads < 1 || heads > HEADS) throw new IllegalArgumentException("heads must be 1.." + HEADS + ", is " + heads);
+        // Spare heads repeat the last one: they compute and store the same bits to the same place.
+        int h1 = Math.min(1, heads - 1), h2 = Math.min(2, heads - 1), h3 = heads - 1;
+        int p0 = 0, p1 = h1 * stride, p2 = h2 * stride, p3 = h3 * stride;
+        int u0 = outOff[0], u1 = outOff[h1], u2 = outOff[h2], u3 = outOff[h3];
         int bound = d - (d % L), c = 0;
-        for (; c + 4 * L <= bound; c += 4 * L) {
-            var o0 = FloatVector.fromArray(F, out, outOff + c);
-            var o1 = FloatVector.fromArray(F, out, outOff + c + L);
-            var o2 = FloatVector.fromArray(F, out, outOff + c + 2 * L);
-            var o3 = FloatVector.fromArray(F, out, outOff + c + 3 * L);
+        for (; c + 2 * L <= bound; c += 2 * L) {
+            var o00 = FloatVector.fromArray(F, out, u0 + c);
+            var o01 = FloatVector.fromArray(F, out, u0 + c + L);
+            var o10 = FloatVector.fromArray(F, out, u1 + c);
+            var o11 = FloatVector.fromArray(F, out, u1 + c + L);
+            var o20 = FloatVector.fromArray(F, out, u2 + c);
+            var o21 = FloatVector.fromArray(F, out, u2 + c + L);
+            var o30 = FloatVector.fromArray(F, out, u3 + c);
+            var o31 = FloatVector.fromArray(F, out, u3 + c + L);
             for (int i = 0; i < n; i++) {
-                var pv = FloatVector.broadcast(F, p[i]);
                 float[] v = values[i];
                 int o = valueOff[i] + c;
-                o0 = FloatVector.fromArray(F, v, o).fma(pv, o0);
-                o1 = FloatVector.fromArray(F, v, o + L).fma(pv, o1);
-                o2 = FloatVector.fromArray(F, v, o + 2 * L).fma(pv, o2);
-                o3 = FloatVector.fromArray(F, v, o + 3 * L).fma(pv, o3);
+                var v0 = FloatVector.fromArray(F, v, o);
+                var v1 = FloatVector.fromArray(F, v, o + L);
+                var b = FloatVector.broadcast(F, p[p0 + i]);
+                o00 = v0.fma(b, o00);
+                o01 = v1.fma(b, o01);
+                b = FloatVector.broadcast(F, p[p1 + i]);
+                o10 = v0.fma(b, o10);
+                o11 = v1.fma(b, o11);
+                b = FloatVector.broadcast(F, p[p2 + i]);
+                o20 = v0.fma(b, o20);
+                o21 = v1.fma(b, o21);
+                b = FloatVector.broadcast(F, p[p3 + i]);
+                o30 = v0.fma(b, o30);
+                o31 = v1.fma(b, o31);
             }
-            o0.intoArray(out, outOff + c);
-            o1.intoArray(out, outOff + c + L);
-            o2.intoArray(out, outOff + c + 2 * L);
-            o3.intoArray(out, outOff + c + 3 * L);
+            o00.intoArray(out, u0 + c);
+            o01.intoArray(out, u0 + c + L);
+            o10.intoArray(out, u1 + c);
+            o11.intoArray(out, u1 + c + L);
+            o20.intoArray(out, u2 + c);
+            o21.intoArray(out, u2 + c + L);
+            o30.intoArray(out, u3 + c);
+            o31.intoArray(out, u3 + c + L);
         }
-        for (; c < bound; c += L) {
-            var o0 = FloatVector.fromArray(F, out, outOff + c);
-            for (int i = 0; i < n; i++) o0 = FloatVector.fromArray(F, values[i], valueOff[i] + c).fma(FloatVector.broadcast(F, p[i]), o0);
-            o0.intoArray(out, outOff + c);
-        }
-        for (; c < d; c++) {
-            float s = out[outOff + c];
-            for (int i = 0; i < n; i++) s += p[i] * values[i][valueOff[i] + c];
-            out[outOff + c] = s;
+        int[] pOff = {p0, p1, p2, p3}, uOff = {u0, u1, u2, u3};
+        for (int h = 0; h < heads; h++) {
+            for (int e = c; e < bound; e += L) {
+                var o = FloatVector.fromArray(F, out, uOff[h] + e);
+                for (int i = 0; i < n; i++) o = FloatVector.fromArray(F, values[i], valueOff[i] + e).fma(FloatVector.broadcast(F, p[pOff[h] + i]), o);
+                o.intoArray(out, uOff[h] + e);
+            }
+            for (int e = bound; e < d; e++) {
+                float s = out[uOff[h] + e];
+                for (int i = 0; i < n; i++) s += p[pOff[h] + i] * values[i][valueOff[i] + e];
+                out[uOff[h] + e] = s;
+            }
         }
     }
 

@@ -45,7 +45,7 @@ class AttentionKernelsTest {
         }
         int qOff = 5;
         float[] scores = new float[n];
-        VectorMath.dots(q, qOff, rows, off, n, d, scores);
+        VectorMath.dotsHeads(q, new int[]{qOff}, 1, rows, off, n, d, scores, n);
         for (int i = 0; i < n; i++) {
             int want = Float.floatToRawIntBits(referenceScore(q, qOff, rows[i], off[i], d));
             assertThat(Float.floatToRawIntBits(scores[i])).as("score %d", i).isEqualTo(want);
@@ -55,7 +55,7 @@ class AttentionKernelsTest {
         VectorMath.softmax(scores, 0, n);
         float[] out = new float[d + 7], viaAxpy = new float[d + 7], reference = new float[d + 7];
         int outOff = 7;
-        VectorMath.weightedSum(scores, rows, off, n, d, out, outOff);
+        VectorMath.weightedSumHeads(scores, n, 1, rows, off, n, d, out, new int[]{outOff});
         for (int i = 0; i < n; i++) VectorMath.axpy(scores[i], rows[i], off[i], viaAxpy, outOff, d);
         int bound = d - d % L;
         for (int e = 0; e < d; e++)
@@ -67,5 +67,38 @@ class AttentionKernelsTest {
             assertThat(Float.floatToRawIntBits(out[e])).as("out[%d]", e).isEqualTo(Float.floatToRawIntBits(reference[e]));
             assertThat(Float.floatToRawIntBits(viaAxpy[e])).as("axpy out[%d]", e).isEqualTo(Float.floatToRawIntBits(reference[e]));
         }
+    }
+
+    @ParameterizedTest
+    @CsvSource({"1,5,256", "2,3,256", "3,13,48", "4,67,512", "4,1,20", "2,9,40"})
+    void headGroupsGiveEachHeadsOwnBits(int heads, int n, int d) {
+        var rnd = new Random(heads * 131L + n * 7L + d);
+        int stride = 2 * d;
+        float[] kv = new float[(n + 1) * stride], q = new float[5 * d + 3];
+        for (int i = 0; i < kv.length; i++) kv[i] = (float) rnd.nextGaussian();
+        for (int i = 0; i < q.length; i++) q[i] = (float) rnd.nextGaussian();
+        float[][] rows = new float[n][];
+        int[] off = new int[n];
+        for (int i = 0; i < n; i++) {
+            rows[i] = kv;
+            off[i] = (i + 1) * stride + d;
+        }
+        int[] qOff = new int[VectorMath.HEADS];
+        for (int h = 0; h < heads; h++) qOff[h] = 3 + (4 - h) * d; // heads in any order in q
+        int cap = n + 2;
+        float[] scores = new float[VectorMath.HEADS * cap];
+        VectorMath.dotsHeads(q, qOff, heads, rows, off, n, d, scores, cap);
+        for (int h = 0; h < heads; h++) {
+            for (int i = 0; i < n; i++)
+                assertThat(Float.floatToRawIntBits(scores[h * cap + i])).as("head %d key %d", h, i)
+                        .isEqualTo(Float.floatToRawIntBits(referenceScore(q, qOff[h], rows[i], off[i], d)));
+            VectorMath.softmax(scores, h * cap, n);
+        }
+        float[] out = new float[5 * d + 3], perHead = new float[5 * d + 3];
+        VectorMath.weightedSumHeads(scores, cap, heads, rows, off, n, d, out, qOff);
+        for (int h = 0; h < heads; h++)
+            VectorMath.weightedSumHeads(java.util.Arrays.copyOfRange(scores, h * cap, h * cap + n), n, 1, rows, off, n, d, perHead, new int[]{qOff[h]});
+        for (int e = 0; e < out.length; e++)
+            assertThat(Float.floatToRawIntBits(out[e])).as("out[%d]", e).isEqualTo(Float.floatToRawIntBits(perHead[e]));
     }
 }

@@ -76,7 +76,8 @@ public final class Main implements Runnable {
             } catch (java.io.IOException ignored) {
                 // fall back to "dev"
             }
-            return new String[]{"decodiff " + v + " (dump format v1; Java " + Runtime.version() + ")"};
+            return new String[]{"decodiff " + v + " (dump format v1; Java " + Runtime.version() + ")",
+                    "bf16 kernels: " + dev.decodiff.metal.NativeKernels.status()};
         }
     }
 }

@@ -213,22 +213,36 @@ public final class KernelChecks {
 
     static Check attention(int nh, int nkv, int d, int ctx, double scale, String what) {
         String shape = "q[" + nh + "," + d + "] K,V[" + ctx + "," + nkv + "," + d + "], " + what;
-        return new Check("attention", "VectorMath dot/softmax/axpy", shape, (oracle, rnd) -> {
+        return new Check("attention", "VectorMath dotsHeads/softmax/weightedSumHeads", shape, (oracle, rnd) -> {
             float[] q = gaussian(rnd, nh * d, 1.0), k = gaussian(rnd, ctx * nkv * d, 1.0), v = gaussian(rnd, ctx * nkv * d, 1.0);
             return new Outputs(attention(q, nh, k, v, ctx, nkv, d, (float) scale), oracle.attention(q, nh, k, v, ctx, nkv, d, scale));
         });
     }
 
-    /** Our side of attention for one query position, from the metal primitives: q·Kᵀ → softmax → ·V, per head. */
+    /**
+     * Our side of attention for one query position, from the kernels the engine runs: per KV head, its query heads
+     * four at a time, q·Kᵀ → softmax → ·V.
+     */
     static float[] attention(float[] q, int nh, float[] k, float[] v, int ctx, int nkv, int d, float scale) {
         var out = new float[nh * d];
-        var p = new float[ctx];
+        var p = new float[VectorMath.HEADS * ctx];
+        var rowsK = new float[ctx][];
+        var rowsV = new float[ctx][];
+        var offsets = new int[ctx];
+        var qOff = new int[VectorMath.HEADS];
+        java.util.Arrays.fill(rowsK, k);
+        java.util.Arrays.fill(rowsV, v);
         int group = nh / nkv;
-        for (int h = 0; h < nh; h++) {
-            int g = h / group;
-            for (int c = 0; c < ctx; c++) p[c] = VectorMath.dot(q, h * d, k, (c * nkv + g) * d, d) * scale;
-            VectorMath.softmax(p, 0, ctx);
-            for (int c = 0; c < ctx; c++) VectorMath.axpy(p[c], v, (c * nkv + g) * d, out, h * d, d);
+        for (int g = 0; g < nkv; g++) {
+            for (int c = 0; c < ctx; c++) offsets[c] = (c * nkv + g) * d;
+            for (int h0 = g * group; h0 < (g + 1) * group; h0 += VectorMath.HEADS) {
+                int heads = Math.min(VectorMath.HEADS, (g + 1) * group - h0);
+                for (int h = 0; h < heads; h++) qOff[h] = (h0 + h) * d;
+                VectorMath.dotsHeads(q, qOff, heads, rowsK, offsets, ctx, d, p, ctx);
+                for (int i = 0; i < heads * ctx; i++) p[i] *= scale;
+                for (int h = 0; h < heads; h++) VectorMath.softmax(p, h * ctx, ctx);
+                VectorMath.weightedSumHeads(p, ctx, heads, rowsV, offsets, ctx, d, out, qOff);
+            }
         }
         return out;
     }

@@ -146,7 +146,7 @@ public class CliTest {
         }
         var v = run("--version");
         assertThat(v.code()).isZero();
-        assertThat(v.out()).startsWith("decodiff ");
+        assertThat(v.out()).startsWith("decodiff ").contains("bf16 kernels: " + dev.decodiff.metal.NativeKernels.status());
         assertThat(run("--help").out()).contains("compare").contains("inspect").contains("Exit codes");
     }
 
