@@ -36,6 +36,10 @@ public final class VectorMath {
 
     /** The most query heads {@link #dotsHeads} and {@link #weightedSumHeads} take in one pass over the keys and values. */
     public static final int HEADS = 4;
+    /** Value rows {@link #weightedSumHeads} takes per block (64 rows of a 512-wide head: 128 KB, in L2). */
+    private static final int ROW_BLOCK = 64;
+    /** Gathers lane j of sixteen 16-lane vectors stored one after another. */
+    private static final int[] TRANSPOSE = java.util.stream.IntStream.range(0, 16).map(i -> 16 * i).toArray();
 
     /**
      * For up to {@link #HEADS} query heads that read the same keys (a GQA group): scores[h·stride + i] = q_h·k_i with
@@ -46,26 +50,32 @@ public final class VectorMath {
         if (heads < 1 || heads > HEADS) throw new IllegalArgumentException("heads must be 1.." + HEADS + ", is " + heads);
         // Fewer than four heads: the spare chains repeat the last head (same bits), only the real ones are stored.
         int q0 = qOff[0], q1 = qOff[Math.min(1, heads - 1)], q2 = qOff[Math.min(2, heads - 1)], q3 = qOff[heads - 1];
-        int bound = d - (d % L);
-        float[] lanes = new float[4 * L];
-        for (int i = 0; i < n; i++) {
+        int bound = d - (d % L), i = 0;
+        float[] lanes = new float[HEADS * L * L];
+        // Sixteen keys at a time: their lane vectors are summed in lane order for all sixteen at once (a gather of
+        // lane j of each key per step), the same additions in the same order as the one-key loop below, which would
+        // otherwise cost more than the FMAs for a 256-wide head.
+        for (; i + L <= n; i += L) {
+            for (int j = 0; j < L; j++) dotLanes4(q, q0, q1, q2, q3, keys[i + j], keyOff[i + j], bound, lanes, j * L, L * L);
+            for (int h = 0; h < heads; h++) {
+                var sum = FloatVector.zero(F);
+                for (int lane = 0; lane < L; lane++) sum = sum.add(FloatVector.fromArray(F, lanes, h * L * L + lane, TRANSPOSE, 0));
+                sum.intoArray(scores, h * stride + i);
+            }
+            for (int c = bound; c < d; c++) {
+                for (int j = 0; j < L; j++) {
+                    float kc = keys[i + j][keyOff[i + j] + c];
+                    scores[i + j] += q[q0 + c] * kc;
+                    if (heads > 1) scores[stride + i + j] += q[q1 + c] * kc;
+                    if (heads > 2) scores[2 * stride + i + j] += q[q2 + c] * kc;
+                    if (heads > 3) scores[3 * stride + i + j] += q[q3 + c] * kc;
+                }
+            }
+        }
+        for (; i < n; i++) {
             float[] k = keys[i];
             int ko = keyOff[i];
-            var a0 = FloatVector.zero(F);
-            var a1 = a0;
-            var a2 = a0;
-            var a3 = a0;
-            for (int c = 0; c < bound; c += L) {
-                var kv = FloatVector.fromArray(F, k, ko + c);
-                a0 = FloatVector.fromArray(F, q, q0 + c).fma(kv, a0);
-                a1 = FloatVector.fromArray(F, q, q1 + c).fma(kv, a1);
-                a2 = FloatVector.fromArray(F, q, q2 + c).fma(kv, a2);
-                a3 = FloatVector.fromArray(F, q, q3 + c).fma(kv, a3);
-            }
-            a0.intoArray(lanes, 0);
-            a1.intoArray(lanes, L);
-            a2.intoArray(lanes, 2 * L);
-            a3.intoArray(lanes, 3 * L);
+            dotLanes4(q, q0, q1, q2, q3, k, ko, bound, lanes, 0, L);
             float s0 = 0f, s1 = 0f, s2 = 0f, s3 = 0f;
             for (int j = 0; j < L; j++) {
                 s0 += lanes[j];
@@ -88,6 +98,29 @@ public final class VectorMath {
     }
 
     /**
+     * The vector part of four dot products with one key row, left as lane vectors in lanes[at + h·headStride ..]. A method of its own
+     * (and {@link #accumulateRows} too): small enough that C2 always compiles its Vector API calls to instructions;
+     * inside one large method it sometimes did not, and the kernel ran ten times slower.
+     */
+    private static void dotLanes4(float[] q, int q0, int q1, int q2, int q3, float[] k, int ko, int bound, float[] lanes, int at, int headStride) {
+        var a0 = FloatVector.zero(F);
+        var a1 = a0;
+        var a2 = a0;
+        var a3 = a0;
+        for (int c = 0; c < bound; c += L) {
+            var kv = FloatVector.fromArray(F, k, ko + c);
+            a0 = FloatVector.fromArray(F, q, q0 + c).fma(kv, a0);
+            a1 = FloatVector.fromArray(F, q, q1 + c).fma(kv, a1);
+            a2 = FloatVector.fromArray(F, q, q2 + c).fma(kv, a2);
+            a3 = FloatVector.fromArray(F, q, q3 + c).fma(kv, a3);
+        }
+        a0.intoArray(lanes, at);
+        a1.intoArray(lanes, at + headStride);
+        a2.intoArray(lanes, at + 2 * headStride);
+        a3.intoArray(lanes, at + 3 * headStride);
+    }
+
+    /**
      * For up to {@link #HEADS} heads reading the same values: out[outOff[h] + e] += Σ_i p[h·stride + i]·v_i[e] over
      * i < n in order, each exactly n calls of {@link #axpy} in order: every value vector is loaded once for all the heads, and
      * each head's output block stays in registers across the rows.
@@ -98,43 +131,14 @@ public final class VectorMath {
         int h1 = Math.min(1, heads - 1), h2 = Math.min(2, heads - 1), h3 = heads - 1;
         int p0 = 0, p1 = h1 * stride, p2 = h2 * stride, p3 = h3 * stride;
         int u0 = outOff[0], u1 = outOff[h1], u2 = outOff[h2], u3 = outOff[h3];
-        int bound = d - (d % L), c = 0;
-        for (; c + 2 * L <= bound; c += 2 * L) {
-            var o00 = FloatVector.fromArray(F, out, u0 + c);
-            var o01 = FloatVector.fromArray(F, out, u0 + c + L);
-            var o10 = FloatVector.fromArray(F, out, u1 + c);
-            var o11 = FloatVector.fromArray(F, out, u1 + c + L);
-            var o20 = FloatVector.fromArray(F, out, u2 + c);
-            var o21 = FloatVector.fromArray(F, out, u2 + c + L);
-            var o30 = FloatVector.fromArray(F, out, u3 + c);
-            var o31 = FloatVector.fromArray(F, out, u3 + c + L);
-            for (int i = 0; i < n; i++) {
-                float[] v = values[i];
-                int o = valueOff[i] + c;
-                var v0 = FloatVector.fromArray(F, v, o);
-                var v1 = FloatVector.fromArray(F, v, o + L);
-                var b = FloatVector.broadcast(F, p[p0 + i]);
-                o00 = v0.fma(b, o00);
-                o01 = v1.fma(b, o01);
-                b = FloatVector.broadcast(F, p[p1 + i]);
-                o10 = v0.fma(b, o10);
-                o11 = v1.fma(b, o11);
-                b = FloatVector.broadcast(F, p[p2 + i]);
-                o20 = v0.fma(b, o20);
-                o21 = v1.fma(b, o21);
-                b = FloatVector.broadcast(F, p[p3 + i]);
-                o30 = v0.fma(b, o30);
-                o31 = v1.fma(b, o31);
-            }
-            o00.intoArray(out, u0 + c);
-            o01.intoArray(out, u0 + c + L);
-            o10.intoArray(out, u1 + c);
-            o11.intoArray(out, u1 + c + L);
-            o20.intoArray(out, u2 + c);
-            o21.intoArray(out, u2 + c + L);
-            o30.intoArray(out, u3 + c);
-            o31.intoArray(out, u3 + c + L);
+        int bound = d - (d % L), c2 = bound - bound % (2 * L);
+        // Rows in blocks that stay in L2 while every column block passes over them: a column block touches only two
+        // cache lines of each row, and walking all n rows for each one would stride through memory d/32 times.
+        for (int i0 = 0; i0 < n; i0 += ROW_BLOCK) {
+            int i1 = Math.min(n, i0 + ROW_BLOCK);
+            for (int c = 0; c < c2; c += 2 * L) accumulateRows(p, p0, p1, p2, p3, values, valueOff, i0, i1, c, out, u0, u1, u2, u3);
         }
+        int c = c2;
         int[] pOff = {p0, p1, p2, p3}, uOff = {u0, u1, u2, u3};
         for (int h = 0; h < heads; h++) {
             for (int e = c; e < bound; e += L) {
@@ -148,6 +152,45 @@ public final class VectorMath {
                 out[uOff[h] + e] = s;
             }
         }
+    }
+
+    /** Columns [c, c+32) of four heads' outputs += their weights · value rows [i0, i1), in row order. */
+    private static void accumulateRows(float[] p, int p0, int p1, int p2, int p3, float[][] values, int[] valueOff, int i0, int i1, int c,
+                                       float[] out, int u0, int u1, int u2, int u3) {
+        var o00 = FloatVector.fromArray(F, out, u0 + c);
+        var o01 = FloatVector.fromArray(F, out, u0 + c + L);
+        var o10 = FloatVector.fromArray(F, out, u1 + c);
+        var o11 = FloatVector.fromArray(F, out, u1 + c + L);
+        var o20 = FloatVector.fromArray(F, out, u2 + c);
+        var o21 = FloatVector.fromArray(F, out, u2 + c + L);
+        var o30 = FloatVector.fromArray(F, out, u3 + c);
+        var o31 = FloatVector.fromArray(F, out, u3 + c + L);
+        for (int i = i0; i < i1; i++) {
+            float[] v = values[i];
+            int o = valueOff[i] + c;
+            var v0 = FloatVector.fromArray(F, v, o);
+            var v1 = FloatVector.fromArray(F, v, o + L);
+            var b = FloatVector.broadcast(F, p[p0 + i]);
+            o00 = v0.fma(b, o00);
+            o01 = v1.fma(b, o01);
+            b = FloatVector.broadcast(F, p[p1 + i]);
+            o10 = v0.fma(b, o10);
+            o11 = v1.fma(b, o11);
+            b = FloatVector.broadcast(F, p[p2 + i]);
+            o20 = v0.fma(b, o20);
+            o21 = v1.fma(b, o21);
+            b = FloatVector.broadcast(F, p[p3 + i]);
+            o30 = v0.fma(b, o30);
+            o31 = v1.fma(b, o31);
+        }
+        o00.intoArray(out, u0 + c);
+        o01.intoArray(out, u0 + c + L);
+        o10.intoArray(out, u1 + c);
+        o11.intoArray(out, u1 + c + L);
+        o20.intoArray(out, u2 + c);
+        o21.intoArray(out, u2 + c + L);
+        o30.intoArray(out, u3 + c);
+        o31.intoArray(out, u3 + c + L);
     }
 
     /** y += a·x over n elements. */

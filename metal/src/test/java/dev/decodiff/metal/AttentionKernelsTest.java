@@ -28,7 +28,7 @@ class AttentionKernelsTest {
     }
 
     @ParameterizedTest
-    @CsvSource({"1,256", "3,256", "4,512", "13,256", "67,64", "9,48", "7,20", "5,5"})
+    @CsvSource({"1,256", "3,256", "4,512", "13,256", "67,64", "9,48", "7,20", "5,5", "33,20", "48,256"})
     void scoresAndWeightedSumsMatchTheScalarOrder(int n, int d) {
         var rnd = new Random(n * 31L + d);
         int stride = 3 * d; // kv heads × head dim: rows of other heads lie between
@@ -70,7 +70,7 @@ class AttentionKernelsTest {
     }
 
     @ParameterizedTest
-    @CsvSource({"1,5,256", "2,3,256", "3,13,48", "4,67,512", "4,1,20", "2,9,40"})
+    @CsvSource({"1,5,256", "2,3,256", "3,13,48", "4,67,512", "4,1,20", "2,9,40", "3,40,40", "1,32,256", "2,17,24"})
     void headGroupsGiveEachHeadsOwnBits(int heads, int n, int d) {
         var rnd = new Random(heads * 131L + n * 7L + d);
         int stride = 2 * d;
