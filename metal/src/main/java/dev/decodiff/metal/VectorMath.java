@@ -132,11 +132,27 @@ public final class VectorMath {
         int p0 = 0, p1 = h1 * stride, p2 = h2 * stride, p3 = h3 * stride;
         int u0 = outOff[0], u1 = outOff[h1], u2 = outOff[h2], u3 = outOff[h3];
         int bound = d - (d % L), c2 = bound - bound % (2 * L);
-        // Rows in blocks that stay in L2 while every column block passes over them: a column block touches only two
-        // cache lines of each row, and walking all n rows for each one would stride through memory d/32 times.
-        for (int i0 = 0; i0 < n; i0 += ROW_BLOCK) {
-            int i1 = Math.min(n, i0 + ROW_BLOCK);
-            for (int c = 0; c < c2; c += 2 * L) accumulateRows(p, p0, p1, p2, p3, values, valueOff, i0, i1, c, out, u0, u1, u2, u3);
+        int[] real = java.util.Arrays.copyOf(outOff, heads);
+        if (c2 > 0) {
+            // Softmax weights of far-off keys are often subnormal, and every FMA with a subnormal operand takes a
+            // microcode assist (~100 cycles): decode at a long context spent most of its attention time there. So the
+            // sums run scaled by 2^32, where those weights are normal numbers, and are scaled back at the end. Scaling
+            // by a power of two commutes with rounding wherever the unscaled values are normal, so the result is the
+            // plain one except where the plain one would have rounded a partial sum on the subnormal grid (here it is
+            // kept to full precision: nothing is flushed). Should anything overflow in the scaled domain, the block
+            // is redone unscaled.
+            float[] saved = new float[heads * c2];
+            for (int h = 0; h < heads; h++) System.arraycopy(out, real[h], saved, h * c2, c2);
+            float[] scaled = new float[heads * n];
+            int[] pReal = {p0, p1, p2, p3};
+            for (int h = 0; h < heads; h++)
+                for (int i = 0; i < n; i++) scaled[h * n + i] = times2p32(p[pReal[h] + i]);
+            scale(out, real, c2, SCALE);
+            accumulate(scaled, 0, h1 * n, h2 * n, h3 * n, values, valueOff, n, c2, out, u0, u1, u2, u3);
+            if (!scale(out, real, c2, 1f / SCALE)) {
+                for (int h = 0; h < heads; h++) System.arraycopy(saved, h * c2, out, real[h], c2);
+                accumulate(p, p0, p1, p2, p3, values, valueOff, n, c2, out, u0, u1, u2, u3);
+            }
         }
         int c = c2;
         int[] pOff = {p0, p1, p2, p3}, uOff = {u0, u1, u2, u3};
@@ -152,6 +168,48 @@ public final class VectorMath {
                 out[uOff[h] + e] = s;
             }
         }
+    }
+
+    /** Power of two by which {@link #weightedSumHeads} scales its sums: 2^-149 · 2^32 is a normal float. */
+    private static final float SCALE = 0x1p32f;
+
+    /**
+     * x · 2^32 without a floating-point operation on a subnormal (each would cost an assist): subnormals through their
+     * integer significand, normal numbers by their exponent field; overflow and NaN as the multiply gives them.
+     */
+    static float times2p32(float x) {
+        int bits = Float.floatToRawIntBits(x), mag = bits & 0x7fffffff;
+        if (mag == 0) return x;
+        if (mag < 0x00800000) {
+            float m = (float) mag * 0x1p-117f; // mag · 2^-149 · 2^32, exact: mag < 2^23
+            return bits < 0 ? -m : m;
+        }
+        if (mag >= (0xff - 32) << 23) return x * SCALE;
+        return Float.intBitsToFloat(bits + (32 << 23));
+    }
+
+    /** Columns [0, c2) of the heads' outputs, all rows in order. */
+    private static void accumulate(float[] p, int p0, int p1, int p2, int p3, float[][] values, int[] valueOff, int n, int c2,
+                                   float[] out, int u0, int u1, int u2, int u3) {
+        // Rows in blocks that stay in L2 while every column block passes over them: a column block touches only two
+        // cache lines of each row, and walking all n rows for each one would stride through memory d/32 times.
+        for (int i0 = 0; i0 < n; i0 += ROW_BLOCK) {
+            int i1 = Math.min(n, i0 + ROW_BLOCK);
+            for (int c = 0; c < c2; c += 2 * L) accumulateRows(p, p0, p1, p2, p3, values, valueOff, i0, i1, c, out, u0, u1, u2, u3);
+        }
+    }
+
+    /** out[o + e] *= factor for each o in offsets, e < n; false if a result is not finite. */
+    private static boolean scale(float[] out, int[] offsets, int n, float factor) {
+        boolean finite = true;
+        for (int o : offsets) {
+            for (int e = 0; e < n; e++) {
+                float v = out[o + e] * factor;
+                out[o + e] = v;
+                finite &= Float.isFinite(v);
+            }
+        }
+        return finite;
     }
 
     /** Columns [c, c+32) of four heads' outputs += their weights · value rows [i0, i1), in row order. */

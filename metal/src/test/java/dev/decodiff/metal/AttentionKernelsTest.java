@@ -101,4 +101,62 @@ class AttentionKernelsTest {
         for (int e = 0; e < out.length; e++)
             assertThat(Float.floatToRawIntBits(out[e])).as("out[%d]", e).isEqualTo(Float.floatToRawIntBits(perHead[e]));
     }
+
+    /**
+     * Subnormal weights (softmax of far-off keys) are summed in the 2^32-scaled domain: exactly the scalar FMA loop run
+     * on scaled weights and scaled back, nothing flushed, within a subnormal ulp of the unscaled loop; and values that
+     * would overflow once scaled fall back to the unscaled loop, bit for bit.
+     */
+    @org.junit.jupiter.api.Test
+    void subnormalWeightsAreKeptAndOverflowFallsBack() {
+        int n = 70, d = 64, heads = 3;
+        var rnd = new Random(3);
+        float[] v = new float[n * d];
+        for (int i = 0; i < v.length; i++) v[i] = (float) rnd.nextGaussian();
+        float[] p = new float[heads * n];
+        for (int i = 0; i < p.length; i++) p[i] = i % 3 == 0 ? Float.MIN_VALUE * (1 + rnd.nextInt(1 << 20)) : (i % 3 == 1 ? 0f : (float) rnd.nextDouble() * 1e-3f);
+        float[][] rows = new float[n][];
+        int[] off = new int[n];
+        for (int i = 0; i < n; i++) {
+            rows[i] = v;
+            off[i] = i * d;
+        }
+        int[] outOff = {0, d, 2 * d};
+        float[] out = new float[heads * d];
+        VectorMath.weightedSumHeads(p, n, heads, rows, off, n, d, out, outOff);
+        for (int h = 0; h < heads; h++)
+            for (int e = 0; e < d; e++) {
+                float scaled = 0f, plain = 0f;
+                for (int i = 0; i < n; i++) {
+                    scaled = Math.fma(v[i * d + e], p[h * n + i] * 0x1p32f, scaled);
+                    plain = Math.fma(v[i * d + e], p[h * n + i], plain);
+                }
+                assertThat(Float.floatToRawIntBits(out[h * d + e])).as("head %d col %d", h, e).isEqualTo(Float.floatToRawIntBits(scaled * 0x1p-32f));
+                assertThat((double) Math.abs(out[h * d + e] - plain)).isLessThanOrEqualTo(Math.ulp(plain) + Float.MIN_VALUE);
+            }
+
+        float[] big = v.clone();
+        big[5 * d + 7] = 3e38f; // × 2^32 overflows: the block is redone unscaled
+        for (int i = 0; i < n; i++) rows[i] = big;
+        float[] outBig = new float[heads * d];
+        VectorMath.weightedSumHeads(p, n, heads, rows, off, n, d, outBig, outOff);
+        for (int h = 0; h < heads; h++)
+            for (int e = 0; e < d; e++) {
+                float plain = 0f;
+                for (int i = 0; i < n; i++) plain = Math.fma(big[i * d + e], p[h * n + i], plain);
+                assertThat(Float.floatToRawIntBits(outBig[h * d + e])).as("overflow fallback head %d col %d", h, e).isEqualTo(Float.floatToRawIntBits(plain));
+            }
+    }
+
+    @org.junit.jupiter.api.Test
+    void timesTwoToThe32IsTheExactProduct() {
+        var rnd = new Random(9);
+        float[] special = {0f, -0f, Float.MIN_VALUE, -Float.MIN_VALUE, 0x1p-127f, Float.MIN_NORMAL, 0x1.fffffep-127f, 1f, -3.5f,
+                0x1p95f, 0x1p96f, Float.MAX_VALUE, Float.POSITIVE_INFINITY, Float.NEGATIVE_INFINITY, Float.NaN};
+        for (float x : special) assertThat(Float.floatToRawIntBits(VectorMath.times2p32(x))).as("%s", x).isEqualTo(Float.floatToRawIntBits(x * 0x1p32f));
+        for (int i = 0; i < 100_000; i++) {
+            float x = Float.intBitsToFloat(rnd.nextInt());
+            assertThat(Float.floatToRawIntBits(VectorMath.times2p32(x))).as("%s", x).isEqualTo(Float.floatToRawIntBits(x * 0x1p32f));
+        }
+    }
 }
