@@ -147,9 +147,9 @@ public final class VectorMath {
             int[] pReal = {p0, p1, p2, p3};
             for (int h = 0; h < heads; h++)
                 for (int i = 0; i < n; i++) scaled[h * n + i] = times2p32(p[pReal[h] + i]);
-            scale(out, real, c2, SCALE);
+            scaleRows(out, real, c2, SCALE);
             accumulate(scaled, 0, h1 * n, h2 * n, h3 * n, values, valueOff, n, c2, out, u0, u1, u2, u3);
-            if (!scale(out, real, c2, 1f / SCALE)) {
+            if (!scaleRows(out, real, c2, 1f / SCALE)) {
                 for (int h = 0; h < heads; h++) System.arraycopy(saved, h * c2, out, real[h], c2);
                 accumulate(p, p0, p1, p2, p3, values, valueOff, n, c2, out, u0, u1, u2, u3);
             }
@@ -200,7 +200,7 @@ public final class VectorMath {
     }
 
     /** out[o + e] *= factor for each o in offsets, e < n; false if a result is not finite. */
-    private static boolean scale(float[] out, int[] offsets, int n, float factor) {
+    private static boolean scaleRows(float[] out, int[] offsets, int n, float factor) {
         boolean finite = true;
         for (int o : offsets) {
             for (int e = 0; e < n; e++) {
