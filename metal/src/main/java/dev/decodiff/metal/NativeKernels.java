@@ -88,8 +88,7 @@ public final class NativeKernels {
 
     /** Whether this build should have native kernels on this machine (Linux x86-64 with AVX-512): tests hold it to that. */
     public static boolean expectedHere() {
-        String os = System.getProperty("os.name", "").toLowerCase(Locale.ROOT), arch = System.getProperty("os.arch", "");
-        if (!os.contains("linux") || !(arch.equals("amd64") || arch.equals("x86_64"))) return false;
+        if (!linuxX86()) return false;
         try {
             for (String line : Files.readAllLines(Path.of("/proc/cpuinfo")))
                 if (line.startsWith("flags")) return line.contains(" avx512f");
@@ -129,6 +128,11 @@ public final class NativeKernels {
         }
     }
 
+    private static boolean linuxX86() {
+        String os = System.getProperty("os.name", "").toLowerCase(Locale.ROOT), arch = System.getProperty("os.arch", "");
+        return os.contains("linux") && (arch.equals("amd64") || arch.equals("x86_64"));
+    }
+
     private static final class Unavailable extends Exception {
         Unavailable(String why) { super(why); }
     }
@@ -138,9 +142,9 @@ public final class NativeKernels {
     }
 
     private static SymbolLookup load() throws Unavailable, IOException {
-        String os = System.getProperty("os.name", "").toLowerCase(Locale.ROOT), arch = System.getProperty("os.arch", "");
-        if (!os.contains("linux") || !(arch.equals("amd64") || arch.equals("x86_64")))
-            throw new Unavailable("native kernels are built for Linux x86-64 only, this is " + os + " " + arch);
+        if (!linuxX86())
+            throw new Unavailable("native kernels are built for Linux x86-64 only, this is "
+                    + System.getProperty("os.name") + " " + System.getProperty("os.arch"));
         var url = NativeKernels.class.getResource(RESOURCE);
         if (url == null) throw new Unavailable("no native library in this build: gcc was not found when it was built");
         Path lib;

@@ -132,7 +132,7 @@ public final class VectorMath {
         int p0 = 0, p1 = h1 * stride, p2 = h2 * stride, p3 = h3 * stride;
         int u0 = outOff[0], u1 = outOff[h1], u2 = outOff[h2], u3 = outOff[h3];
         int bound = d - (d % L), c2 = bound - bound % (2 * L);
-        int[] real = java.util.Arrays.copyOf(outOff, heads);
+        int[] real = java.util.Arrays.copyOf(outOff, heads); // each real head once (spares repeat one)
         if (c2 > 0) {
             // Softmax weights of far-off keys are often subnormal, and every FMA with a subnormal operand takes a
             // microcode assist (~100 cycles): decode at a long context spent most of its attention time there. So the
@@ -144,9 +144,8 @@ public final class VectorMath {
             float[] saved = new float[heads * c2];
             for (int h = 0; h < heads; h++) System.arraycopy(out, real[h], saved, h * c2, c2);
             float[] scaled = new float[heads * n];
-            int[] pReal = {p0, p1, p2, p3};
             for (int h = 0; h < heads; h++)
-                for (int i = 0; i < n; i++) scaled[h * n + i] = times2p32(p[pReal[h] + i]);
+                for (int i = 0; i < n; i++) scaled[h * n + i] = times2p32(p[h * stride + i]);
             scaleRows(out, real, c2, SCALE);
             accumulate(scaled, 0, h1 * n, h2 * n, h3 * n, values, valueOff, n, c2, out, u0, u1, u2, u3);
             if (!scaleRows(out, real, c2, 1f / SCALE)) {
@@ -154,18 +153,17 @@ public final class VectorMath {
                 accumulate(p, p0, p1, p2, p3, values, valueOff, n, c2, out, u0, u1, u2, u3);
             }
         }
-        int c = c2;
-        int[] pOff = {p0, p1, p2, p3}, uOff = {u0, u1, u2, u3};
         for (int h = 0; h < heads; h++) {
-            for (int e = c; e < bound; e += L) {
-                var o = FloatVector.fromArray(F, out, uOff[h] + e);
-                for (int i = 0; i < n; i++) o = FloatVector.fromArray(F, values[i], valueOff[i] + e).fma(FloatVector.broadcast(F, p[pOff[h] + i]), o);
-                o.intoArray(out, uOff[h] + e);
+            int ph = h * stride, uh = real[h];
+            for (int e = c2; e < bound; e += L) {
+                var o = FloatVector.fromArray(F, out, uh + e);
+                for (int i = 0; i < n; i++) o = FloatVector.fromArray(F, values[i], valueOff[i] + e).fma(FloatVector.broadcast(F, p[ph + i]), o);
+                o.intoArray(out, uh + e);
             }
             for (int e = bound; e < d; e++) {
-                float s = out[uOff[h] + e];
-                for (int i = 0; i < n; i++) s += p[pOff[h] + i] * values[i][valueOff[i] + e];
-                out[uOff[h] + e] = s;
+                float s = out[uh + e];
+                for (int i = 0; i < n; i++) s += p[ph + i] * values[i][valueOff[i] + e];
+                out[uh + e] = s;
             }
         }
     }

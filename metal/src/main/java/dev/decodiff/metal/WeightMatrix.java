@@ -92,7 +92,7 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
     private void matvecRows(float[] x, int xOff, float[] y, int yOff, int from, int to) {
         float[] lanes = new float[L];
         int r = from;
-        if (dtype != DType.F16) for (; r + ROW_BLOCK <= to; r += ROW_BLOCK) rows4(r, x, xOff, y, yOff + r, 1, lanes);
+        if (dtype != DType.F16) for (; r + ROW_BLOCK <= to; r += ROW_BLOCK) rows4(r, x, xOff, y, yOff + r, lanes);
         for (; r < to; r++) y[yOff + r] = dot(r, x, xOff);
     }
 
@@ -372,8 +372,8 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
         return s;
     }
 
-    /** y[yOff + k·yStep] = W[r + k]·x[xOff ..] for k < 4 (bf16 or f32 weights). */
-    private void rows4(int r, float[] x, int xOff, float[] y, int yOff, int yStep, float[] lanes) {
+    /** y[yOff + k] = W[r + k]·x[xOff ..] for k < 4 (bf16 or f32 weights). */
+    private void rows4(int r, float[] x, int xOff, float[] y, int yOff, float[] lanes) {
         long b0 = (long) r * cols, b1 = b0 + cols, b2 = b1 + cols, b3 = b2 + cols;
         var a0 = FloatVector.zero(F);
         var a1 = FloatVector.zero(F);
@@ -397,9 +397,9 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
             s3 += get(r + 3, c) * xc;
         }
         y[yOff] = s0;
-        y[yOff + yStep] = s1;
-        y[yOff + 2 * yStep] = s2;
-        y[yOff + 3 * yStep] = s3;
+        y[yOff + 1] = s1;
+        y[yOff + 2] = s2;
+        y[yOff + 3] = s3;
     }
 
     private void dot4(int r, float[] x, int t, float[] y) {

@@ -398,7 +398,7 @@ public final class BenchCommand implements Callable<Integer> {
                 ks[i] = (System.nanoTime() - t0) / 1e9;
             }
             kvPrefill.put(t, Figure.rates(PREFILL, ks));
-            kvDecode.put(t, decodeSteps(ts, tl, decodeSteps, null));
+            kvDecode.put(t, decodeInterleaved(new InferenceSession[]{ts}, new float[][]{tl}, new int[]{PREFILL}, decodeSteps).get(PREFILL));
         }
 
         // 8. compare throughput on a large dump pair: a 512-token prefill step plus decode steps, every point.
@@ -428,7 +428,7 @@ public final class BenchCommand implements Callable<Integer> {
                 Figure.of(modeMs[2]), dumpBytes, compareGbs, compareFirstGbs, peak, ttftCold, Figure.of(prefixS), Figure.of(turnS), kvBytes, kvPrefill, kvDecode);
     }
 
-    /** Greedy decode steps on several sessions, one step of each in turn; tokens/s per step, by context. */
+    /** Greedy decode steps on one or several sessions, one step of each in turn; tokens/s per step, by context. */
     private static LinkedHashMap<Integer, Figure> decodeInterleaved(InferenceSession[] sessions, float[][] logits, int[] contexts, int n) {
         int[] next = new int[sessions.length];
         double[][] sec = new double[sessions.length][n];
@@ -446,20 +446,6 @@ public final class BenchCommand implements Callable<Integer> {
         var out = new LinkedHashMap<Integer, Figure>();
         for (int k = 0; k < sessions.length; k++) out.put(contexts[k], Figure.rates(1, sec[k]));
         return out;
-    }
-
-    /** Greedy decode steps from the given logits; tokens/s per step. */
-    private static Figure decodeSteps(InferenceSession s, float[] logits, int n, Probe probe) {
-        s.setProbe(probe);
-        int next = Sampler.argmax(logits);
-        double[] sec = new double[n];
-        for (int i = 0; i < n; i++) {
-            long t0 = System.nanoTime();
-            float[] l = s.forward(new int[]{next});
-            next = Sampler.argmax(l);
-            sec[i] = (System.nanoTime() - t0) / 1e9;
-        }
-        return Figure.rates(1, sec);
     }
 
     private static void writeDump(Gemma4Model model, int[] prompt, Path out) {
