@@ -9,11 +9,32 @@ public final class CapturePoints {
     public static final String FINAL_NORM = "final_norm";
     public static final String LOGITS = "logits";
 
+    // Per-layer point kinds: the part after "layers.N.".
+    public static final String Q = "attn.q";
+    public static final String K = "attn.k";
+    public static final String V = "attn.v";
+    /** The keys attention reads back from the cache this step, [C, nkv, d] over the read window. */
+    public static final String K_READ = "attn.k_read";
+    /** The values attention reads back from the cache this step, [C, nkv, d] over the read window. */
+    public static final String V_READ = "attn.v_read";
+    public static final String ATTN_OUT = "attn.out";
+    public static final String MLP_OUT = "mlp.out";
+    public static final String MOE_OUT = "moe.out";
+    /** The layer's output (the residual stream after the layer). */
+    public static final String OUT = "out";
+
     /** Per-layer point suffixes, in causal order inside a layer. */
-    public static final List<String> LAYER_SUFFIXES =
-            List.of("attn.q", "attn.k", "attn.v", "attn.k_read", "attn.v_read", "attn.out", "mlp.out", "moe.out", "out");
+    public static final List<String> LAYER_SUFFIXES = List.of(Q, K, V, K_READ, V_READ, ATTN_OUT, MLP_OUT, MOE_OUT, OUT);
 
     private CapturePoints() {}
+
+    /** Whether a point kind is a read-back from the cache (k_read or v_read), whose axis 0 is the read window. */
+    public static boolean isCacheRead(String kind) { return kind.equals(K_READ) || kind.equals(V_READ); }
+
+    /** Whether a point kind has a head axis: [rows, heads, d]. */
+    public static boolean hasHeadAxis(String kind) {
+        return kind.equals(Q) || kind.equals(K) || kind.equals(V) || isCacheRead(kind);
+    }
 
     public static String layer(int layer, String suffix) { return "layers." + layer + "." + suffix; }
 

@@ -59,7 +59,7 @@ public final class BisectReport {
 
         if (!r.substitutions().isEmpty()) {
             var c = r.culprit();
-            String out = CapturePoints.layer(c.layer(), "out");
+            String out = CapturePoints.layer(c.layer(), CapturePoints.OUT);
             sb.append(st.bold("Substitution inside layer " + c.layer())).append('\n');
             sb.append(st.dim("  on the reference's input and cache, one tensor replaced by the reference's; judged on " + out)).append('\n');
             sb.append("  ").append(Fmt.pad("replaced", 26)).append(Fmt.pad("scope", 15)).append(Fmt.pad(out + " rel L2", 24)).append("heals\n");
@@ -266,7 +266,7 @@ public final class BisectReport {
         h.append("</table>\n");
 
         if (!r.substitutions().isEmpty()) {
-            String out = CapturePoints.layer(c.layer(), "out");
+            String out = CapturePoints.layer(c.layer(), CapturePoints.OUT);
             h.append("<h2>Substitution inside layer ").append(c.layer()).append("</h2>\n<p class=\"small\">On the reference's input and cache, ")
                     .append("the named tensors replaced by the reference's; judged on <code>").append(esc(out)).append("</code>.</p>\n");
             h.append("<table><tr><th>replaced</th><th>scope</th><th>before</th><th>after</th><th>heals</th></tr>\n");

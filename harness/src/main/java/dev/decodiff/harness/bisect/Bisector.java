@@ -45,9 +45,9 @@ import java.util.function.Predicate;
 public final class Bisector {
     /** Layer tensors bisect substitutes, in causal order; pairs follow. */
     static final List<List<String>> SUBSTITUTIONS = List.of(
-            List.of("attn.q"), List.of("attn.k"), List.of("attn.v"), List.of("attn.k_read"), List.of("attn.v_read"),
-            List.of("attn.out"), List.of("mlp.out"), List.of("moe.out"),
-            List.of("attn.q", "attn.k"), List.of("attn.k", "attn.v"), List.of("attn.k_read", "attn.v_read"));
+            List.of(CapturePoints.Q), List.of(CapturePoints.K), List.of(CapturePoints.V), List.of(CapturePoints.K_READ), List.of(CapturePoints.V_READ),
+            List.of(CapturePoints.ATTN_OUT), List.of(CapturePoints.MLP_OUT), List.of(CapturePoints.MOE_OUT),
+            List.of(CapturePoints.Q, CapturePoints.K), List.of(CapturePoints.K, CapturePoints.V), List.of(CapturePoints.K_READ, CapturePoints.V_READ));
 
     /** Up to this many earlier steps the transplant is tried at every boundary; beyond it, by bisection. */
     static final int TRANSPLANT_EVERY_STEP = 8;
@@ -147,13 +147,13 @@ public final class Bisector {
     /** Points that are a layer's input when replaced: embed, ple, every layer's out, final_norm (the logits' input). */
     static boolean isInput(String p) {
         return p.equals(CapturePoints.EMBED) || p.equals(CapturePoints.PLE) || p.equals(CapturePoints.FINAL_NORM)
-                || CapturePoints.layerOf(p) >= 0 && CapturePoints.kindOf(p).equals("out");
+                || CapturePoints.layerOf(p) >= 0 && CapturePoints.kindOf(p).equals(CapturePoints.OUT);
     }
 
     private List<BisectResult.LayerRow> layerRows(Map<String, CellStats> local, Map<String, CellStats> acc, BisectResult.Culprit culprit) {
         var rows = new ArrayList<BisectResult.LayerRow>();
         for (int i = 0; i < model.config().numLayers(); i++) {
-            String out = CapturePoints.layer(i, "out");
+            String out = CapturePoints.layer(i, CapturePoints.OUT);
             final int layer = i;
             String firstLocal = local.values().stream().filter(c -> c.layer() == layer && c.failed()).map(CellStats::point)
                     .findFirst().orElse(null);
@@ -172,7 +172,7 @@ public final class Bisector {
     private List<BisectResult.Substitution> substitutions(ReferenceTensors refs, DumpStep refStep, int s, int layer,
                                                           Set<String> inputs, Run local, Set<String> notes) {
         var out = new ArrayList<BisectResult.Substitution>();
-        String outPoint = CapturePoints.layer(layer, "out");
+        String outPoint = CapturePoints.layer(layer, CapturePoints.OUT);
         var localOut = local.captured.get(outPoint);
         if (!refStep.has(outPoint) || localOut == null) {
             notes.add("substitution skipped: the reference has no " + outPoint + " at step " + s + " to judge it by");
@@ -191,7 +191,7 @@ public final class Bisector {
         for (var group : SUBSTITUTIONS) {
             var names = group.stream().map(k -> CapturePoints.layer(layer, k)).toList();
             if (!names.stream().allMatch(refStep::has)) continue;
-            boolean readOnly = group.stream().allMatch(k -> k.equals("attn.k_read") || k.equals("attn.v_read"));
+            boolean readOnly = group.stream().allMatch(CapturePoints::isCacheRead);
             boolean lastOnly = readOnly && T > 1;
             String scope = lastOnly ? "last position" : "all rows";
             double before = lastOnly ? beforeLast : beforeAll;
@@ -252,7 +252,7 @@ public final class Bisector {
         if (s == 0) return "Step 0 reads no cache history: the error arises within step 0 itself.";
         var full = rows.get(rows.size() - 1);
         String kind = CapturePoints.kindOf(point);
-        boolean read = kind.equals("attn.k_read") || kind.equals("attn.v_read");
+        boolean read = CapturePoints.isCacheRead(kind);
         String range = s == 1 ? "step 0" : "steps 0–" + (s - 1);
         if (!full.healed()) {
             if (read)
@@ -293,7 +293,7 @@ public final class Bisector {
                     .append(also.size() == 1 ? " is" : " are").append(" wrong on its own input too (the same fault or another)");
             sb.append(". ");
             var healed = subs.stream().filter(BisectResult.Substitution::healed).toList();
-            String out = CapturePoints.layer(culprit.layer(), "out");
+            String out = CapturePoints.layer(culprit.layer(), CapturePoints.OUT);
             if (subs.isEmpty()) {
                 sb.append("");
             } else if (healed.isEmpty()) {

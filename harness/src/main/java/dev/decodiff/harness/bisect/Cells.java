@@ -14,7 +14,7 @@ final class Cells {
     static CellStats of(int step, String point, TensorView ref, TensorView cand, double tol) {
         if (!Arrays.equals(ref.shape(), cand.shape())) {
             String kind = CapturePoints.kindOf(point);
-            boolean read = kind.equals("attn.k_read") || kind.equals("attn.v_read");
+            boolean read = CapturePoints.isCacheRead(kind);
             if (read && ref.rank() == cand.rank() && ref.rank() >= 1) return CellStats.shapeMismatch(step, point, ref.shape(), cand.shape(), tol);
             return new CellStats(step, point, ref.shape(), Double.POSITIVE_INFINITY, Double.NaN, Double.NaN, Double.NaN, Double.NaN,
                     Double.NaN, -1, 0, tol, "the engine's shape " + Arrays.toString(cand.shape()) + " differs from the reference's " + Arrays.toString(ref.shape()));

@@ -24,9 +24,9 @@ final class ModelDiagnosis {
      */
     static String headMapping(CellStats cell, StepTensors ref, StepTensors cand, double near) {
         String p = cell.point();
-        if (!CapturePoints.kindOf(p).equals("attn.out")) return null;
+        if (!CapturePoints.kindOf(p).equals(CapturePoints.ATTN_OUT)) return null;
         int layer = CapturePoints.layerOf(p);
-        String qn = CapturePoints.layer(layer, "attn.q"), kn = CapturePoints.layer(layer, "attn.k_read"), vn = CapturePoints.layer(layer, "attn.v_read");
+        String qn = CapturePoints.layer(layer, CapturePoints.Q), kn = CapturePoints.layer(layer, CapturePoints.K_READ), vn = CapturePoints.layer(layer, CapturePoints.V_READ);
         if (!ref.points().containsAll(java.util.List.of(qn, kn, vn)) || !cand.points().contains(p)) return null;
         TensorView q = ref.tensor(qn), k = ref.tensor(kn), v = ref.tensor(vn), rOut = ref.tensor(p), cOut = cand.tensor(p);
         if (q.rank() != 3 || k.rank() != 3 || !Arrays.equals(k.shape(), v.shape()) || !Arrays.equals(rOut.shape(), cOut.shape())) return null;
@@ -102,11 +102,11 @@ final class ModelDiagnosis {
      */
     static String readRows(CellStats cell, ReferenceTensors refs, int s, StepTensors cand, Gemma4Model model, double near) {
         String kind = CapturePoints.kindOf(cell.point());
-        boolean keys = kind.equals("attn.k_read");
-        if (!keys && !kind.equals("attn.v_read") || cell.shapeNote() != null) return null;
+        boolean keys = kind.equals(CapturePoints.K_READ);
+        if (!keys && !kind.equals(CapturePoints.V_READ) || cell.shapeNote() != null) return null;
         int layer = cell.layer();
         int src = model.config().layer(layer).kvSource();
-        String entered = CapturePoints.layer(src, keys ? "attn.k" : "attn.v");
+        String entered = CapturePoints.layer(src, keys ? CapturePoints.K : CapturePoints.V);
         TensorView c = cand.tensor(cell.point());
         if (c.rank() != 3) return null;
         int C = (int) c.dim(0), row = (int) (c.elementCount() / C);
@@ -153,7 +153,7 @@ final class ModelDiagnosis {
 
     /** For a layer's out off by a constant factor: names the factor when it is 1/layer_scalar (not applied) or layer_scalar (twice). */
     static String layerScalar(CellStats cell, Gemma4Model model) {
-        if (!CapturePoints.kindOf(cell.point()).equals("out") || cell.layer() < 0) return null;
+        if (!CapturePoints.kindOf(cell.point()).equals(CapturePoints.OUT) || cell.layer() < 0) return null;
         if (!(cell.refNorm() > 0) || Double.isNaN(cell.cosine()) || cell.cosine() < 0.999) return null;
         double alpha = cell.normRatio() * cell.cosine();
         double s = model.weights().layers().get(cell.layer()).layerScalar();

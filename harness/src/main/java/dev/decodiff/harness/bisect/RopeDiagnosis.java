@@ -28,7 +28,7 @@ final class RopeDiagnosis {
 
     static String explain(CellStats cell, StepTensors ref, StepTensors cand, Gemma4Config config, double near) {
         String kind = CapturePoints.kindOf(cell.point());
-        if (!kind.equals("attn.q") && !kind.equals("attn.k")) return null;
+        if (!kind.equals(CapturePoints.Q) && !kind.equals(CapturePoints.K)) return null;
         int layer = cell.layer();
         if (layer < 0 || !cand.points().contains(cell.point())) return null;
         TensorView r = ref.tensor(cell.point()), c = cand.tensor(cell.point());

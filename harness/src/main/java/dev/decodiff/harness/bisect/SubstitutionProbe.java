@@ -33,7 +33,7 @@ final class SubstitutionProbe implements Probe {
 
     static boolean cacheEntry(String point) {
         String kind = CapturePoints.kindOf(point);
-        return kind.equals("attn.k") || kind.equals("attn.v");
+        return kind.equals(CapturePoints.K) || kind.equals(CapturePoints.V);
     }
 
     @Override

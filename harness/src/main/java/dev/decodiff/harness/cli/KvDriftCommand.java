@@ -1,5 +1,6 @@
 package dev.decodiff.harness.cli;
 
+import dev.decodiff.engine.CapturePoints;
 import dev.decodiff.engine.EngineOptions;
 import dev.decodiff.engine.Gemma4Model;
 import dev.decodiff.engine.KvType;
@@ -78,8 +79,8 @@ public final class KvDriftCommand implements Callable<Integer> {
             var res = results.get(i);
             var row = new StringBuilder("| " + VARIANTS.get(i).label() + " | " + bytes.get(i) + " | "
                     + res.tokensWith(dev.decodiff.harness.compare.TokenAgreement.Status.AGREE) + "/" + res.tokens().size() + " | "
-                    + fmt(worst(res, "logits", -1)) + " |");
-            for (int l = 0; l < layers; l++) row.append(" ").append(fmt(worst(res, "out", l))).append(" |");
+                    + fmt(worst(res, CapturePoints.LOGITS, -1)) + " |");
+            for (int l = 0; l < layers; l++) row.append(" ").append(fmt(worst(res, CapturePoints.OUT, l))).append(" |");
             out.println(row);
         }
         out.println();
@@ -92,7 +93,7 @@ public final class KvDriftCommand implements Callable<Integer> {
         out.println(r2);
         for (int s = 0; s < ref.stepCount(); s++) {
             var row = new StringBuilder("| " + s + " |");
-            for (int i = 1; i < VARIANTS.size(); i++) row.append(" ").append(fmt(cell(results.get(i), s, "logits"))).append(" |");
+            for (int i = 1; i < VARIANTS.size(); i++) row.append(" ").append(fmt(cell(results.get(i), s, CapturePoints.LOGITS))).append(" |");
             out.println(row);
         }
         out.println();

@@ -170,7 +170,7 @@ public final class Comparison {
         TensorView rt = r.tensor(p), ct = c.tensor(p);
         if (!Arrays.equals(rt.shape(), ct.shape())) {
             String kind = CapturePoints.kindOf(p);
-            boolean readAxisOnly = (kind.equals("attn.k_read") || kind.equals("attn.v_read")) && rt.rank() == ct.rank() && rt.rank() >= 1
+            boolean readAxisOnly = CapturePoints.isCacheRead(kind) && rt.rank() == ct.rank() && rt.rank() >= 1
                     && Arrays.equals(Arrays.copyOfRange(rt.shape(), 1, rt.rank()), Arrays.copyOfRange(ct.shape(), 1, ct.rank()));
             if (readAxisOnly) return CellStats.shapeMismatch(s, p, rt.shape(), ct.shape(), tol);
             throw new BadInputException(c.origin() + ": tensor '" + p + "' has shape " + Arrays.toString(ct.shape())

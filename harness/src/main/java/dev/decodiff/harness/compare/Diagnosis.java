@@ -36,7 +36,7 @@ public final class Diagnosis {
         String scale = scale(cell, near);
         if (scale != null) return scale;
         String kind = CapturePoints.kindOf(p);
-        if ((kind.equals("attn.k_read") || kind.equals("attn.v_read")) && r.rank() >= 1 && r.dim(0) >= 2) {
+        if (CapturePoints.isCacheRead(kind) && r.rank() >= 1 && r.dim(0) >= 2) {
             String shift = positionShift(r, c, near);
             if (shift != null) return shift;
             String order = rowOrder(r, c, ref, near);
@@ -48,7 +48,7 @@ public final class Diagnosis {
         }
         String perVector = perVectorScale(r, c, near);
         if (perVector != null) return perVector;
-        if (kind.equals("attn.q") || kind.equals("attn.k") || kind.equals("attn.k_read")) {
+        if (kind.equals(CapturePoints.Q) || kind.equals(CapturePoints.K) || kind.equals(CapturePoints.K_READ)) {
             String rot = rotation(r, c, near);
             if (rot != null) return rot;
         }
@@ -104,7 +104,7 @@ public final class Diagnosis {
         int ql = CapturePoints.layerOf(best);
         if (ql != layer) {
             String kind = CapturePoints.kindOf(p);
-            if (kind.equals("attn.k_read") || kind.equals("attn.v_read"))
+            if (CapturePoints.isCacheRead(kind))
                 return "the candidate's " + p + " is " + how + " the reference's " + best + ": layer " + layer + " reads layer " + ql + "'s cache";
             return "the candidate's " + p + " is " + how + " the reference's " + best + ": layer " + layer + " repeats layer " + ql + "'s result";
         }
@@ -113,12 +113,13 @@ public final class Diagnosis {
 
     private static String meaning(String pk, String qk) {
         return switch (pk + "=" + qk) {
-            case "attn.v_read=attn.k_read" -> ": the values read back from the cache are the keys (the cache hands back keys as values)";
-            case "attn.k_read=attn.v_read" -> ": the keys read back from the cache are the values";
-            case "attn.v=attn.k" -> ": the values entering the cache are the keys";
-            case "attn.k=attn.v" -> ": the keys entering the cache are the values";
-            case "attn.k=attn.q", "attn.q=attn.k" -> ": queries and keys are mixed up";
-            case "out=attn.out", "out=mlp.out", "out=moe.out" -> ": the layer's output skips the residual stream";
+            case CapturePoints.V_READ + "=" + CapturePoints.K_READ -> ": the values read back from the cache are the keys (the cache hands back keys as values)";
+            case CapturePoints.K_READ + "=" + CapturePoints.V_READ -> ": the keys read back from the cache are the values";
+            case CapturePoints.V + "=" + CapturePoints.K -> ": the values entering the cache are the keys";
+            case CapturePoints.K + "=" + CapturePoints.V -> ": the keys entering the cache are the values";
+            case CapturePoints.K + "=" + CapturePoints.Q, CapturePoints.Q + "=" + CapturePoints.K -> ": queries and keys are mixed up";
+            case CapturePoints.OUT + "=" + CapturePoints.ATTN_OUT, CapturePoints.OUT + "=" + CapturePoints.MLP_OUT,
+                 CapturePoints.OUT + "=" + CapturePoints.MOE_OUT -> ": the layer's output skips the residual stream";
             default -> "";
         };
     }
@@ -151,7 +152,7 @@ public final class Diagnosis {
             }
             if (!explained || equal.isEmpty()) continue;
             String kind = CapturePoints.kindOf(p);
-            boolean positions = kind.equals("attn.k_read") || kind.equals("attn.v_read");
+            boolean positions = CapturePoints.isCacheRead(kind);
             long first = positions ? ref.start() + ref.length() - rows : ref.start();
             String which = (positions ? "positions " : "token positions ") + ranges(equal, first);
             String rest = equal.size() == rows ? "" : " (its other rows are right)";
@@ -350,10 +351,10 @@ public final class Diagnosis {
     /** The head size for points with a head axis: [T, nh, d], [C, nkv, d], or attn.out [T, nh·d] using q's d. */
     private static int headDim(String p, TensorView r, StepTensors ref) {
         String kind = CapturePoints.kindOf(p);
-        if (kind.equals("attn.q") || kind.equals("attn.k") || kind.equals("attn.v") || kind.equals("attn.k_read") || kind.equals("attn.v_read"))
+        if (CapturePoints.hasHeadAxis(kind))
             return r.rank() == 3 && r.dim(1) >= 2 ? (int) r.dim(2) : -1;
-        if (kind.equals("attn.out") && r.rank() == 2) {
-            String q = CapturePoints.layer(CapturePoints.layerOf(p), "attn.q");
+        if (kind.equals(CapturePoints.ATTN_OUT) && r.rank() == 2) {
+            String q = CapturePoints.layer(CapturePoints.layerOf(p), CapturePoints.Q);
             if (ref.points().contains(q)) {
                 var qs = ref.tensor(q).shape();
                 if (qs.length == 3 && qs[1] >= 2 && qs[1] * qs[2] == r.dim(1)) return (int) qs[2];

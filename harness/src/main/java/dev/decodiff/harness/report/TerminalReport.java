@@ -119,7 +119,7 @@ public final class TerminalReport {
         return sb.toString();
     }
 
-    static String shortKind(String k) { return k.startsWith("attn.") && !k.equals("attn.out") ? k.substring(5) : k; }
+    static String shortKind(String k) { return k.startsWith("attn.") && !k.equals(CapturePoints.ATTN_OUT) ? k.substring(5) : k; }
 
     private static void summary(StringBuilder sb, ComparisonResult r, Terminal.Style st) {
         var g = new StepLayerGrid(r);

@@ -37,7 +37,7 @@ final class CacheAudit implements Probe {
     @Override
     public boolean wants(String point) {
         String k = CapturePoints.kindOf(point);
-        return k.equals("attn.k") || k.equals("attn.v") || k.equals("attn.k_read") || k.equals("attn.v_read");
+        return k.equals(CapturePoints.K) || k.equals(CapturePoints.V) || CapturePoints.isCacheRead(k);
     }
 
     @Override
@@ -53,11 +53,11 @@ final class CacheAudit implements Probe {
         String kind = CapturePoints.kindOf(point);
         int rows = shape[0], width = data.length / Math.max(1, rows);
         switch (kind) {
-            case "attn.k", "attn.v" -> {
-                var byPos = (kind.equals("attn.k") ? keys : values).computeIfAbsent(layer, l -> new HashMap<>());
+            case CapturePoints.K, CapturePoints.V -> {
+                var byPos = (kind.equals(CapturePoints.K) ? keys : values).computeIfAbsent(layer, l -> new HashMap<>());
                 for (int t = 0; t < rows; t++) byPos.put(start + t, slice(data, t * width, width));
             }
-            default -> audit(point, layer, kind.equals("attn.k_read"), rows, width, data);
+            default -> audit(point, layer, kind.equals(CapturePoints.K_READ), rows, width, data);
         }
         return null;
     }

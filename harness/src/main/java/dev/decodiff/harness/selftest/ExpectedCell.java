@@ -48,7 +48,7 @@ public sealed interface ExpectedCell {
                 var decode = firstStep(m, st -> st.length() == 1 && st.start() > 0);
                 if (decode.isEmpty()) yield new NotApplicable("no decode step");
                 int l = kEqV.get().index();
-                yield new Cell(decode.get(), l, CapturePoints.layer(l, "attn.v_read"),
+                yield new Cell(decode.get(), l, CapturePoints.layer(l, CapturePoints.V_READ),
                         "the first decode step reads cached keys back as values on the first k_eq_v layer (" + l + ")");
             }
             case SLIDING_WINDOW_OFF_BY_ONE -> {
@@ -57,7 +57,7 @@ public sealed interface ExpectedCell {
                 var st = firstStep(m, s -> s.end() - 1 >= W);
                 if (st.isEmpty()) yield new NotApplicable("no position reaches the window (W = " + W + ")");
                 int l = sliding.get();
-                yield new Cell(st.get(), l, CapturePoints.layer(l, "attn.k_read"),
+                yield new Cell(st.get(), l, CapturePoints.layer(l, CapturePoints.K_READ),
                         "the first step whose last position is ≥ W = " + W + " reads W+1 keys on the first sliding layer (" + l + ")");
             }
             case RING_WRAP -> {
@@ -67,13 +67,13 @@ public sealed interface ExpectedCell {
                 var st = firstStep(m, s -> s.start() >= W + 1 && s.length() < W);
                 if (st.isEmpty()) yield new NotApplicable("no step reads the ring after a position ≥ W was committed (W = " + W + ")");
                 int l = sliding.get();
-                yield new Cell(st.get(), l, CapturePoints.layer(l, "attn.k_read"),
+                yield new Cell(st.get(), l, CapturePoints.layer(l, CapturePoints.K_READ),
                         "the first step that reads the ring after a position ≥ W = " + W + " was written one slot too far, on the first sliding layer (" + l + ")");
             }
             case DECODE_POSITION_OFF_BY_ONE -> {
                 var decode = firstStep(m, s -> s.length() == 1 && s.start() > 0);
                 if (decode.isEmpty()) yield new NotApplicable("no decode step");
-                yield new Cell(decode.get(), 0, CapturePoints.layer(0, "attn.q"), "the first decode step rotates q at p+1 from layer 0 on");
+                yield new Cell(decode.get(), 0, CapturePoints.layer(0, CapturePoints.Q), "the first decode step rotates q at p+1 from layer 0 on");
             }
             case ROPE_PROPORTIONAL_AS_PREFIX -> {
                 var full = layers.stream().filter(l -> l.type() == LayerType.FULL).findFirst();
@@ -84,14 +84,14 @@ public sealed interface ExpectedCell {
                 var st = firstStep(m, s -> s.end() - 1 >= 1);
                 if (st.isEmpty()) yield new NotApplicable("no position ≥ 1 (RoPE is the identity at 0)");
                 int l = full.get().index();
-                yield new Cell(st.get(), l, CapturePoints.layer(l, "attn.q"),
+                yield new Cell(st.get(), l, CapturePoints.layer(l, CapturePoints.Q),
                         "the first step with a position ≥ 1 rotates q wrongly on the first full layer (" + l + ")");
             }
             case V_NORM_MISSING -> {
                 var own = layers.stream().filter(l -> !l.kvShared()).findFirst();
                 if (own.isEmpty()) yield new NotApplicable("no layer computes its own values");
                 int l = own.get().index();
-                yield new Cell(0, l, CapturePoints.layer(l, "attn.v"),
+                yield new Cell(0, l, CapturePoints.layer(l, CapturePoints.V),
                         "values enter the cache unnormalized from the first layer with its own values (" + l + ")");
             }
             case GQA_MODULO -> {
@@ -99,7 +99,7 @@ public sealed interface ExpectedCell {
                 var l = layers.stream().filter(s -> mixesHeads(nh, s.kvHeads())).findFirst();
                 if (l.isEmpty()) yield new NotApplicable("no layer where h mod nkv ≠ h / (nh/nkv) for some head");
                 int i = l.get().index();
-                yield new Cell(0, i, CapturePoints.layer(i, "attn.out"),
+                yield new Cell(0, i, CapturePoints.layer(i, CapturePoints.ATTN_OUT),
                         "layer " + i + " (nh " + nh + ", nkv " + l.get().kvHeads() + ") is the first where a query head reads another KV head");
             }
             case KV_SHARED_FIRST_SOURCE -> {
@@ -112,7 +112,7 @@ public sealed interface ExpectedCell {
                     if (first >= 0 && first != s.kvSource()) { found = s.index(); break; }
                 }
                 if (found == null) yield new NotApplicable("no KV-shared layer whose first and last same-type sources differ");
-                yield new Cell(0, found, CapturePoints.layer(found, "attn.k_read"),
+                yield new Cell(0, found, CapturePoints.layer(found, CapturePoints.K_READ),
                         "layer " + found + " is the first shared layer whose first same-type source differs from its last (layer "
                                 + cfg.layer(found).kvSource() + ")");
             }
@@ -120,7 +120,7 @@ public sealed interface ExpectedCell {
                 Integer l = null;
                 for (int i = 0; i < layerScalars.length; i++) if (layerScalars[i] != 1f) { l = i; break; }
                 if (l == null) yield new NotApplicable("every layer_scalar is 1");
-                yield new Cell(0, l, CapturePoints.layer(l, "out"), "layer " + l + " is the first whose layer_scalar (" + layerScalars[l] + ") is not 1");
+                yield new Cell(0, l, CapturePoints.layer(l, CapturePoints.OUT), "layer " + l + " is the first whose layer_scalar (" + layerScalars[l] + ") is not 1");
             }
             case SOFTCAP_MISSING -> {
                 if (!cfg.hasSoftcap()) yield new NotApplicable("no final_logit_softcapping");
@@ -133,7 +133,7 @@ public sealed interface ExpectedCell {
             case PREFIX_REUSE_STALE_POSITION -> {
                 int b = policyBoundary(W, m.promptLength());
                 if (b < 1 || b >= m.promptLength()) yield new NotApplicable("the prompt is too short to reuse a prefix of it");
-                yield new SelfCheckCell("prefix-reuse", b, CapturePoints.layer(0, "attn.q"),
+                yield new SelfCheckCell("prefix-reuse", b, CapturePoints.layer(0, CapturePoints.Q),
                         "the first token after the restored prefix (position " + b + ") is rotated one position early from layer 0 on");
             }
             case SLIDING_TRUNCATE -> {
@@ -142,7 +142,7 @@ public sealed interface ExpectedCell {
                 int n = m.tokens().size(), b = policyBoundary(W, m.promptLength());
                 if (n <= W || b >= n - 1) yield new NotApplicable("the ring still holds every position the cut needs");
                 int l = sliding.get();
-                yield new SelfCheckCell("truncate-sliding", b, CapturePoints.layer(l, "attn.k_read"),
+                yield new SelfCheckCell("truncate-sliding", b, CapturePoints.layer(l, CapturePoints.K_READ),
                         "the first token after the cut (position " + b + ") reads ring slots overwritten by later positions, on the first sliding layer (" + l + ")");
             }
         };
