@@ -506,54 +506,71 @@ public final class InferenceSession {
         return out;
     }
 
-    /** The MoE branch (spec §2.6) on the post-attention residual r: router, top-k experts, weighted sum. */
+    /**
+     * The MoE branch (spec §2.6) on the post-attention residual r: router, top-k experts, weighted sum. Tokens are
+     * routed first; then each expert multiplies all the tokens routed to it in one GEMM (a matvec per token read
+     * the expert's weights once per token). The GEMM gives each token the bits of its matvec, and experts are
+     * visited in index order, so every token still adds its experts' contributions in expert-index order, as
+     * transformers does: the same bits as one token at a time.
+     */
     private float[] moe(LayerWeights.Moe m, float[] r, int T) {
         int H = cfg.hidden(), E = cfg.numExperts(), K = cfg.topKExperts(), Im = cfg.moeIntermediate();
         float eps = cfg.rmsNormEps();
         float rootScale = (float) StrictMath.pow(H, -0.5);
-        float[] out = new float[T * H];
-        float[] z = new float[H];
-        float[] u = new float[H];
-        float[] logits = new float[E];
-        float[] gu = new float[2 * Im];
-        float[] act = new float[Im];
-        float[] y = new float[H];
+        float[] z = new float[T * H];
         for (int t = 0; t < T; t++) {
-            VectorMath.rmsNorm(r, t * H, H, null, eps, z, 0);
-            for (int j = 0; j < H; j++) z[j] = z[j] * m.routerScale()[j] * rootScale;
-            m.router().matvec(z, 0, logits, 0);
-            VectorMath.softmax(logits, 0, E);
-            int[] top = topK(logits, K);
+            VectorMath.rmsNorm(r, t * H, H, null, eps, z, t * H);
+            for (int j = 0; j < H; j++) z[t * H + j] = z[t * H + j] * m.routerScale()[j] * rootScale;
+        }
+        float[] logits = new float[T * E];
+        m.router().matmul(z, T, logits);
+        float[] weight = new float[T * E];
+        int[][] routed = new int[E][T];
+        int[] count = new int[E];
+        float[] u = z; // the router's input is spent: reuse it for the experts' input
+        for (int t = 0; t < T; t++) {
+            int o = t * E;
+            VectorMath.softmax(logits, o, E);
+            int[] top = topK(logits, o, E, K);
             float sum = 0;
-            for (int e : top) sum += logits[e];
-            float[] weight = new float[E];
-            for (int e : top) weight[e] = logits[e] / sum * m.perExpertScale()[e];
-            VectorMath.rmsNorm(r, t * H, H, m.preFeedforwardNorm2(), eps, u, 0);
-            // transformers adds the experts' contributions in expert-index order.
-            for (int e = 0; e < E; e++) {
-                if (weight[e] == 0f && !contains(top, e)) continue;
-                m.gateUp()[e].matvec(u, 0, gu, 0);
-                for (int j = 0; j < Im; j++) act[j] = VectorMath.geluTanh(gu[j]) * gu[Im + j];
-                m.down()[e].matvec(act, 0, y, 0);
-                VectorMath.axpy(weight[e], y, 0, out, t * H, H);
+            for (int e : top) sum += logits[o + e];
+            for (int e : top) weight[o + e] = logits[o + e] / sum * m.perExpertScale()[e];
+            for (int e : top) routed[e][count[e]++] = t;
+            VectorMath.rmsNorm(r, t * H, H, m.preFeedforwardNorm2(), eps, u, t * H);
+        }
+        float[] out = new float[T * H];
+        float[] x = new float[0], gu = new float[0], act = new float[0], y = new float[0];
+        for (int e = 0; e < E; e++) {
+            int n = count[e];
+            if (n == 0) continue;
+            if (x.length < n * H) {
+                x = new float[n * H];
+                gu = new float[n * 2 * Im];
+                act = new float[n * Im];
+                y = new float[n * H];
+            }
+            for (int k = 0; k < n; k++) System.arraycopy(u, routed[e][k] * H, x, k * H, H);
+            m.gateUp()[e].matmul(x, n, gu);
+            for (int k = 0; k < n; k++)
+                for (int j = 0; j < Im; j++) act[k * Im + j] = VectorMath.geluTanh(gu[k * 2 * Im + j]) * gu[k * 2 * Im + Im + j];
+            m.down()[e].matmul(act, n, y);
+            for (int k = 0; k < n; k++) {
+                int t = routed[e][k];
+                VectorMath.axpy(weight[t * E + e], y, k * H, out, t * H, H);
             }
         }
         return out;
     }
 
-    private static boolean contains(int[] a, int v) {
-        for (int x : a) if (x == v) return true;
-        return false;
-    }
-
-    private static int[] topK(float[] p, int k) {
+    /** The indices of the k largest of p[off .. off+n), largest first (the first of equals first). */
+    private static int[] topK(float[] p, int off, int n, int k) {
         int[] idx = new int[k];
-        boolean[] used = new boolean[p.length];
-        for (int n = 0; n < k; n++) {
+        boolean[] used = new boolean[n];
+        for (int j = 0; j < k; j++) {
             int best = -1;
-            for (int e = 0; e < p.length; e++) if (!used[e] && (best < 0 || p[e] > p[best])) best = e;
+            for (int e = 0; e < n; e++) if (!used[e] && (best < 0 || p[off + e] > p[off + best])) best = e;
             used[best] = true;
-            idx[n] = best;
+            idx[j] = best;
         }
         return idx;
     }
