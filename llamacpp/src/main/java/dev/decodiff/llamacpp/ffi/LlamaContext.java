@@ -1,0 +1,223 @@
+package dev.decodiff.llamacpp.ffi;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.FunctionDescriptor;
+import java.lang.foreign.Linker;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.SegmentAllocator;
+import java.lang.foreign.ValueLayout;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.MethodType;
+import java.util.Locale;
+
+import static dev.decodiff.llamacpp.ffi.LlamaLayouts.BATCH;
+import static dev.decodiff.llamacpp.ffi.LlamaLayouts.CONTEXT_PARAMS;
+import static dev.decodiff.llamacpp.ffi.LlamaLayouts.offset;
+import static java.lang.foreign.ValueLayout.ADDRESS;
+import static java.lang.foreign.ValueLayout.JAVA_BOOLEAN;
+
+/**
+ * A llama.cpp context (one sequence, its KV cache) on a loaded model: decode batches at given positions, read the
+ * logits, clear the cache. With a {@link Tap} the graph's named tensors are offered to it as they are computed,
+ * through llama.cpp's eval callback ({@code cb_eval}); without one it is a plain decode loop (for timing).
+ */
+public final class LlamaContext implements AutoCloseable {
+    /** Receives named graph tensors during {@link #decode}: asked first, then handed each tensor it wanted. */
+    public interface Tap {
+        boolean wants(String name);
+
+        void take(GgmlTensor tensor);
+    }
+
+    /** How the context is made. {@code typeK}/{@code typeV}: the KV-cache storage types ("f32", "f16", "bf16", "q8_0", "q4_0"). */
+    public record Options(int contextLength, int threads, String typeK, String typeV, boolean flashAttention) {
+        public Options {
+            if (contextLength < 1) throw new IllegalArgumentException("context length must be ≥ 1, got " + contextLength);
+            if (threads < 1) throw new IllegalArgumentException("threads must be ≥ 1, got " + threads);
+            ggmlType(typeK);
+            ggmlType(typeV);
+        }
+
+        /** F32 K/V cache, flash attention off, one thread: the exact configuration. */
+        public static Options exact(int contextLength) { return new Options(contextLength, 1, "f32", "f32", false); }
+    }
+
+    /** A KV-cache type name as a ggml_type value. */
+    public static int ggmlType(String name) {
+        return switch (name.toLowerCase(Locale.ROOT)) {
+            case "f32" -> GgmlTensor.F32;
+            case "f16" -> GgmlTensor.F16;
+            case "bf16" -> GgmlTensor.BF16;
+            case "q8_0" -> 8;
+            case "q4_0" -> 2;
+            default -> throw new IllegalArgumentException("unknown KV-cache type '" + name + "' (f32, f16, bf16, q8_0, q4_0)");
+        };
+    }
+
+    private final LlamaLibrary lib;
+    private final LlamaModel model;
+    private final Options options;
+    private final Arena arena = Arena.ofShared();
+    private final Tap tap;
+    private final int vocab;
+    private MemorySegment ctx;
+    private Throwable tapFailure;
+
+    public LlamaContext(LlamaModel model, Options options, Tap tap) {
+        this.lib = model.library();
+        this.model = model;
+        this.options = options;
+        this.tap = tap;
+        this.vocab = model.vocabSize();
+        try {
+            var p = (MemorySegment) lib.contextDefaultParams.invokeExact((SegmentAllocator) arena);
+            int n = options.contextLength();
+            setInt(p, "n_ctx", n);
+            setInt(p, "n_batch", n);
+            setInt(p, "n_ubatch", n); // a whole prompt in one ubatch: each named tensor comes once per step
+            setInt(p, "n_seq_max", 1);
+            setInt(p, "n_threads", options.threads());
+            setInt(p, "n_threads_batch", options.threads());
+            setInt(p, "flash_attn_type", options.flashAttention() ? 1 : 0);
+            setInt(p, "type_k", ggmlType(options.typeK()));
+            setInt(p, "type_v", ggmlType(options.typeV()));
+            // A full-size sliding-window cache keeps one cell per position, so the cells read are in position order.
+            p.set(JAVA_BOOLEAN, offset(CONTEXT_PARAMS, "swa_full"), true);
+            p.set(JAVA_BOOLEAN, offset(CONTEXT_PARAMS, "no_perf"), true);
+            if (tap != null) {
+                var target = MethodHandles.lookup().bind(this, "onEval",
+                        MethodType.methodType(boolean.class, MemorySegment.class, boolean.class, MemorySegment.class));
+                var stub = Linker.nativeLinker().upcallStub(target, FunctionDescriptor.of(JAVA_BOOLEAN, ADDRESS, JAVA_BOOLEAN, ADDRESS), arena);
+                p.set(ADDRESS, offset(CONTEXT_PARAMS, "cb_eval"), stub);
+            }
+            lib.log().mark();
+            ctx = (MemorySegment) lib.initFromModel.invokeExact(model.pointer(), p);
+        } catch (Throwable t) {
+            arena.close();
+            throw new LlamaCppException("llama_init_from_model failed on " + model.file() + ": " + t, t);
+        }
+        if (ctx.equals(MemorySegment.NULL)) {
+            arena.close();
+            String why = lib.log().errorsSinceMark();
+            throw new LlamaCppException("llama.cpp " + LlamaCppHome.RELEASE + " refused a context for " + model.file() + " with "
+                    + describe(options) + (why.isEmpty() ? "" : ": " + why));
+        }
+    }
+
+    public static String describe(Options o) {
+        return "K/V cache " + o.typeK() + "/" + o.typeV() + ", flash attention " + (o.flashAttention() ? "on" : "off")
+                + ", " + o.threads() + " thread" + (o.threads() == 1 ? "" : "s");
+    }
+
+    private static void setInt(MemorySegment p, String field, int value) {
+        p.set(ValueLayout.JAVA_INT, offset(CONTEXT_PARAMS, field), value);
+    }
+
+    public Options options() { return options; }
+
+    public LlamaModel model() { return model; }
+
+    /** The eval callback: {@code bool (*)(struct ggml_tensor *, bool ask, void *)}. Never lets an exception reach C. */
+    boolean onEval(MemorySegment tensor, boolean ask, MemorySegment userData) {
+        if (tapFailure != null) return false;
+        try {
+            var t = new GgmlTensor(lib, tensor);
+            if (ask) return tap.wants(t.name());
+            tap.take(t);
+            return true;
+        } catch (Throwable e) {
+            tapFailure = e;
+            return false;
+        }
+    }
+
+    /**
+     * Decodes {@code tokens} at positions start… of sequence 0 and returns the last position's logits. With
+     * {@code allOutputs} every position is an output (so the final norm of every row is computed).
+     */
+    public float[] decode(int[] tokens, int start, boolean allOutputs) {
+        if (ctx == null) throw new IllegalStateException("context is closed");
+        if (tokens.length == 0) throw new IllegalArgumentException("no tokens to decode");
+        if (start < 0 || start + tokens.length > options.contextLength())
+            throw new IllegalArgumentException("positions " + start + "…" + (start + tokens.length - 1) + " do not fit a context of "
+                    + options.contextLength());
+        for (int t : tokens)
+            if (t < 0 || t >= vocab)
+                throw new IllegalArgumentException("token id " + t + " is outside the model's vocabulary of " + vocab);
+        int n = tokens.length;
+        try (var a = Arena.ofConfined()) {
+            var tok = a.allocateFrom(ValueLayout.JAVA_INT, tokens);
+            var pos = a.allocate(ValueLayout.JAVA_INT, n);
+            var nSeq = a.allocate(ValueLayout.JAVA_INT, n);
+            var seqIds = a.allocate(ADDRESS, n);
+            var seq0 = a.allocate(ValueLayout.JAVA_INT);
+            var out = a.allocate(ValueLayout.JAVA_BYTE, n);
+            for (int i = 0; i < n; i++) {
+                pos.setAtIndex(ValueLayout.JAVA_INT, i, start + i);
+                nSeq.setAtIndex(ValueLayout.JAVA_INT, i, 1);
+                seqIds.setAtIndex(ADDRESS, i, seq0);
+                out.set(ValueLayout.JAVA_BYTE, i, (byte) (allOutputs || i == n - 1 ? 1 : 0));
+            }
+            var batch = a.allocate(BATCH);
+            batch.set(ValueLayout.JAVA_INT, offset(BATCH, "n_tokens"), n);
+            batch.set(ADDRESS, offset(BATCH, "token"), tok);
+            batch.set(ADDRESS, offset(BATCH, "embd"), MemorySegment.NULL);
+            batch.set(ADDRESS, offset(BATCH, "pos"), pos);
+            batch.set(ADDRESS, offset(BATCH, "n_seq_id"), nSeq);
+            batch.set(ADDRESS, offset(BATCH, "seq_id"), seqIds);
+            batch.set(ADDRESS, offset(BATCH, "logits"), out);
+            tapFailure = null;
+            lib.log().mark();
+            int rc = (int) lib.decode.invokeExact(ctx, batch);
+            if (tapFailure != null) {
+                if (tapFailure instanceof RuntimeException re) throw re;
+                throw new LlamaCppException("reading llama.cpp's tensors failed: " + tapFailure, tapFailure);
+            }
+            if (rc != 0) {
+                String why = lib.log().errorsSinceMark();
+                throw new LlamaCppException("llama_decode returned " + rc + " for positions " + start + "…" + (start + n - 1)
+                        + (why.isEmpty() ? "" : ": " + why));
+            }
+            var logits = (MemorySegment) lib.logitsIth.invokeExact(ctx, -1);
+            if (logits.equals(MemorySegment.NULL)) throw new LlamaCppException("llama.cpp returned no logits for position " + (start + n - 1));
+            return logits.reinterpret((long) vocab * 4).toArray(ValueLayout.JAVA_FLOAT);
+        } catch (LlamaCppException | IllegalArgumentException e) {
+            throw e;
+        } catch (Throwable t) {
+            throw new LlamaCppException("llama_decode failed: " + t, t);
+        }
+    }
+
+    /** Empties the KV cache (the next decode starts at position 0 again). */
+    public void clear() {
+        try {
+            var mem = (MemorySegment) lib.getMemory.invokeExact(ctx);
+            lib.memoryClear.invokeExact(mem, true);
+        } catch (Throwable t) {
+            throw new LlamaCppException("llama_memory_clear failed: " + t, t);
+        }
+    }
+
+    /** Drops positions ≥ {@code from} of the sequence from the KV cache; false if llama.cpp cannot cut there. */
+    public boolean truncate(int from) {
+        try {
+            var mem = (MemorySegment) lib.getMemory.invokeExact(ctx);
+            return (boolean) lib.memorySeqRm.invokeExact(mem, 0, from, -1);
+        } catch (Throwable t) {
+            throw new LlamaCppException("llama_memory_seq_rm failed: " + t, t);
+        }
+    }
+
+    @Override
+    public void close() {
+        if (ctx == null) return;
+        try {
+            lib.free.invokeExact(ctx);
+        } catch (Throwable t) {
+            throw new LlamaCppException("llama_free failed: " + t, t);
+        } finally {
+            ctx = null;
+            arena.close();
+        }
+    }
+}

@@ -1,0 +1,152 @@
+package dev.decodiff.llamacpp.ffi;
+
+import java.lang.foreign.Arena;
+import java.lang.foreign.FunctionDescriptor;
+import java.lang.foreign.Linker;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.SymbolLookup;
+import java.lang.invoke.MethodHandle;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.MethodType;
+import java.util.ArrayList;
+import java.util.List;
+
+import static java.lang.foreign.ValueLayout.ADDRESS;
+import static java.lang.foreign.ValueLayout.JAVA_BOOLEAN;
+import static java.lang.foreign.ValueLayout.JAVA_INT;
+import static java.lang.foreign.ValueLayout.JAVA_LONG;
+
+/**
+ * The loaded llama.cpp: its C functions as method handles, its log routed into a {@link LlamaLog}, and the CPU
+ * backend picked for this machine. Loaded once per JVM (a native library cannot be unloaded).
+ */
+public final class LlamaLibrary {
+    private static LlamaLibrary instance;
+
+    private final LlamaCppHome home;
+    private final LlamaLog log = new LlamaLog();
+    private final String backend;
+
+    final MethodHandle modelDefaultParams, contextDefaultParams, modelLoad, modelFree, initFromModel, free, decode,
+            logitsIth, getMemory, memoryClear, memorySeqRm, modelGetVocab, vocabNTokens, modelNEmbd, modelNLayer,
+            modelMetaValStr, tensorGet, devCount, devGet, devDescription, systemInfo;
+
+    private LlamaLibrary(LlamaCppHome home) {
+        this.home = home;
+        var linker = Linker.nativeLinker();
+        var arena = Arena.global();
+        SymbolLookup lookup;
+        try {
+            lookup = SymbolLookup.libraryLookup(home.lib().resolve(LlamaCppHome.LIBGGML_BASE), arena)
+                    .or(SymbolLookup.libraryLookup(home.lib().resolve(LlamaCppHome.LIBGGML), arena))
+                    .or(SymbolLookup.libraryLookup(home.lib().resolve(LlamaCppHome.LIBLLAMA), arena));
+        } catch (IllegalArgumentException e) {
+            throw new LlamaCppException("cannot load llama.cpp from " + home.lib() + ": " + e.getMessage()
+                    + "; run scripts/llamacpp.sh again to restore it", e);
+        }
+        var h = new Handles(linker, lookup);
+        modelDefaultParams = h.get("llama_model_default_params", FunctionDescriptor.of(LlamaLayouts.MODEL_PARAMS));
+        contextDefaultParams = h.get("llama_context_default_params", FunctionDescriptor.of(LlamaLayouts.CONTEXT_PARAMS));
+        modelLoad = h.get("llama_model_load_from_file", FunctionDescriptor.of(ADDRESS, ADDRESS, LlamaLayouts.MODEL_PARAMS));
+        modelFree = h.get("llama_model_free", FunctionDescriptor.ofVoid(ADDRESS));
+        initFromModel = h.get("llama_init_from_model", FunctionDescriptor.of(ADDRESS, ADDRESS, LlamaLayouts.CONTEXT_PARAMS));
+        free = h.get("llama_free", FunctionDescriptor.ofVoid(ADDRESS));
+        decode = h.get("llama_decode", FunctionDescriptor.of(JAVA_INT, ADDRESS, LlamaLayouts.BATCH));
+        logitsIth = h.get("llama_get_logits_ith", FunctionDescriptor.of(ADDRESS, ADDRESS, JAVA_INT));
+        getMemory = h.get("llama_get_memory", FunctionDescriptor.of(ADDRESS, ADDRESS));
+        memoryClear = h.get("llama_memory_clear", FunctionDescriptor.ofVoid(ADDRESS, JAVA_BOOLEAN));
+        memorySeqRm = h.get("llama_memory_seq_rm", FunctionDescriptor.of(JAVA_BOOLEAN, ADDRESS, JAVA_INT, JAVA_INT, JAVA_INT));
+        modelGetVocab = h.get("llama_model_get_vocab", FunctionDescriptor.of(ADDRESS, ADDRESS));
+        vocabNTokens = h.get("llama_vocab_n_tokens", FunctionDescriptor.of(JAVA_INT, ADDRESS));
+        modelNEmbd = h.get("llama_model_n_embd", FunctionDescriptor.of(JAVA_INT, ADDRESS));
+        modelNLayer = h.get("llama_model_n_layer", FunctionDescriptor.of(JAVA_INT, ADDRESS));
+        modelMetaValStr = h.get("llama_model_meta_val_str", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS, JAVA_LONG));
+        tensorGet = h.get("ggml_backend_tensor_get", FunctionDescriptor.ofVoid(ADDRESS, ADDRESS, JAVA_LONG, JAVA_LONG));
+        devCount = h.get("ggml_backend_dev_count", FunctionDescriptor.of(JAVA_LONG));
+        devGet = h.get("ggml_backend_dev_get", FunctionDescriptor.of(ADDRESS, JAVA_LONG));
+        devDescription = h.get("ggml_backend_dev_description", FunctionDescriptor.of(ADDRESS, ADDRESS));
+        systemInfo = h.get("llama_print_system_info", FunctionDescriptor.of(ADDRESS));
+        var logSet = h.get("llama_log_set", FunctionDescriptor.ofVoid(ADDRESS, ADDRESS));
+        var loadAll = h.get("ggml_backend_load_all_from_path", FunctionDescriptor.ofVoid(ADDRESS));
+        var backendInit = h.get("llama_backend_init", FunctionDescriptor.ofVoid());
+        if (!h.missing.isEmpty())
+            throw new LlamaCppException(home.lib() + " lacks " + String.join(", ", h.missing) + ": it is not llama.cpp "
+                    + LlamaCppHome.RELEASE + "; run scripts/llamacpp.sh to set up the release decodiff is written for");
+        try {
+            var target = MethodHandles.lookup().bind(log, "acceptNative",
+                    MethodType.methodType(void.class, int.class, MemorySegment.class, MemorySegment.class));
+            var stub = linker.upcallStub(target, FunctionDescriptor.ofVoid(JAVA_INT, ADDRESS, ADDRESS), arena);
+            logSet.invokeExact(stub, MemorySegment.NULL);
+            log.mark();
+            try (var a = Arena.ofConfined()) {
+                loadAll.invokeExact(a.allocateFrom(home.lib().toString()));
+            }
+            backendInit.invokeExact();
+            long devices = (long) devCount.invokeExact();
+            if (devices == 0) {
+                String why = log.errorsSinceMark();
+                throw new LlamaCppException("no CPU backend in " + home.lib() + " runs on this CPU (" + cpuName()
+                        + "): none of its libggml-cpu-*.so variants matched" + (why.isEmpty() ? "" : " (" + why + ")")
+                        + "; llama.cpp needs a build for this micro-architecture (build it from source with GGML_NATIVE=ON and point -D"
+                        + LlamaCppHome.PROPERTY + " at it)");
+            }
+        } catch (LlamaCppException e) {
+            throw e;
+        } catch (Throwable t) {
+            throw new LlamaCppException("cannot start llama.cpp from " + home.lib() + ": " + t, t);
+        }
+        String loaded = log.find("loaded CPU backend from");
+        this.backend = loaded == null ? "CPU" : loaded.replaceFirst(".*loaded CPU backend from\\s*", "").replaceFirst(".*/", "");
+    }
+
+    /** The one loaded llama.cpp of this JVM, loaded on first use from {@link LlamaCppHome#locate()}. */
+    public static synchronized LlamaLibrary get() {
+        if (instance == null) instance = new LlamaLibrary(LlamaCppHome.locate());
+        return instance;
+    }
+
+    public LlamaCppHome home() { return home; }
+
+    public LlamaLog log() { return log; }
+
+    /** The CPU backend variant ggml picked for this machine (e.g. "libggml-cpu-zen4.so"). */
+    public String backend() { return backend; }
+
+    /** llama.cpp's own summary of the CPU features it uses. */
+    public String systemInfo() {
+        try {
+            return ((MemorySegment) systemInfo.invokeExact()).reinterpret(Long.MAX_VALUE).getString(0);
+        } catch (Throwable t) {
+            throw new LlamaCppException("llama_print_system_info failed: " + t, t);
+        }
+    }
+
+    private static String cpuName() {
+        try (var lines = java.nio.file.Files.lines(java.nio.file.Path.of("/proc/cpuinfo"))) {
+            return lines.filter(l -> l.startsWith("model name")).map(l -> l.replaceFirst("^[^:]*:\\s*", "")).findFirst().orElse("unknown CPU");
+        } catch (Exception e) {
+            return "unknown CPU";
+        }
+    }
+
+    /** Looks symbols up, collecting the missing ones so that one error can list them all. */
+    private static final class Handles {
+        final Linker linker;
+        final SymbolLookup lookup;
+        final List<String> missing = new ArrayList<>();
+
+        Handles(Linker linker, SymbolLookup lookup) {
+            this.linker = linker;
+            this.lookup = lookup;
+        }
+
+        MethodHandle get(String name, FunctionDescriptor fd) {
+            var sym = lookup.find(name);
+            if (sym.isEmpty()) {
+                missing.add(name);
+                return null;
+            }
+            return linker.downcallHandle(sym.get(), fd);
+        }
+    }
+}
