@@ -15,7 +15,7 @@ import java.io.UncheckedIOException;
  */
 @Command(name = "decodiff", mixinStandardHelpOptions = true, versionProvider = Main.Version.class,
         description = "Finds where an LLM engine's decode goes wrong: which step, layer and tensor, and why.",
-        subcommands = {CompareCommand.class, DumpCommand.class, RunCommand.class, InspectCommand.class, SelfTestCommand.class, SelfCheckCommand.class, BisectCommand.class, OpsCommand.class, CalibrateCommand.class, KvDriftCommand.class, dev.decodiff.harness.bench.BenchCommand.class, CommandLine.HelpCommand.class},
+        subcommands = {CompareCommand.class, DumpCommand.class, RunCommand.class, InspectCommand.class, GgufCommand.class, SelfTestCommand.class, SelfCheckCommand.class, BisectCommand.class, OpsCommand.class, CalibrateCommand.class, KvDriftCommand.class, dev.decodiff.harness.bench.BenchCommand.class, CommandLine.HelpCommand.class},
         footer = {"", "Exit codes: 0 match, 1 divergence, 2 bad input or usage.",
                 "Start with: decodiff compare   (the bundled default case against the live engine)"})
 public final class Main implements Runnable {
@@ -58,7 +58,7 @@ public final class Main implements Runnable {
 
     static boolean isBadInput(Throwable ex) {
         return ex instanceof BadInputException || ex instanceof CheckpointException || ex instanceof SafetensorsException
-                || ex instanceof UncheckedIOException || ex instanceof java.nio.file.NoSuchFileException;
+                || ex instanceof dev.decodiff.llamacpp.gguf.GgufException || ex instanceof UncheckedIOException || ex instanceof java.nio.file.NoSuchFileException;
     }
 
     static String oneLine(String s) { return BadInputException.oneLine(s); }
