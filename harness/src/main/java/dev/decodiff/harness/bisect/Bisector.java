@@ -7,9 +7,11 @@ import dev.decodiff.engine.Sampler;
 import dev.decodiff.harness.compare.CellStats;
 import dev.decodiff.harness.compare.Comparison;
 import dev.decodiff.harness.compare.ComparisonResult;
-import dev.decodiff.harness.compare.Diagnosis;
 import dev.decodiff.harness.compare.FirstDivergence;
 import dev.decodiff.harness.compare.ToleranceProfile;
+import dev.decodiff.harness.compare.detect.Detector;
+import dev.decodiff.harness.compare.detect.DetectorContext;
+import dev.decodiff.harness.compare.detect.Detectors;
 import dev.decodiff.harness.dump.CapturedTensor;
 import dev.decodiff.harness.dump.DumpReader;
 import dev.decodiff.harness.dump.DumpStep;
@@ -39,7 +41,7 @@ import java.util.function.Predicate;
  *     layer's output;</li>
  * <li><b>cache transplant</b> over steps: the reference's cache for steps &lt; t, the engine's own from t on: does the
  *     step compute wrongly, or was the cache corrupted earlier;</li>
- * <li>a one-sentence <b>diagnosis</b> of the culprit tensor ({@link Diagnosis}).</li>
+ * <li>a one-sentence <b>diagnosis</b> of the culprit tensor ({@link #DETECTORS}).</li>
  * </ol>
  */
 public final class Bisector {
@@ -48,6 +50,13 @@ public final class Bisector {
             List.of(CapturePoints.Q), List.of(CapturePoints.K), List.of(CapturePoints.V), List.of(CapturePoints.K_READ), List.of(CapturePoints.V_READ),
             List.of(CapturePoints.ATTN_OUT), List.of(CapturePoints.MLP_OUT), List.of(CapturePoints.MOE_OUT),
             List.of(CapturePoints.Q, CapturePoints.K), List.of(CapturePoints.K, CapturePoints.V), List.of(CapturePoints.K_READ, CapturePoints.V_READ));
+
+    /**
+     * Bisect's detectors: compare's, after the RoPE hypotheses (which name the precise rotation where compare only sees
+     * "a rotation") and before the ones that recompute from the model or the reference's cache history.
+     */
+    static final List<Detector> DETECTORS = Detectors.extend(List.of(new RopeDetector()), Detectors.COMPARE,
+            List.of(new HeadMappingDetector(), new CacheSlotsDetector(), new LayerScalarDetector()));
 
     /** Up to this many earlier steps the transplant is tried at every boundary; beyond it, by bisection. */
     static final int TRANSPLANT_EVERY_STEP = 8;
@@ -114,14 +123,9 @@ public final class Bisector {
                 var st = ref.manifest().step(s);
                 var localStep = new LiveStep(s, st.start(), st.length(), local.captured,
                         local.logits == null ? -1 : Sampler.argmax(local.logits), Double.NaN, "engine on the reference's input, step " + s);
-                diagnosis = Diagnosis.explain(culpritCell, refStep, localStep);
-                double near = Math.max(10 * culpritCell.tolerance(), 1e-3);
-                String rope = RopeDiagnosis.explain(culpritCell, refStep, localStep, model.config(), near);
-                if (rope != null) diagnosis = rope;
-                if (diagnosis == null) diagnosis = ModelDiagnosis.headMapping(culpritCell, refStep, localStep, near);
-                if (diagnosis == null) diagnosis = ModelDiagnosis.readRows(culpritCell, refs, s, localStep, model, near);
-                String scalar = ModelDiagnosis.layerScalar(culpritCell, model);
-                if (scalar != null) diagnosis = diagnosis == null ? scalar : diagnosis + "; " + scalar;
+                var ctx = new DetectorContext(culpritCell, refStep, localStep, DetectorContext.nearEqual(culpritCell.tolerance()), model, refs);
+                var found = Detectors.explain(DETECTORS, ctx);
+                if (found != null) diagnosis = found.sentence();
             }
             if (diagnosis == null && (culpritCell == null || culpritCell.point().equals(fd.point()))) diagnosis = fd.diagnosis();
             if (diagnosis == null && culpritCell != null) diagnosis = noPattern(culpritCell);

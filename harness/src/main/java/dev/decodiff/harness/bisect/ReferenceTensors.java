@@ -1,5 +1,7 @@
 package dev.decodiff.harness.bisect;
 
+import dev.decodiff.harness.compare.detect.ReferenceHistory;
+import dev.decodiff.harness.dump.DumpManifest;
 import dev.decodiff.harness.dump.DumpReader;
 import dev.decodiff.harness.dump.DumpStep;
 import dev.decodiff.metal.TensorView;
@@ -11,7 +13,7 @@ import java.util.Map;
  * The reference dump's tensors for substitution: step files are mapped on first use and kept open, and a point's
  * data is turned into floats (the engine's row-major layout) once. Close to unmap.
  */
-final class ReferenceTensors implements AutoCloseable {
+final class ReferenceTensors implements AutoCloseable, ReferenceHistory {
     private final DumpReader ref;
     private final Map<Integer, DumpStep> open = new HashMap<>();
     private final Map<Integer, Map<String, float[]>> floats = new HashMap<>();
@@ -19,6 +21,9 @@ final class ReferenceTensors implements AutoCloseable {
     ReferenceTensors(DumpReader ref) { this.ref = ref; }
 
     DumpReader reader() { return ref; }
+
+    @Override
+    public DumpManifest manifest() { return ref.manifest(); }
 
     boolean has(int step, String point) { return ref.points(step).contains(point); }
 
@@ -28,7 +33,8 @@ final class ReferenceTensors implements AutoCloseable {
     TensorView view(int step, String point) { return step(step).tensor(point); }
 
     /** The point's values as floats, or null when the reference did not record it. */
-    float[] floats(int step, String point) {
+    @Override
+    public float[] floats(int step, String point) {
         if (!has(step, point)) return null;
         return floats.computeIfAbsent(step, s -> new HashMap<>()).computeIfAbsent(point, p -> view(step, p).toFloats());
     }

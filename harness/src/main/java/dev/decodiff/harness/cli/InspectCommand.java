@@ -3,6 +3,7 @@ package dev.decodiff.harness.cli;
 import dev.decodiff.engine.CheckpointFiles;
 import dev.decodiff.engine.Gemma4Config;
 import dev.decodiff.engine.CapturePoints;
+import dev.decodiff.harness.report.Fmt;
 import dev.decodiff.harness.BadInputException;
 import dev.decodiff.harness.compare.Comparison;
 import dev.decodiff.harness.dump.DumpManifest;
@@ -78,7 +79,7 @@ final class InspectCommand implements Callable<Integer> {
         }
         out.println("  points     " + all.size() + " names");
         if (!model.isEmpty()) out.println("    model-level  " + String.join(", ", model));
-        for (var e : kinds.entrySet()) out.println("    " + String.format("%-12s", e.getKey()) + " layers " + ranges(e.getValue().keySet()));
+        for (var e : kinds.entrySet()) out.println("    " + String.format("%-12s", e.getKey()) + " layers " + Fmt.ranges(e.getValue().keySet(), 0));
         try (var s0 = d.readStep(0)) {
             out.println();
             out.println("  shapes at step 0 (first of each kind):");
@@ -144,19 +145,6 @@ final class InspectCommand implements Callable<Integer> {
         return t.subList(0, 12) + " … " + t.subList(t.size() - 3, t.size());
     }
 
-    static String ranges(java.util.Collection<Integer> xs) {
-        var sb = new StringBuilder();
-        Integer start = null, prev = null;
-        for (int x : xs) {
-            if (start == null) { start = x; prev = x; continue; }
-            if (x == prev + 1) { prev = x; continue; }
-            sb.append(sb.isEmpty() ? "" : ", ").append(start.equals(prev) ? "" + start : start + "–" + prev);
-            start = x;
-            prev = x;
-        }
-        if (start != null) sb.append(sb.isEmpty() ? "" : ", ").append(start.equals(prev) ? "" + start : start + "–" + prev);
-        return sb.toString();
-    }
 
     static String human(long bytes) {
         if (bytes < 1024) return bytes + " B";

@@ -227,7 +227,7 @@ public final class CellKernel {
         return ratio(num, den);
     }
 
-    static double ratio(double num, double den) {
+    public static double ratio(double num, double den) {
         if (den == 0) return num == 0 ? 0 : Double.POSITIVE_INFINITY;
         return Math.sqrt(num / den);
     }

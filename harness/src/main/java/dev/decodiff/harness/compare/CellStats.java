@@ -40,9 +40,12 @@ public record CellStats(int step, String point, long[] shape, double relL2, doub
     public double usage() { return nonFinite > 0 || Double.isNaN(relL2) ? Double.POSITIVE_INFINITY : relL2 / tolerance; }
 
     /** The multi-index of the largest |Δ|, e.g. [3, 0, 17]. */
-    public long[] maxIndexND() {
+    public long[] maxIndexND() { return indexND(shape, maxIndex); }
+
+    /** The multi-index of a flat row-major index into {@code shape}. */
+    public static long[] indexND(long[] shape, long flat) {
         var idx = new long[shape.length];
-        long rem = Math.max(0, maxIndex);
+        long rem = Math.max(0, flat);
         for (int i = shape.length - 1; i >= 0; i--) {
             long d = Math.max(1, shape[i]);
             idx[i] = rem % d;

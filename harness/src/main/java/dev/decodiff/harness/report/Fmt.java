@@ -29,6 +29,27 @@ public final class Fmt {
         return String.format(Locale.ROOT, "%." + digits + "f", x);
     }
 
+    /** Sorted numbers as ranges, each shifted by {@code offset}: "3, 5–9, 12". */
+    public static String ranges(java.util.Collection<? extends Number> xs, long offset) {
+        var sb = new StringBuilder();
+        long start = 0, prev = 0;
+        boolean open = false;
+        for (var n : xs) {
+            long x = n.longValue();
+            if (open && x == prev + 1) { prev = x; continue; }
+            if (open) appendRange(sb, start + offset, prev + offset);
+            start = prev = x;
+            open = true;
+        }
+        if (open) appendRange(sb, start + offset, prev + offset);
+        return sb.toString();
+    }
+
+    private static void appendRange(StringBuilder sb, long a, long b) {
+        if (!sb.isEmpty()) sb.append(", ");
+        sb.append(a == b ? Long.toString(a) : a + "–" + b);
+    }
+
     public static String count(long n) { return String.format(Locale.ROOT, "%,d", n); }
 
     public static String percent(double share) {

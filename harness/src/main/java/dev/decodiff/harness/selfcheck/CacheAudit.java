@@ -4,6 +4,7 @@ import dev.decodiff.engine.CapturePoints;
 import dev.decodiff.engine.Gemma4Config;
 import dev.decodiff.engine.LayerType;
 import dev.decodiff.engine.Probe;
+import dev.decodiff.harness.report.Fmt;
 
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -95,7 +96,7 @@ final class CacheAudit implements Probe {
         int q0 = wrong.get(0);
         float[] row0 = slice(data, (q0 - (p - rows + 1)) * width, width);
         fail(point, p, rel, "at position " + p + " the " + what + " read back for " + (wrong.size() == 1 ? "position " : "positions ")
-                + ranges(wrong) + " are not the " + what + " that entered " + (src == layer ? "this layer's" : "layer " + src + "'s")
+                + Fmt.ranges(wrong, 0) + " are not the " + what + " that entered " + (src == layer ? "this layer's" : "layer " + src + "'s")
                 + " cache there" + explain(row0, q0, isKey, src, layer));
     }
 
@@ -139,16 +140,4 @@ final class CacheAudit implements Probe {
 
     static double ratio(double n, double d) { return d == 0 ? (n == 0 ? 0 : Double.POSITIVE_INFINITY) : Math.sqrt(n / d); }
 
-    static String ranges(List<Integer> xs) {
-        var sb = new StringBuilder();
-        int i = 0;
-        while (i < xs.size()) {
-            int j = i;
-            while (j + 1 < xs.size() && xs.get(j + 1) == xs.get(j) + 1) j++;
-            if (!sb.isEmpty()) sb.append(", ");
-            sb.append(i == j ? Integer.toString(xs.get(i)) : xs.get(i) + "–" + xs.get(j));
-            i = j + 1;
-        }
-        return sb.toString();
-    }
 }

@@ -5,9 +5,12 @@ import dev.decodiff.engine.Gemma4Config;
 import dev.decodiff.engine.LayerType;
 import dev.decodiff.engine.Rope;
 import dev.decodiff.engine.RopeSpec;
-import dev.decodiff.harness.compare.CellStats;
-import dev.decodiff.harness.dump.StepTensors;
+import dev.decodiff.harness.compare.detect.Detector;
+import dev.decodiff.harness.compare.detect.DetectorContext;
+import dev.decodiff.harness.compare.detect.Finding;
 import dev.decodiff.metal.TensorView;
+
+import java.util.Locale;
 
 
 /**
@@ -16,8 +19,9 @@ import dev.decodiff.metal.TensorView;
  * and the hypothesis that reproduces the candidate is reported: a position off by one, adjacent-pair (interleaved)
  * rotation instead of rotate-half, or standard RoPE on a prefix of the head instead of proportional RoPE.
  */
-final class RopeDiagnosis {
-    private RopeDiagnosis() {}
+final class RopeDetector implements Detector {
+    @Override
+    public boolean appliesTo(String kind) { return kind.equals(CapturePoints.Q) || kind.equals(CapturePoints.K); }
 
     private record Hypothesis(String sentence, Rotation rotation) {}
 
@@ -26,9 +30,14 @@ final class RopeDiagnosis {
         void rotate(float[] x, int pos);
     }
 
-    static String explain(CellStats cell, StepTensors ref, StepTensors cand, Gemma4Config config, double near) {
-        String kind = CapturePoints.kindOf(cell.point());
-        if (!kind.equals(CapturePoints.Q) && !kind.equals(CapturePoints.K)) return null;
+    @Override
+    public Finding explain(DetectorContext ctx) {
+        if (ctx.model() == null) return null;
+        var cell = ctx.cell();
+        var ref = ctx.ref();
+        var cand = ctx.cand();
+        Gemma4Config config = ctx.model().config();
+        double near = ctx.near();
         int layer = cell.layer();
         if (layer < 0 || !cand.points().contains(cell.point())) return null;
         TensorView r = ref.tensor(cell.point()), c = cand.tensor(cell.point());
@@ -79,8 +88,8 @@ final class RopeDiagnosis {
                     moved |= diff > 0;
                 }
             }
-            if (worst <= near && moved) return "the candidate's " + cell.point() + " is the reference's un-rotated vector " + h.sentence()
-                    + " (reproduced to rel L2 ≤ " + String.format("%.1e", worst) + " at every row)";
+            if (worst <= near && moved) return Finding.of("the candidate's " + cell.point() + " is the reference's un-rotated vector " + h.sentence()
+                    + " (reproduced to rel L2 ≤ " + String.format(Locale.ROOT, "%.1e", worst) + " at every row)");
         }
         return null;
     }

@@ -1,0 +1,31 @@
+package dev.decodiff.harness.compare.detect;
+
+import dev.decodiff.harness.compare.CellKernel;
+import dev.decodiff.metal.TensorView;
+
+/** The candidate reads a different number of positions (k_read/v_read of another length): which end lines up. */
+final class ReadWindowLength implements Detector {
+    @Override public boolean appliesTo(String kind) { return true; }
+
+    @Override
+    public Finding explain(DetectorContext ctx) {
+        if (ctx.cell().shapeNote() == null) return null;
+        String shift = whichEnd(ctx.r(), ctx.c(), ctx.near());
+        return Finding.of(ctx.cell().shapeNote() + (shift != null ? "; " + shift : "") + ": the read window is off by one");
+    }
+
+    private static String whichEnd(TensorView r, TensorView c, double near) {
+        if (r.rank() != c.rank() || r.rank() < 1) return null;
+        long rr = r.dim(0), cr = c.dim(0), row = rr == 0 ? 0 : r.elementCount() / rr;
+        long common = Math.min(rr, cr);
+        if (common == 0 || row == 0) return null;
+        // newest positions aligned (both end at p)
+        double tail = CellKernel.relL2Rows(r, rr - common, c, cr - common, common, row);
+        if (tail <= near) return cr > rr
+                ? "its newest " + common + " positions match, it also reads " + (cr - rr) + " older one" + (cr - rr == 1 ? "" : "s")
+                : "its " + common + " positions match the newest of the reference's, it misses " + (rr - cr) + " older one" + (rr - cr == 1 ? "" : "s");
+        double head = CellKernel.relL2Rows(r, 0, c, 0, common, row);
+        if (head <= near) return "its first " + common + " positions match, the window ends " + Math.abs(cr - rr) + " position" + (Math.abs(cr - rr) == 1 ? "" : "s") + (cr > rr ? " late" : " early");
+        return null;
+    }
+}
