@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""decodiff reference producer: Hugging Face transformers (5.17) -> decodiff dump v1 (DESIGN.md sections 3-4).
+"""decodiff reference producer: Hugging Face transformers (5.17) -> decodiff dump v1 (docs/dump-format.md).
 
 One dump = a folder with manifest.json and step-NNNN.safetensors (float32, keys = capture-point names,
 batch dimension stripped). Step 0 prefills the whole prompt in one forward; every later step feeds one token
@@ -377,9 +377,16 @@ def make_dump(checkpoint, out_dir, prompt, n_steps, dtype="float32", attn="sdpa"
     if verify:
         ver = verify_dump(checkpoint, dtype, attn, prompt, tokens, steps, records)
         manifest["verification"] = ver
-    with open(os.path.join(out_dir, "manifest.json"), "w", encoding="utf-8") as f:
+    # The completeness mark goes in last, and the manifest appears in one atomic rename after every step file is
+    # saved and verified: a run cut short leaves no manifest at all (docs/dump-format.md).
+    manifest["complete"] = True
+    tmp = os.path.join(out_dir, "manifest.json.partial")
+    with open(tmp, "w", encoding="utf-8") as f:
         json.dump(manifest, f, ensure_ascii=False, indent=1)
         f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, os.path.join(out_dir, "manifest.json"))
     size = sum(os.path.getsize(p) for p in glob.glob(os.path.join(out_dir, "*")))
     print(f"tokens {tokens}")
     print("steps: " + " ".join(f"{s['index']}:{s['next_token']}({s['top2_margin']:.2f})" for s in steps))

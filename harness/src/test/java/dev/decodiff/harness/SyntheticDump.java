@@ -13,7 +13,7 @@ import java.util.SplittableRandom;
 
 /**
  * Small synthetic dumps for harness mechanics: 3 layers (nh 4, nkv 2, d 8, H 16), a 5-token prompt and 3 decode
- * steps, every point of DESIGN.md §3 except ple/moe. k_read/v_read rows are the keys/values of each position, so
+ * steps, every contract point (docs/dump-format.md) except ple/moe. k_read/v_read rows are the keys/values of each position, so
  * they stay consistent across steps like a real cache. A {@link Mutation} edits the tensors before they are written.
  */
 public final class SyntheticDump {
@@ -60,6 +60,7 @@ public final class SyntheticDump {
             for (int i = 0; i < logits.length; i++) if (i != best) second = Math.max(second, logits[i]);
             w.writeStep(start, len, t.values(), best, (double) logits[best] - second);
         }
+        w.finish();
         return dir;
     }
 

@@ -25,9 +25,11 @@ import java.util.Set;
  * The header is validated in full on open, so a truncated or corrupted file fails here with its name, not later.
  */
 public final class SafetensorsFile implements AutoCloseable {
-    // A header followed by junk ("{}garbage") is a corrupted file, not a valid one with an empty header.
+    // A header followed by junk ("{}garbage") is a corrupted file, not a valid one with an empty header; a tensor
+    // named twice is ambiguous (which one is the data?), not "the last one wins".
     private static final ObjectMapper JSON = new ObjectMapper()
-            .enable(com.fasterxml.jackson.databind.DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
+            .enable(com.fasterxml.jackson.databind.DeserializationFeature.FAIL_ON_TRAILING_TOKENS)
+            .enable(com.fasterxml.jackson.core.JsonParser.Feature.STRICT_DUPLICATE_DETECTION);
     private static final long MAX_HEADER = 100L * 1024 * 1024;
 
     private final Path path;
@@ -56,7 +58,7 @@ public final class SafetensorsFile implements AutoCloseable {
             var headerBytes = all.asSlice(8, headerLen).toArray(ValueLayout.JAVA_BYTE);
             JsonNode header;
             try {
-                header = JSON.readTree(new String(headerBytes, StandardCharsets.UTF_8));
+                header = JSON.readTree(utf8(path, headerBytes));
             } catch (IOException e) {
                 throw new SafetensorsException(path, "header is not valid JSON (corrupted file?): " + e.getMessage());
             }
@@ -72,6 +74,21 @@ public final class SafetensorsFile implements AutoCloseable {
         } catch (RuntimeException e) {
             arena.close();
             throw e;
+        }
+    }
+
+    /**
+     * The header bytes as text, refusing bytes that are not UTF-8: a lenient decode would turn a damaged tensor name
+     * into a different, valid-looking one ("final_norm" silently not compared).
+     */
+    public static String utf8(Path path, byte[] bytes) {
+        try {
+            return StandardCharsets.UTF_8.newDecoder()
+                    .onMalformedInput(java.nio.charset.CodingErrorAction.REPORT)
+                    .onUnmappableCharacter(java.nio.charset.CodingErrorAction.REPORT)
+                    .decode(java.nio.ByteBuffer.wrap(bytes)).toString();
+        } catch (java.nio.charset.CharacterCodingException e) {
+            throw new SafetensorsException(path, "header is not valid UTF-8 (corrupted file?)");
         }
     }
 
@@ -106,16 +123,19 @@ public final class SafetensorsFile implements AutoCloseable {
             long[] shape = new long[shapeNode.size()];
             long count = 1;
             for (int i = 0; i < shape.length; i++) {
-                if (!shapeNode.get(i).canConvertToLong() || shapeNode.get(i).asLong() < 0)
+                if (!shapeNode.get(i).isIntegralNumber() || !shapeNode.get(i).canConvertToLong() || shapeNode.get(i).asLong() < 0)
                     throw new SafetensorsException(path, "tensor '" + name + "': bad dimension " + shapeNode.get(i));
                 shape[i] = shapeNode.get(i).asLong();
-                count = Math.multiplyExact(count, shape[i]);
+                count = multiply(path, name, count, shape[i], shape);
             }
+            for (var o : offs)
+                if (!o.isIntegralNumber() || !o.canConvertToLong())
+                    throw new SafetensorsException(path, "tensor '" + name + "': data_offsets " + offs + " are not two byte offsets");
             long begin = offs.get(0).asLong(), end = offs.get(1).asLong();
             if (begin < 0 || end < begin || end > dataLen)
                 throw new SafetensorsException(path, "tensor '" + name + "': data_offsets [" + begin + ", " + end
                         + "] lie outside the " + dataLen + " data bytes (file truncated?)");
-            long expected = count * dtype.bytes();
+            long expected = multiply(path, name, count, dtype.bytes(), shape);
             if (end - begin != expected)
                 throw new SafetensorsException(path, "tensor '" + name + "': shape " + java.util.Arrays.toString(shape) + " × "
                         + dtype + " needs " + expected + " bytes but data_offsets span " + (end - begin));
@@ -130,6 +150,16 @@ public final class SafetensorsFile implements AutoCloseable {
                 throw new SafetensorsException(path, "tensors '" + a.name() + "' and '" + b.name() + "' overlap (corrupted header)");
         }
         return new Parsed(Collections.unmodifiableMap(tensors), Collections.unmodifiableMap(metadata));
+    }
+
+    /** Shape arithmetic that cannot overflow: a header claiming [2^32, 2^32, 16] is damaged, not an internal error. */
+    private static long multiply(Path path, String name, long a, long b, long[] shape) {
+        try {
+            return Math.multiplyExact(a, b);
+        } catch (ArithmeticException e) {
+            throw new SafetensorsException(path, "tensor '" + name + "': shape " + java.util.Arrays.toString(shape)
+                    + " is too large for any file (its size overflows 64 bits; corrupted header?)");
+        }
     }
 
     public Path path() { return path; }

@@ -464,6 +464,7 @@ public final class BenchCommand implements Callable<Integer> {
             w.writeStep(start, feed.length, probe.take().values(), next, LiveStep.top2Margin(l));
             feed = new int[]{next};
         }
+        w.finish();
     }
 
     private static DumpManifest.Producer producer() { return new DumpManifest.Producer("decodiff-bench", "dev", "float32", "decodiff-java"); }

@@ -1,13 +1,14 @@
 package dev.decodiff.harness.cli;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.decodiff.engine.CapturePoints;
 import dev.decodiff.engine.Gemma4Model;
 import dev.decodiff.engine.Sampler;
 import dev.decodiff.harness.BadInputException;
-import dev.decodiff.harness.compare.ToleranceProfile;
 import dev.decodiff.harness.dump.DumpManifest;
 import dev.decodiff.harness.dump.DumpReader;
 import dev.decodiff.harness.dump.DumpWriter;
+import dev.decodiff.harness.dump.PointSelection;
 import dev.decodiff.harness.live.CapturingProbe;
 import dev.decodiff.harness.live.LiveStep;
 import dev.decodiff.harness.live.ModelLocator;
@@ -52,11 +53,11 @@ final class DumpCommand implements Callable<Integer> {
     }
 
     @Option(names = {"-n", "--steps"}, paramLabel = "N",
-            description = "Steps to record: with --prompt/--tokens, the prefill and N−1 decode steps (N new tokens; default 16); with --reference, at most N of its steps.")
+            description = "Steps to record: with --prompt/--tokens, the prefill and N−1 decode steps (N new tokens; default 16); with --reference, at most N of its steps (fewer than the reference has: compare says incomplete, exit 3).")
     Integer steps;
 
     @Option(names = "--points", paramLabel = "GLOB", split = ",",
-            description = "Record only points matching these globs (e.g. 'layers.5.*,logits'); '*' matches dots too.")
+            description = "Record only points matching these globs (e.g. 'layers.5.*,logits'); '*' matches dots too. The manifest records the selection, so compare counts the points left out as excluded by choice, not missing.")
     List<String> points;
 
     @Option(names = "--force", description = "Replace the dump in a non-empty --out folder.")
@@ -75,9 +76,12 @@ final class DumpCommand implements Callable<Integer> {
     public Integer call() {
         if (steps != null && steps < 1) throw new BadInputException("-n must be ≥ 1, got " + steps);
         Predicate<String> globs = p -> true;
+        List<String> selected = null;
         if (points != null && !points.isEmpty()) {
-            var pats = points.stream().map(String::strip).filter(s -> !s.isEmpty()).map(ToleranceProfile::glob).toList();
-            globs = p -> pats.stream().anyMatch(g -> g.matcher(p).matches());
+            var sel = PointSelection.of(points);
+            if (sel.globs().isEmpty()) throw new BadInputException("--points names no glob; leave it out to record every point");
+            globs = sel;
+            selected = sel.globs();
         }
         var options = engine.options();
         DumpReader ref = source.reference != null ? DumpReader.open(source.reference) : null;
@@ -86,6 +90,7 @@ final class DumpCommand implements Callable<Integer> {
         try (var m = Gemma4Model.load(model)) {
             var modelInfo = new DumpManifest.Model(modelType(model), m.config().numLayers(), m.configSha256(), m.weightsSha256());
             var producer = new DumpManifest.Producer("decodiff", new Main.Version().getVersion()[0].split(" ")[1], "float32", "decodiff-java");
+            checkSelection(globs, ref != null ? ref.allPoints() : contractNames(m.config().numLayers()));
             DumpWriter w;
             if (ref != null) {
                 Set<String> refPoints = ref.allPoints();
@@ -93,13 +98,13 @@ final class DumpCommand implements Callable<Integer> {
                 var probe = new CapturingProbe(p -> refPoints.contains(p) && g.test(p));
                 var rm = ref.manifest();
                 int n = steps == null ? rm.stepCount() : Math.min(steps, rm.stepCount());
-                w = DumpWriter.create(out, force, producer, modelInfo, rm.tokens(), rm.promptLength());
+                w = DumpWriter.create(out, force, producer, modelInfo, rm.tokens(), rm.promptLength(), selected);
                 var session = m.newSession(options.withProbe(probe));
                 try (var bar = new ProgressBar("dumping", n)) {
                     for (int s = 0; s < n; s++) {
                         var st = rm.step(s);
                         float[] logits = session.forward(rm.stepTokens(s));
-                        w.writeStep(st.start(), st.length(), probe.take().values(), Sampler.argmax(logits), LiveStep.top2Margin(logits));
+                        w.writeStep(st.start(), st.length(), captured(probe), Sampler.argmax(logits), LiveStep.top2Margin(logits));
                         bar.update(s + 1);
                     }
                 }
@@ -108,7 +113,7 @@ final class DumpCommand implements Callable<Integer> {
                 var probe = new CapturingProbe(globs);
                 var tokens = new ArrayList<Integer>();
                 for (int t : prompt) tokens.add(t);
-                w = DumpWriter.create(out, force, producer, modelInfo, tokens, prompt.length);
+                w = DumpWriter.create(out, force, producer, modelInfo, tokens, prompt.length, selected);
                 var session = m.newSession(options.withProbe(probe));
                 int[] feed = prompt;
                 try (var bar = new ProgressBar("dumping", n)) {
@@ -118,17 +123,43 @@ final class DumpCommand implements Callable<Integer> {
                         int next = Sampler.argmax(logits);
                         tokens.add(next);
                         w.setTokens(tokens);
-                        w.writeStep(start, feed.length, probe.take().values(), next, LiveStep.top2Margin(logits));
+                        w.writeStep(start, feed.length, captured(probe), next, LiveStep.top2Margin(logits));
                         feed = new int[]{next};
                         bar.update(s + 1);
                     }
                 }
             }
+            w.finish();
             var err = spec.commandLine().getErr();
             err.println("decodiff: wrote " + w.stepsWritten() + " steps to " + out);
             err.flush();
         }
         return Main.MATCH;
+    }
+
+    /** Refuses a --points selection that matches none of the points there are, before any file is written. */
+    private void checkSelection(Predicate<String> globs, Set<String> possible) {
+        if (points != null && possible.stream().noneMatch(globs)) throw noPointMatched();
+    }
+
+    private BadInputException noPointMatched() {
+        return new BadInputException("--points " + String.join(",", points == null ? List.of() : points)
+                + " matches no capture point" + (source.reference != null ? " the reference holds" : "")
+                + "; see docs/dump-format.md for the names (e.g. 'layers.5.*,logits')");
+    }
+
+    /** Every contract point name of a model with this many layers (a superset of what the engine records). */
+    private static Set<String> contractNames(int layers) {
+        var names = new java.util.LinkedHashSet<String>(List.of(CapturePoints.EMBED, CapturePoints.PLE, CapturePoints.FINAL_NORM, CapturePoints.LOGITS));
+        for (int l = 0; l < layers; l++) for (String s : CapturePoints.LAYER_SUFFIXES) names.add(CapturePoints.layer(l, s));
+        return names;
+    }
+
+    /** The step's tensors; none at all means --points matched no point, which would write a dump of empty steps. */
+    private java.util.Collection<dev.decodiff.harness.dump.CapturedTensor> captured(CapturingProbe probe) {
+        var t = probe.take().values();
+        if (t.isEmpty()) throw noPointMatched();
+        return t;
     }
 
     private int[] promptIds() {

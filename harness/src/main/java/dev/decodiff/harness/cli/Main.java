@@ -2,6 +2,7 @@ package dev.decodiff.harness.cli;
 
 import dev.decodiff.engine.CheckpointException;
 import dev.decodiff.harness.BadInputException;
+import dev.decodiff.harness.compare.ComparisonResult;
 import dev.decodiff.metal.SafetensorsException;
 import picocli.CommandLine;
 import picocli.CommandLine.Command;
@@ -10,16 +11,17 @@ import java.io.PrintWriter;
 import java.io.UncheckedIOException;
 
 /**
- * decodiff's command line. Exit codes: 0 match (or success), 1 divergence, 2 bad input or usage.
+ * decodiff's command line. Exit codes: 0 match (or success), 1 divergence, 2 bad input or usage, 3 incomplete.
  * Every bad-input error is one line naming the file and what to do.
  */
 @Command(name = "decodiff", mixinStandardHelpOptions = true, versionProvider = Main.Version.class,
         description = "Finds where an LLM engine's decode goes wrong: which step, layer and tensor, and why.",
         subcommands = {CompareCommand.class, DumpCommand.class, RunCommand.class, InspectCommand.class, GgufCommand.class, SelfTestCommand.class, SelfCheckCommand.class, BisectCommand.class, OpsCommand.class, CalibrateCommand.class, KvDriftCommand.class, dev.decodiff.harness.bench.BenchCommand.class, CommandLine.HelpCommand.class},
-        footer = {"", "Exit codes: 0 match, 1 divergence, 2 bad input or usage.",
+        footer = {"", "Exit codes: 0 match, 1 divergence, 2 bad input or usage, 3 incomplete (not every expected cell was compared).",
                 "Start with: decodiff compare   (the bundled default case against the live engine)"})
 public final class Main implements Runnable {
-    public static final int MATCH = 0, DIVERGENCE = 1, BAD_INPUT = 2;
+    public static final int MATCH = ComparisonResult.EXIT_MATCH, DIVERGENCE = ComparisonResult.EXIT_DIVERGENCE, BAD_INPUT = 2,
+            INCOMPLETE = ComparisonResult.EXIT_INCOMPLETE;
 
     @CommandLine.Spec
     CommandLine.Model.CommandSpec spec;

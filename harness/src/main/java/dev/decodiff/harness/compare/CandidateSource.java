@@ -16,6 +16,12 @@ public interface CandidateSource extends AutoCloseable {
     /** After all steps: the observer-effect verdict ("none", or what differed), or "not_applicable". */
     default String observerEffect() { return "not_applicable"; }
 
+    /** What the source says about its own completeness (a dump without its completeness mark, …); empty when whole. */
+    default java.util.List<String> gaps() { return java.util.List.of(); }
+
+    /** The point globs the source was explicitly limited to (a dump's selected_points), or null when it holds every point. */
+    default java.util.List<String> selectedPoints() { return null; }
+
     /** Anything the source learned that the report should mention (e.g. how the observer check was settled), or null. */
     default String note() { return null; }
 

@@ -26,7 +26,7 @@ import java.util.function.IntConsumer;
 public final class Comparison {
     private Comparison() {}
 
-    /** Orders point names causally (DESIGN.md §3), unknown names after known ones, then by name. */
+    /** Orders point names causally (docs/dump-format.md), unknown names after known ones, then by name. */
     public static final Comparator<String> CAUSAL =
             Comparator.comparingLong(CapturePoints::causalRank).thenComparing(Comparator.naturalOrder());
 
@@ -94,8 +94,6 @@ public final class Comparison {
         var onlyCand = new TreeSet<>(CAUSAL);
         FirstDivergence first = null;
         int steps = Math.min(ref.stepCount(), cand.stepCount());
-        if (steps < ref.stepCount())
-            notes.add("the candidate has " + cand.stepCount() + " of the reference's " + ref.stepCount() + " steps; compared steps 0–" + (steps - 1));
         try (var closer = new StepCloser()) {
             for (int s = 0; s < steps; s++) {
                 StepTensors r = ref.readStep(s), c = null;
@@ -125,12 +123,43 @@ public final class Comparison {
         if (cells.isEmpty())
             throw new BadInputException(cand.describe() + ": shares no capture point with the reference (" + ref.dir()
                     + ", which has " + String.join(", ", causalOrder(ref.allPoints()).stream().limit(6).toList())
-                    + (ref.allPoints().size() > 6 ? ", …" : "") + "); record the points of DESIGN.md §3 under their contract names");
+                    + (ref.allPoints().size() > 6 ? ", …" : "") + "); record the points of docs/dump-format.md under their contract names");
         String observer = cand.observerEffect();
         if (cand.note() != null) notes.add(cand.note());
+        var completeness = completeness(ref, cand, onlyRef, onlyCand, notes);
         return new ComparisonResult(ref.dir().toString(), cand.describe(), ref.manifest(), steps, List.copyOf(cells),
                 List.copyOf(tokens), List.copyOf(onlyRef), List.copyOf(onlyCand), first, observer, List.copyOf(notes),
-                profile, (System.nanoTime() - t0) / 1e9);
+                profile, (System.nanoTime() - t0) / 1e9, completeness);
+    }
+
+    /**
+     * Weighs what was not compared. A point only one side holds is excused when the other side recorded an explicit
+     * selection that leaves it out (the report states the exclusion); anything else makes the comparison incomplete.
+     */
+    private static Completeness completeness(DumpReader ref, CandidateSource cand, Set<String> onlyRef, Set<String> onlyCand,
+                                             List<String> notes) {
+        var missingInCand = new ArrayList<String>();
+        var missingInRef = new ArrayList<String>();
+        var excluded = new ArrayList<String>();
+        var candSel = cand.selectedPoints() == null ? null : dev.decodiff.harness.dump.PointSelection.of(cand.selectedPoints());
+        var refSel = ref.manifest().selectedPoints() == null ? null : dev.decodiff.harness.dump.PointSelection.of(ref.manifest().selectedPoints());
+        int byCand = 0, byRef = 0;
+        for (String p : onlyRef) {
+            if (candSel != null && !candSel.test(p)) { excluded.add(p); byCand++; }
+            else missingInCand.add(p);
+        }
+        for (String p : onlyCand) {
+            if (refSel != null && !refSel.test(p)) { excluded.add(p); byRef++; }
+            else missingInRef.add(p);
+        }
+        if (byCand > 0) notes.add("excluded by choice: the candidate recorded only the points selected by --points " + candSel
+                + ", leaving out " + byCand + " of the reference's points (" + Completeness.abbreviate(excluded.subList(0, byCand)) + ")");
+        if (byRef > 0) notes.add("excluded by choice: the reference recorded only the points selected by --points " + refSel
+                + ", so " + byRef + " of the candidate's points were not compared (" + Completeness.abbreviate(excluded.subList(byCand, excluded.size())) + ")");
+        var gaps = new ArrayList<String>();
+        ref.gaps().forEach(g -> gaps.add("reference: " + g));
+        cand.gaps().forEach(g -> gaps.add("candidate: " + g));
+        return new Completeness(ref.stepCount(), cand.stepCount(), missingInCand, missingInRef, excluded, gaps);
     }
 
     private static FirstDivergence firstIn(List<CellStats> stepCells, TokenAgreement tok, StepTensors r, StepTensors c) {
@@ -175,7 +204,7 @@ public final class Comparison {
             if (readAxisOnly) return CellStats.shapeMismatch(s, p, rt.shape(), ct.shape(), tol);
             throw new BadInputException(c.origin() + ": tensor '" + p + "' has shape " + Arrays.toString(ct.shape())
                     + " but the reference's (" + r.origin() + ") is " + Arrays.toString(rt.shape())
-                    + "; both sides must store capture points in DESIGN.md §3's shapes");
+                    + "; both sides must store capture points in the shapes of docs/dump-format.md");
         }
         if (rt.dtype() != ct.dtype()) {
             String what = "tensor '" + p + "' is " + ct.dtype() + " but the reference's (" + r.origin() + ") is " + rt.dtype();
@@ -211,6 +240,8 @@ public final class Comparison {
             @Override public String describe() { return cand.dir().toString(); }
             @Override public int stepCount() { return cand.stepCount(); }
             @Override public StepTensors step(int s) { return cand.readStep(s); }
+            @Override public List<String> gaps() { return cand.gaps(); }
+            @Override public List<String> selectedPoints() { return cand.manifest().selectedPoints(); }
         };
     }
 

@@ -7,12 +7,19 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 
-/** Everything one comparison found, in causal order; the reports only format it. */
+/**
+ * Everything one comparison found, in causal order; the reports only format it. The verdict: a divergence among the
+ * compared cells (or an observer effect) wins; otherwise a comparison that did not cover everything the two sides
+ * should hold is incomplete ({@link #completeness()}); only a whole, clean comparison is a match.
+ */
 public record ComparisonResult(
         String reference, String candidate, DumpManifest referenceManifest, int stepsCompared,
         List<CellStats> cells, List<TokenAgreement> tokens, List<String> onlyInReference, List<String> onlyInCandidate,
         FirstDivergence firstDivergence, String observerEffect, List<String> notes, ToleranceProfile profile,
-        double seconds) {
+        double seconds, Completeness completeness) {
+
+    /** Exit codes of the verdicts (the CLI's Main repeats them). */
+    public static final int EXIT_MATCH = 0, EXIT_DIVERGENCE = 1, EXIT_INCOMPLETE = 3;
 
     public static final String NOT_APPLICABLE = "not_applicable", NOT_CHECKED = "not_checked", NONE = "none";
 
@@ -21,11 +28,18 @@ public record ComparisonResult(
                 && !observerEffect.equals(NOT_CHECKED);
     }
 
-    public boolean matches() { return firstDivergence == null && !observerEffectFound() && !cells.isEmpty(); }
+    public boolean diverged() { return firstDivergence != null || observerEffectFound(); }
 
-    public String verdict() { return matches() ? "match" : "divergence"; }
+    /** Every expected cell compared: both sides whole, nothing held by only one side (beyond an explicit selection). */
+    public boolean complete() { return completeness.complete(); }
 
-    public int exitCode() { return matches() ? 0 : 1; }
+    public boolean incomplete() { return !diverged() && !complete(); }
+
+    public boolean matches() { return !diverged() && complete() && !cells.isEmpty(); }
+
+    public String verdict() { return diverged() ? "divergence" : complete() ? "match" : "incomplete"; }
+
+    public int exitCode() { return diverged() ? EXIT_DIVERGENCE : complete() ? EXIT_MATCH : EXIT_INCOMPLETE; }
 
     public int referenceSteps() { return referenceManifest.stepCount(); }
 

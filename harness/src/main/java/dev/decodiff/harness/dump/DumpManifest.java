@@ -8,11 +8,13 @@ import com.fasterxml.jackson.annotation.JsonPropertyOrder;
 import java.util.List;
 
 /**
- * manifest.json of a dump, format v1 (DESIGN.md §4). Unknown fields are ignored when reading; {@link DumpReader}
- * checks the schema and the consistency of steps, tokens and prompt_length.
+ * manifest.json of a dump, format v1 (docs/dump-format.md). Unknown fields are ignored when reading; {@link DumpReader}
+ * checks the schema and the consistency of steps, tokens and prompt_length. {@code complete} is the producer's word
+ * that it wrote every step it meant to: it is written last, so a dump cut short (killed, disk full) lacks it.
+ * {@code selected_points} is the user's explicit choice of points (globs), absent when the producer recorded all.
  */
 @JsonIgnoreProperties(ignoreUnknown = true)
-@JsonPropertyOrder({"format", "version", "producer", "model", "tokens", "prompt_length", "steps"})
+@JsonPropertyOrder({"format", "version", "producer", "model", "tokens", "prompt_length", "selected_points", "steps", "complete"})
 public record DumpManifest(
         @JsonProperty("format") String format,
         @JsonProperty("version") int version,
@@ -20,7 +22,9 @@ public record DumpManifest(
         @JsonProperty("model") Model model,
         @JsonProperty("tokens") List<Integer> tokens,
         @JsonProperty("prompt_length") int promptLength,
-        @JsonProperty("steps") List<Step> steps) {
+        @JsonProperty("selected_points") @JsonInclude(JsonInclude.Include.NON_NULL) List<String> selectedPoints,
+        @JsonProperty("steps") List<Step> steps,
+        @JsonProperty("complete") boolean complete) {
 
     public static final String FORMAT = "decodiff-dump";
     public static final int VERSION = 1;
@@ -29,6 +33,7 @@ public record DumpManifest(
     public DumpManifest {
         tokens = tokens == null ? List.of() : List.copyOf(tokens);
         steps = steps == null ? List.of() : List.copyOf(steps);
+        selectedPoints = selectedPoints == null ? null : List.copyOf(selectedPoints);
     }
 
     /** Who wrote the dump and how it computed (free-form beyond name/version; dtype "float32" or "bfloat16" …). */
@@ -79,10 +84,20 @@ public record DumpManifest(
     public static String stepFileName(int index) { return String.format("step-%04d.safetensors", index); }
 
     public DumpManifest withSteps(List<Step> newSteps) {
-        return new DumpManifest(format, version, producer, model, tokens, promptLength, newSteps);
+        return new DumpManifest(format, version, producer, model, tokens, promptLength, selectedPoints, newSteps, complete);
     }
 
     public DumpManifest withTokens(List<Integer> newTokens) {
-        return new DumpManifest(format, version, producer, model, newTokens, promptLength, steps);
+        return new DumpManifest(format, version, producer, model, newTokens, promptLength, selectedPoints, steps, complete);
+    }
+
+    /** The same manifest with the completeness mark set. */
+    public DumpManifest completed() {
+        return new DumpManifest(format, version, producer, model, tokens, promptLength, selectedPoints, steps, true);
+    }
+
+    /** Whether a point was within the producer's recorded selection (every point is when there is none). */
+    public boolean selects(String point) {
+        return selectedPoints == null || PointSelection.of(selectedPoints).test(point);
     }
 }

@@ -17,21 +17,28 @@ import java.util.List;
 import java.util.Set;
 
 /**
- * Opens a dump folder (DESIGN.md §4): validates manifest.json against the v1 schema, checks that steps, tokens and
- * prompt_length agree, that every step file exists and has a sound safetensors header with float tensors. Step data
- * is read one step at a time through memory maps ({@link #readStep}), so dumps larger than RAM can be compared.
+ * Opens a dump folder (docs/dump-format.md): validates manifest.json against the v1 schema (UTF-8 JSON, no duplicate
+ * keys), checks that steps, tokens and prompt_length agree, that every step file exists inside the folder and has a
+ * sound safetensors header with float tensors, and that the layer indices fit num_hidden_layers. What a sound dump
+ * can still lack — the completeness mark, whole layers — is kept as {@link #gaps()}, for the verdict to weigh. Step
+ * data is read one step at a time through memory maps ({@link #readStep}), so dumps larger than RAM can be compared.
  */
 public final class DumpReader {
-    private static final ObjectMapper JSON = new ObjectMapper();
+    /** Strict: a repeated key ("steps" twice) is a damaged manifest, not "the last one wins". */
+    private static final ObjectMapper JSON = new ObjectMapper()
+            .enable(com.fasterxml.jackson.core.JsonParser.Feature.STRICT_DUPLICATE_DETECTION)
+            .enable(com.fasterxml.jackson.databind.DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
 
     private final Path dir;
     private final DumpManifest manifest;
     private final List<Set<String>> stepPoints;
+    private final List<String> gaps;
 
     private DumpReader(Path dir, DumpManifest manifest, List<Set<String>> stepPoints) {
         this.dir = dir;
         this.manifest = manifest;
         this.stepPoints = stepPoints;
+        this.gaps = findGaps(dir, manifest, allPoints());
     }
 
     public static DumpReader open(Path dir) {
@@ -41,9 +48,67 @@ public final class DumpReader {
             throw new BadInputException(dir, "is a file, not a dump folder; pass the folder that holds manifest.json");
         Path mf = dir.resolve(DumpManifest.FILE_NAME);
         if (!Files.isRegularFile(mf))
-            throw new BadInputException(mf, "missing; a dump folder needs manifest.json (DESIGN.md §4) — is this the right folder?");
+            throw new BadInputException(mf, "missing; a dump folder needs manifest.json (docs/dump-format.md) — is this the right folder?");
         DumpManifest manifest = parseManifest(mf);
-        return new DumpReader(dir, manifest, checkStepFiles(dir, manifest, mf));
+        var points = checkStepFiles(dir, manifest, mf);
+        checkLayers(mf, manifest, points);
+        return new DumpReader(dir, manifest, points);
+    }
+
+    /**
+     * Every per-layer point must name a layer the manifest declares: tensors of 6 layers under "num_hidden_layers": 3
+     * mean the manifest and the data disagree, and trusting either would compare the wrong cells.
+     */
+    private static void checkLayers(Path mf, DumpManifest manifest, List<Set<String>> points) {
+        int declared = manifest.model().numHiddenLayers();
+        for (int s = 0; s < points.size(); s++) {
+            for (String p : points.get(s)) {
+                int layer = dev.decodiff.engine.CapturePoints.layerOf(p);
+                if (layer >= declared)
+                    throw new BadInputException(mf, "\"model.num_hidden_layers\" is " + declared + " but step " + s + " holds '" + p
+                            + "' (layer " + layer + "); the manifest and the step files disagree — re-create the dump");
+            }
+        }
+    }
+
+    /**
+     * What this dump lacks although it reads cleanly: the producer's completeness mark, or whole layers it declares but
+     * holds no point of (when the user made no point selection that would explain it).
+     */
+    private static List<String> findGaps(Path dir, DumpManifest manifest, Set<String> points) {
+        var gaps = new ArrayList<String>();
+        if (!manifest.complete())
+            gaps.add(dir + " has no completeness mark (\"complete\": true in manifest.json): its producer stopped before finishing"
+                    + " (killed, disk full) or predates the mark — re-create the dump");
+        if (manifest.selectedPoints() == null) {
+            var present = new java.util.TreeSet<Integer>();
+            for (String p : points) {
+                int l = dev.decodiff.engine.CapturePoints.layerOf(p);
+                if (l >= 0) present.add(l);
+            }
+            int declared = manifest.model().numHiddenLayers();
+            if (!present.isEmpty() && present.size() < declared) {
+                var absent = new ArrayList<Integer>();
+                for (int l = 0; l < declared; l++) if (!present.contains(l)) absent.add(l);
+                gaps.add(dir + " declares " + declared + " layers but holds no point of layer" + (absent.size() > 1 ? "s " : " ")
+                        + ranges(absent) + " and records no point selection — re-create the dump");
+            }
+        }
+        return List.copyOf(gaps);
+    }
+
+    /** "3–5, 8" for [3, 4, 5, 8]. */
+    public static String ranges(List<Integer> sorted) {
+        var sb = new StringBuilder();
+        for (int i = 0; i < sorted.size(); ) {
+            int j = i;
+            while (j + 1 < sorted.size() && sorted.get(j + 1) == sorted.get(j) + 1) j++;
+            if (!sb.isEmpty()) sb.append(", ");
+            sb.append(sorted.get(i));
+            if (j > i) sb.append('–').append(sorted.get(j));
+            i = j + 1;
+        }
+        return sb.toString();
     }
 
     /**
@@ -58,7 +123,7 @@ public final class DumpReader {
         Parallel.forRange(steps.size(), 1, (from, to) -> {
             for (int i = from; i < to; i++) {
                 try {
-                    points[i] = checkStepFile(dir.resolve(steps.get(i).file()), mf);
+                    points[i] = checkStepFile(dir, dir.resolve(steps.get(i).file()), mf);
                 } catch (RuntimeException e) {
                     failures[i] = e;
                 }
@@ -75,6 +140,9 @@ public final class DumpReader {
     public Path manifestFile() { return dir.resolve(DumpManifest.FILE_NAME); }
 
     public int stepCount() { return manifest.stepCount(); }
+
+    /** What the dump lacks although it reads cleanly (no completeness mark, absent layers); empty for a whole dump. */
+    public List<String> gaps() { return gaps; }
 
     /** The capture points stored for step s (from its header, read on open). */
     public Set<String> points(int s) { return stepPoints.get(s); }
@@ -100,11 +168,14 @@ public final class DumpReader {
 
     // ---------------------------------------------------------------- validation
 
-    private static Set<String> checkStepFile(Path f, Path mf) {
+    private static Set<String> checkStepFile(Path dir, Path f, Path mf) {
         if (!Files.isRegularFile(f))
             throw new BadInputException(f, "missing, but " + mf.getFileName() + " names it; the dump is incomplete — re-create it (or fix its manifest)");
+        checkInside(dir, f);
         checkHeaderJson(f);
         try (var sf = SafetensorsFile.open(f)) {
+            if (sf.names().isEmpty())
+                throw new BadInputException(f, "holds no tensors (empty safetensors header); the dump is damaged — re-create it with its producer");
             for (var t : sf.tensors().values()) {
                 if (!t.dtype().isFloat())
                     throw new BadInputException(f, "tensor '" + t.name() + "' has dtype " + t.dtype()
@@ -116,8 +187,19 @@ public final class DumpReader {
         }
     }
 
-    private static final ObjectMapper STRICT = new ObjectMapper()
-            .enable(com.fasterxml.jackson.databind.DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
+    /** A step file that is a link must still land inside the dump folder: a dump is one self-contained folder. */
+    private static void checkInside(Path dir, Path f) {
+        try {
+            Path real = f.toRealPath(), home = dir.toRealPath();
+            if (!real.startsWith(home))
+                throw new BadInputException(f, "resolves to " + real + ", outside the dump folder " + home
+                        + "; a dump's step files must lie inside its folder — copy the file in instead of linking it");
+        } catch (IOException e) {
+            throw new BadInputException(f, "cannot be resolved: " + e.getMessage());
+        }
+    }
+
+    private static final ObjectMapper STRICT = JSON;
 
     /** The header must be exactly one JSON object: "{}garbage" is a corrupted header, not an empty file. */
     private static void checkHeaderJson(Path f) {
@@ -128,10 +210,12 @@ public final class DumpReader {
             if (n <= 0 || n > ch.size() - 8 || n > 100L * 1024 * 1024) return; // SafetensorsFile says so
             var header = java.nio.ByteBuffer.allocate((int) n);
             ch.read(header, 8);
-            STRICT.readTree(new String(header.array(), 0, header.position(), java.nio.charset.StandardCharsets.UTF_8).strip());
+            STRICT.readTree(SafetensorsFile.utf8(f, java.util.Arrays.copyOf(header.array(), header.position())).strip());
         } catch (JsonProcessingException e) {
             throw new BadInputException(f, "safetensors header is not one valid JSON object (" + e.getOriginalMessage()
                     + "); the dump is damaged — re-create it with its producer");
+        } catch (SafetensorsException e) {
+            throw BadInputException.damaged(e);
         } catch (IOException e) {
             throw new BadInputException(f, "cannot be read: " + e.getMessage());
         }
@@ -145,6 +229,8 @@ public final class DumpReader {
         } catch (JsonProcessingException e) {
             throw new BadInputException(mf, "is not valid JSON (" + e.getOriginalMessage() + " at line "
                     + e.getLocation().getLineNr() + "); re-create the dump or fix the file");
+        } catch (java.nio.charset.CharacterCodingException e) {
+            throw new BadInputException(mf, "is not valid UTF-8 text; a manifest is UTF-8 JSON — re-create the dump or fix the file");
         } catch (IOException e) {
             throw new BadInputException(mf, "cannot be read: " + e.getMessage());
         }
@@ -170,8 +256,9 @@ public final class DumpReader {
         if (m == null || !m.isObject()) throw v.fail("\"model\" is missing or not an object (needs model_type, num_hidden_layers, config_sha256)");
         String configSha = v.sha(m, "model.config_sha256", m.get("config_sha256"), false);
         String weightsSha = v.sha(m, "model.weights_sha256", m.get("weights_sha256"), true);
-        var model = new DumpManifest.Model(m.path("model_type").asText(null),
-                m.path("num_hidden_layers").asInt(0), configSha, weightsSha);
+        int layers = v.integer(m, "model.num_hidden_layers", "num_hidden_layers");
+        if (layers < 1) throw v.fail("\"model.num_hidden_layers\" is " + layers + "; it must be the checkpoint's layer count (≥ 1)");
+        var model = new DumpManifest.Model(m.path("model_type").asText(null), layers, configSha, weightsSha);
 
         JsonNode tk = root.get("tokens");
         if (tk == null || !tk.isArray() || tk.isEmpty()) throw v.fail("\"tokens\" must be a non-empty array of token ids");
@@ -228,7 +315,23 @@ public final class DumpReader {
             steps.add(new DumpManifest.Step(index, start, length, file, next, margin));
             expectStart = start + length;
         }
-        return new DumpManifest(format, ver.asInt(), producer, model, tokens, promptLength, steps);
+        JsonNode done = root.get("complete");
+        if (done != null && !done.isBoolean()) throw v.fail("\"complete\" is " + done + "; it is true (written last by the producer) or absent");
+        return new DumpManifest(format, ver.asInt(), producer, model, tokens, promptLength, selectedPoints(v, root), steps,
+                done != null && done.booleanValue());
+    }
+
+    private static List<String> selectedPoints(Check v, JsonNode root) {
+        JsonNode sel = root.get("selected_points");
+        if (sel == null || sel.isNull()) return null;
+        if (!sel.isArray() || sel.isEmpty()) throw v.fail("\"selected_points\" must be a non-empty array of point globs, or absent");
+        var globs = new ArrayList<String>();
+        for (int i = 0; i < sel.size(); i++) {
+            if (!sel.get(i).isTextual() || sel.get(i).asText().isBlank())
+                throw v.fail("selected_points[" + i + "] = " + sel.get(i) + " is not a point glob (a non-empty string)");
+            globs.add(sel.get(i).asText());
+        }
+        return globs;
     }
 
     private record Check(Path file) {

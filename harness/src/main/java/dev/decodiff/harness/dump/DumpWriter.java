@@ -17,7 +17,9 @@ import java.util.Map;
 
 /**
  * Writes a dump v1 step by step. Each step file is written atomically, then manifest.json is rewritten atomically
- * to list it, so a producer that crashes keeps every step written so far as a readable dump.
+ * to list it, so a producer that crashes keeps every step written so far as a readable dump. {@link #finish()} sets
+ * the manifest's completeness mark as the very last write: a dump cut short never carries it, and a comparison
+ * against it says "incomplete" instead of passing on the steps that happen to be there.
  */
 public final class DumpWriter {
     static final ObjectMapper JSON = new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT);
@@ -37,6 +39,12 @@ public final class DumpWriter {
      */
     public static DumpWriter create(Path dir, boolean force, DumpManifest.Producer producer, DumpManifest.Model model,
                                     List<Integer> tokens, int promptLength) {
+        return create(dir, force, producer, model, tokens, promptLength, null);
+    }
+
+    /** As above, recording the user's explicit point selection (globs; null = every point). */
+    public static DumpWriter create(Path dir, boolean force, DumpManifest.Producer producer, DumpManifest.Model model,
+                                    List<Integer> tokens, int promptLength, List<String> selectedPoints) {
         try {
             if (Files.exists(dir) && !Files.isDirectory(dir))
                 throw new BadInputException(dir, "is a file; --out needs a folder (new or empty)");
@@ -58,7 +66,7 @@ public final class DumpWriter {
             throw new BadInputException(dir, "cannot prepare the output folder: " + e.getMessage(), e);
         }
         var w = new DumpWriter(dir, new DumpManifest(DumpManifest.FORMAT, DumpManifest.VERSION, producer, model,
-                tokens, promptLength, List.of()));
+                tokens, promptLength, selectedPoints, List.of(), false));
         w.writeManifest();
         return w;
     }
@@ -86,6 +94,12 @@ public final class DumpWriter {
         if (top2Margin != null && !Double.isFinite(top2Margin)) top2Margin = null; // JSON has no NaN/Inf
         steps.add(new DumpManifest.Step(index, start, length, file, nextToken, top2Margin));
         manifest = manifest.withSteps(steps);
+        writeManifest();
+    }
+
+    /** Marks the dump complete: call once, after the last step; nothing may be written after it. */
+    public void finish() {
+        manifest = manifest.completed();
         writeManifest();
     }
 

@@ -30,7 +30,7 @@ public final class HtmlReport {
                         h1{font-size:22px;margin:0 0 4px} h2{font-size:16px;margin:28px 0 8px}
                         .meta{color:#57606a;font-size:13px;line-height:1.5}
                         .verdict{border-radius:8px;padding:14px 18px;margin:16px 0;font-size:15px;line-height:1.5;max-width:1100px}
-                        .match{background:#dafbe1;border:1px solid #4ac26b} .divergence{background:#ffebe9;border:1px solid #ff8182}
+                        .match{background:#dafbe1;border:1px solid #4ac26b} .divergence{background:#ffebe9;border:1px solid #ff8182} .incomplete{background:#fff8c5;border:1px solid #d4a72c}
                         .badge{font-weight:700;letter-spacing:.04em;margin-right:8px}
                         table{border-collapse:collapse;font-size:12px;font-variant-numeric:tabular-nums}
                         th{font-weight:600;padding:3px 6px;color:#57606a;text-align:center}
@@ -50,15 +50,16 @@ public final class HtmlReport {
         if (!ComparisonResult.NOT_APPLICABLE.equals(r.observerEffect()))
             h.append(" · observer effect: ").append(esc(r.observerEffect()));
         h.append("</div>\n");
-        h.append("<div class=\"verdict ").append(r.matches() ? "match" : "divergence").append("\"><span class=\"badge\">")
-                .append(r.matches() ? "MATCH" : "DIVERGENCE").append("</span>").append(esc(VerdictText.paragraph(r))).append("</div>\n");
+        h.append("<div class=\"verdict ").append(r.verdict()).append("\"><span class=\"badge\">")
+                .append(r.verdict().toUpperCase(java.util.Locale.ROOT)).append("</span>").append(esc(VerdictText.paragraph(r))).append("</div>\n");
 
         heatmap(h, r, g, cols);
         curves(h, r, g, cols);
         detail(h, r);
         tokens(h, r);
-        if (!r.onlyInReference().isEmpty() || !r.onlyInCandidate().isEmpty() || !r.notes().isEmpty()) {
+        if (!r.onlyInReference().isEmpty() || !r.onlyInCandidate().isEmpty() || !r.notes().isEmpty() || !r.complete()) {
             h.append("<h2>Not compared</h2>\n<div class=\"small\">");
+            for (String m : r.completeness().reasons()) h.append("Missing: ").append(esc(m)).append("<br>");
             if (!r.onlyInReference().isEmpty()) h.append("Only in the reference: ").append(esc(String.join(", ", r.onlyInReference()))).append("<br>");
             if (!r.onlyInCandidate().isEmpty()) h.append("Only in the candidate: ").append(esc(String.join(", ", r.onlyInCandidate()))).append("<br>");
             for (String n : r.notes()) h.append("Note: ").append(esc(n)).append("<br>");

@@ -56,6 +56,16 @@ public final class JsonReport {
             else num(e, "reference_margin", t.referenceMargin());
             e.put("status", t.status().name().toLowerCase(Locale.ROOT));
         }
+        var missing = o.putObject("missing");
+        var cc = r.completeness();
+        missing.put("complete", cc.complete());
+        missing.put("reference_steps", cc.referenceSteps());
+        missing.put("candidate_steps", cc.candidateSteps());
+        strings(missing.putArray("points_only_in_reference"), cc.pointsOnlyInReference());
+        strings(missing.putArray("points_only_in_candidate"), cc.pointsOnlyInCandidate());
+        strings(missing.putArray("excluded_by_selection"), cc.excluded());
+        strings(missing.putArray("dumps"), cc.gaps());
+        strings(missing.putArray("reasons"), cc.reasons());
         strings(o.putArray("only_in_reference"), r.onlyInReference());
         strings(o.putArray("only_in_candidate"), r.onlyInCandidate());
         var wk = o.putObject("worst_by_kind");

@@ -35,7 +35,8 @@ public final class TerminalReport {
             sb.append(st.dim("only in the candidate (not compared): " + abbreviate(r.onlyInCandidate()))).append('\n');
         for (String n : r.notes()) sb.append(st.yellow(Fmt.wrap("note: " + n, 100, "").replace("\n", "\n      "))).append('\n');
         sb.append('\n');
-        String verdict = r.matches() ? st.boldGreen("MATCH") : st.boldRed("DIVERGENCE");
+        for (String m : r.completeness().reasons()) sb.append(st.yellow(Fmt.wrap("missing: " + m, 100, "").replace("\n", "\n      "))).append('\n');
+        String verdict = r.matches() ? st.boldGreen("MATCH") : r.incomplete() ? st.yellow("INCOMPLETE") : st.boldRed("DIVERGENCE");
         sb.append(verdict).append('\n');
         sb.append(Fmt.wrap(VerdictText.paragraph(r), 100, "  ")).append('\n');
         return sb.toString();

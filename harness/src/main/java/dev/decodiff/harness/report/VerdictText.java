@@ -7,7 +7,7 @@ import dev.decodiff.harness.compare.TokenAgreement;
 
 import java.util.stream.Collectors;
 
-/** The one-paragraph verdict in plain words (DESIGN.md §1's tone): where, how far off, what was still clean, why. */
+/** The one-paragraph verdict in plain words: where, how far off, what was still clean, why, and what was not compared. */
 public final class VerdictText {
     private VerdictText() {}
 
@@ -18,14 +18,22 @@ public final class VerdictText {
         else if (r.observerEffectFound()) {
             sb.append("Divergence caused by the probes themselves: every cell is within tolerance, but attaching the probe changed the logits (")
                     .append(r.observerEffect()).append("). The engine's capture path is not a pure observer; fix it before trusting any comparison.");
-        } else match(sb, r);
+        } else if (!r.complete()) incomplete(sb, r);
+        else match(sb, r);
         tokens(sb, r);
         if (r.observerEffect() != null && r.observerEffect().equals("none") && !r.observerEffectFound())
             sb.append(" Attaching the probes left the logits bit-identical (observer effect: none).");
-        if (r.stepsCompared() < r.referenceSteps())
-            sb.append(" Only ").append(r.stepsCompared()).append(" of the reference's ").append(r.referenceSteps())
-                    .append(" steps were compared: the candidate stops there.");
+        if (r.diverged() && !r.complete())
+            sb.append(" Also, not everything was compared: ").append(String.join("; ", r.completeness().reasons())).append('.');
         return sb.toString();
+    }
+
+    private static void incomplete(StringBuilder sb, ComparisonResult r) {
+        sb.append("Incomplete: the ").append(Fmt.count(r.cells().size())).append(" cells compared over ").append(r.stepsCompared())
+                .append(r.stepsCompared() == 1 ? " step" : " steps").append(" are within tolerance, but not every expected cell was compared: ")
+                .append(String.join("; ", r.completeness().reasons()))
+                .append(". This is not a match: give both sides every step and point (re-create a dump that was cut short),"
+                        + " or leave points out explicitly with dump --points.");
     }
 
     private static String stepWords(ComparisonResult r, int step) {

@@ -284,7 +284,89 @@ class ComparisonTest {
         });
         assertThat(r.onlyInReference()).containsExactly("layers.1.mlp.out");
         assertThat(r.onlyInCandidate()).containsExactly("layers.0.attn.extra");
-        assertThat(r.matches()).isTrue();
+        assertThat(r.matches()).isFalse();
+        assertThat(r.verdict()).isEqualTo("incomplete");
+        assertThat(r.exitCode()).isEqualTo(3);
+        assertThat(r.completeness().reasons())
+                .anyMatch(m -> m.contains("the candidate lacks 1 point") && m.contains("layers.1.mlp.out"))
+                .anyMatch(m -> m.contains("the reference lacks 1 point") && m.contains("layers.0.attn.extra"));
+    }
+
+    /** A dump cut short (kill -9, full disk) keeps its finished steps but never gets the mark written last. */
+    private Path cutShort(String name, int steps) throws IOException {
+        Path d = SyntheticDump.write(tmp.resolve(name), SyntheticDump.NONE, SyntheticDump.CONFIG_SHA, SyntheticDump.tokens(), steps);
+        Path mf = d.resolve("manifest.json");
+        String text = Files.readString(mf);
+        assertThat(text).contains("\"complete\" : true");
+        Files.writeString(mf, text.replace("\"complete\" : true", "\"complete\" : false"));
+        return d;
+    }
+
+    @Test
+    void aCandidateCutShortIsIncompleteNotAMatch() throws IOException {
+        Path cand = cutShort("killed", 2);
+        var r = Comparison.compareDumps(ref, cand, Comparison.Options.defaults());
+        assertThat(r.failingCells()).isZero();
+        assertThat(r.verdict()).isEqualTo("incomplete");
+        assertThat(r.exitCode()).isEqualTo(3);
+        assertThat(r.completeness().reasons())
+                .anyMatch(m -> m.contains("the candidate has 2 of the reference's 4 steps") && m.contains("steps 2–3 not compared"))
+                .anyMatch(m -> m.startsWith("candidate: " + cand) && m.contains("no completeness mark"));
+    }
+
+    @Test
+    void aReferenceCutShortIsIncompleteAndTheCandidatesExtraStepsAreNamed() throws IOException {
+        Path shortRef = cutShort("short-ref", 2);
+        var r = Comparison.compareDumps(shortRef, ref, Comparison.Options.defaults());
+        assertThat(r.stepsCompared()).isEqualTo(2);
+        assertThat(r.exitCode()).isEqualTo(3);
+        assertThat(r.completeness().reasons())
+                .anyMatch(m -> m.contains("the candidate has 4 steps but the reference only 2") && m.contains("steps 2–3"))
+                .anyMatch(m -> m.startsWith("reference: " + shortRef) && m.contains("re-create the dump"));
+    }
+
+    @Test
+    void allStepsWithoutTheCompletenessMarkAreStillIncomplete() throws IOException {
+        Path cand = cutShort("unmarked", SyntheticDump.STEPS);
+        var r = Comparison.compareDumps(ref, cand, Comparison.Options.defaults());
+        assertThat(r.completeness().candidateSteps()).isEqualTo(SyntheticDump.STEPS);
+        assertThat(r.verdict()).isEqualTo("incomplete");
+        assertThat(r.completeness().gaps()).singleElement().asString().contains("no completeness mark");
+    }
+
+    @Test
+    void aDivergenceWinsOverIncompletenessAndTheReportStillSaysWhatWasMissing() throws IOException {
+        Path cand = SyntheticDump.write(tmp.resolve("bad-short"), at(1, "layers.2.out", (a, t) -> a[0] += 100),
+                SyntheticDump.CONFIG_SHA, SyntheticDump.tokens(), 3);
+        var r = Comparison.compareDumps(ref, cand, Comparison.Options.defaults());
+        assertThat(r.verdict()).isEqualTo("divergence");
+        assertThat(r.exitCode()).isEqualTo(1);
+        assertThat(r.complete()).isFalse();
+        assertThat(r.completeness().reasons()).anyMatch(m -> m.contains("3 of the reference's 4 steps"));
+    }
+
+    @Test
+    void pointsTheCandidateLeftOutByAnExplicitSelectionAreExcludedAndStated() throws IOException {
+        Path cand = SyntheticDump.write(tmp.resolve("subset"), (s, t) -> t.keySet().removeIf(p -> !p.startsWith("layers.2.") && !p.equals("logits")));
+        Path mf = cand.resolve("manifest.json");
+        Files.writeString(mf, Files.readString(mf).replace("\"steps\" :", "\"selected_points\" : [ \"layers.2.*\", \"logits\" ],\n  \"steps\" :"));
+        var r = Comparison.compareDumps(ref, cand, Comparison.Options.defaults());
+        assertThat(r.verdict()).isEqualTo("match");
+        assertThat(r.completeness().excluded()).contains("embed", "layers.0.attn.q", "final_norm").doesNotContain("logits");
+        assertThat(r.notes()).anyMatch(n -> n.contains("excluded by choice") && n.contains("--points layers.2.*,logits"));
+    }
+
+    @Test
+    void aSelectionDoesNotExcuseAPointItSelects() throws IOException {
+        Path cand = SyntheticDump.write(tmp.resolve("subset-gap"), (s, t) -> {
+            t.keySet().removeIf(p -> !p.startsWith("layers.2.") && !p.equals("logits"));
+            if (s == 3) t.remove("layers.2.mlp.out");
+        });
+        Path mf = cand.resolve("manifest.json");
+        Files.writeString(mf, Files.readString(mf).replace("\"steps\" :", "\"selected_points\" : [ \"layers.2.*\", \"logits\" ],\n  \"steps\" :"));
+        var r = Comparison.compareDumps(ref, cand, Comparison.Options.defaults());
+        assertThat(r.verdict()).isEqualTo("incomplete");
+        assertThat(r.completeness().pointsOnlyInReference()).containsExactly("layers.2.mlp.out");
     }
 
     @Test
@@ -314,7 +396,8 @@ class ComparisonTest {
         Path cand = SyntheticDump.write(tmp.resolve("short"), SyntheticDump.NONE, SyntheticDump.CONFIG_SHA, SyntheticDump.tokens(), 2);
         var r = Comparison.compareDumps(ref, cand, Comparison.Options.defaults());
         assertThat(r.stepsCompared()).isEqualTo(2);
-        assertThat(r.notes()).anyMatch(n -> n.contains("2 of the reference's 4 steps"));
+        assertThat(r.verdict()).isEqualTo("incomplete");
+        assertThat(r.completeness().reasons()).anyMatch(n -> n.contains("2 of the reference's 4 steps"));
     }
 
     @Test

@@ -50,12 +50,16 @@ class DumpReaderWriterTest {
     @Test
     void manifestIsReadableAfterEveryStepSoACrashKeepsWhatWasWritten() {
         var w = DumpWriter.create(tmp.resolve("crash"), false, null,
-                new DumpManifest.Model("gemma4_text", 1, "c".repeat(64), null), List.of(2, 3, 4, 5), 3);
+                new DumpManifest.Model("gemma4_text", SyntheticDump.LAYERS, "c".repeat(64), null), List.of(2, 3, 4, 5), 3);
         var t = SyntheticDump.step(0, 0, 3);
         w.writeStep(0, 3, t.values(), 5, 1.0);
-        // the producer dies here: what is on disk is a valid one-step dump
+        // the producer dies here: what is on disk is a readable one-step dump, flagged as unfinished
         var r = DumpReader.open(tmp.resolve("crash"));
         assertThat(r.stepCount()).isEqualTo(1);
+        assertThat(r.manifest().complete()).isFalse();
+        assertThat(r.gaps()).singleElement().asString().contains(tmp.resolve("crash").toString()).contains("no completeness mark");
+        w.finish();
+        assertThat(DumpReader.open(tmp.resolve("crash")).gaps()).isEmpty();
         assertThat(r.manifest().model().weightsSha256()).isNull();
         try (var list = java.util.stream.Stream.of(tmp.resolve("crash").toFile().list())) {
             assertThat(list.filter(n -> n.endsWith(".partial"))).isEmpty();
