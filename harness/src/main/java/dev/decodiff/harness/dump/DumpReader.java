@@ -91,24 +91,10 @@ public final class DumpReader {
                 var absent = new ArrayList<Integer>();
                 for (int l = 0; l < declared; l++) if (!present.contains(l)) absent.add(l);
                 gaps.add(dir + " declares " + declared + " layers but holds no point of layer" + (absent.size() > 1 ? "s " : " ")
-                        + ranges(absent) + " and records no point selection — re-create the dump");
+                        + dev.decodiff.harness.report.Fmt.ranges(absent, 0) + " and records no point selection — re-create the dump");
             }
         }
         return List.copyOf(gaps);
-    }
-
-    /** "3–5, 8" for [3, 4, 5, 8]. */
-    public static String ranges(List<Integer> sorted) {
-        var sb = new StringBuilder();
-        for (int i = 0; i < sorted.size(); ) {
-            int j = i;
-            while (j + 1 < sorted.size() && sorted.get(j + 1) == sorted.get(j) + 1) j++;
-            if (!sb.isEmpty()) sb.append(", ");
-            sb.append(sorted.get(i));
-            if (j > i) sb.append('–').append(sorted.get(j));
-            i = j + 1;
-        }
-        return sb.toString();
     }
 
     /**
