@@ -68,6 +68,21 @@ public final class SafetensorsWriter {
         // Whole 4 MiB writes at 4 MiB-aligned file offsets: the page cache then holds the file in large folios, which
         // a reader maps with 2 MB pages (a compare over many steps pays a fault per 4 KB page otherwise).
         var buf = ByteBuffer.allocateDirect(WRITE_CHUNK).order(ByteOrder.LITTLE_ENDIAN);
+        // A failed write (full disk, a folder in the way) leaves neither a .partial nor a half file behind.
+        try {
+            writeTo(tmp, hp, buf);
+            Files.move(tmp, file, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
+        } catch (IOException | RuntimeException e) {
+            try {
+                Files.deleteIfExists(tmp);
+            } catch (IOException suppressed) {
+                e.addSuppressed(suppressed);
+            }
+            throw e;
+        }
+    }
+
+    private void writeTo(Path tmp, byte[] hp, ByteBuffer buf) throws IOException {
         try (var ch = FileChannel.open(tmp, StandardOpenOption.CREATE, StandardOpenOption.TRUNCATE_EXISTING, StandardOpenOption.WRITE)) {
             buf.putLong(hp.length);
             for (int i = 0; i < hp.length; ) {
@@ -88,6 +103,5 @@ public final class SafetensorsWriter {
             }
             drain(buf, ch);
         }
-        Files.move(tmp, file, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
     }
 }

@@ -45,8 +45,8 @@ import java.util.concurrent.Callable;
  */
 @Command(name = "bench", mixinStandardHelpOptions = true,
         description = {"Measures decode/prefill speed against the machine's memory bandwidth, probe and dump overhead, and compare throughput,",
-                "on a random Gemma 4 checkpoint synthesized once and cached (default: the 1.06 B model of DESIGN.md §7, 2.1 GB bf16)."},
-        footer = {"", "Examples: decodiff bench          decodiff bench --size small --json          decodiff bench --size default,layers=6"})
+                "on a random Gemma 4 checkpoint synthesized once and cached (default: a 1.06 B-parameter model, 2.1 GB in bf16)."},
+        footer = {"", "Examples:", "  decodiff bench", "  decodiff bench --size small --json", "  decodiff bench --size default,layers=6"})
 public final class BenchCommand implements Callable<Integer> {
     @Option(names = "--size", paramLabel = "SPEC", defaultValue = "default",
             description = "Preset (default = 1.06 B params/2.1 GB, small ≈ 100 MB) with optional overrides, e.g. 'default,layers=12' "
@@ -237,14 +237,14 @@ public final class BenchCommand implements Callable<Integer> {
             for (var t : KvType.values())
                 out.println("    %-5s        %10d   %8.1f (%4.2f)               %6.2f".formatted(t.id(), kvBytes.get(t), kvPrefill(t).median(),
                         kvPrefill(t).median() / prefillTps.median(), kvDecode(t).median()));
-            out.println("ratios (targets of issue 5):");
+            out.println("ratios (targets):");
             out.println("  decode weight traffic / read bandwidth  %5.2f  (≥ 0.85) %s".formatted(bandwidthRatio(), ok(bandwidthRatio() >= 0.85)));
             out.println("  decode time @2048 / @128                %5.2f  (≤ 1.25) %s".formatted(ratio2048over128(), ok(ratio2048over128() <= 1.25)));
             out.println("  prefill tok/s / decode tok/s            %5.2f  (≥ 6)    %s".formatted(prefillOverDecode(), ok(prefillOverDecode() >= 6)));
             out.println("  idle probe / no probe                   %5.3f  (≤ 1.02) %s".formatted(idleOverhead(), ok(idleOverhead() <= 1.02)));
             out.println("  dump / no probe                         %5.2f".formatted(dumpOverhead()));
             out.println("  compare / read bandwidth                %5.2f  (≥ 0.5)  %s".formatted(compareRatio(), ok(compareRatio() >= 0.5)));
-            out.println("ratios (issue 6 point 4):");
+            out.println("ratios (prefix reuse):");
             out.println("  TTFT cold / prefix reused               %5.1f  (≥ 10)   %s".formatted(prefixSpeedup(), ok(prefixSpeedup() >= 10)));
             out.println("  TTFT re-read conversation / second turn %5.1f".formatted(turnSpeedup()));
             out.println("  slowest quantized-KV prefill / f32      %5.2f  (no cliff: ≥ 0.5) %s".formatted(worstKvPrefillRatio(), ok(worstKvPrefillRatio() >= 0.5)));

@@ -8,10 +8,8 @@ import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
 
-import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.nio.file.StandardCopyOption;
 import java.util.concurrent.Callable;
 
 @Command(name = "calibrate", mixinStandardHelpOptions = true,
@@ -50,6 +48,7 @@ final class CalibrateCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
+        OutputPaths.refuseOverlap("--out", out, OutputPaths.withBundledData(reference, noisy));
         if (Files.isDirectory(out)) throw new BadInputException(out, "is a folder; --out names the profile file to write");
         if (Files.exists(out) && !force) throw new BadInputException(out, "exists; pass --force to overwrite it, or choose another --out");
         Calibration.Result r;
@@ -66,15 +65,5 @@ final class CalibrateCommand implements Callable<Integer> {
         return Main.MATCH;
     }
 
-    private void write(String profile) {
-        try {
-            Path abs = out.toAbsolutePath();
-            if (abs.getParent() != null) Files.createDirectories(abs.getParent());
-            Path tmp = Files.createTempFile(abs.getParent(), ".decodiff-profile", ".json");
-            Files.writeString(tmp, profile + "\n");
-            Files.move(tmp, abs, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
-        } catch (IOException e) {
-            throw new BadInputException(out, "cannot write the profile: " + e.getMessage());
-        }
-    }
+    private void write(String profile) { AtomicFile.write(out, profile + "\n", "the profile"); }
 }

@@ -7,17 +7,18 @@ import dev.decodiff.harness.compare.ComparisonResult;
 import dev.decodiff.harness.compare.ToleranceProfile;
 import dev.decodiff.harness.dump.DumpReader;
 import dev.decodiff.harness.live.LiveCandidate;
-import dev.decodiff.harness.live.ModelLocator;
 import dev.decodiff.harness.report.HtmlReport;
 import dev.decodiff.harness.report.JsonReport;
 import dev.decodiff.harness.report.ProgressBar;
 import dev.decodiff.harness.report.Terminal;
 import dev.decodiff.harness.report.TerminalReport;
 import picocli.CommandLine.Command;
+import picocli.CommandLine.Mixin;
+import picocli.CommandLine.Model.CommandSpec;
+import picocli.CommandLine.Spec;
 import picocli.CommandLine.Option;
 import picocli.CommandLine.Parameters;
 
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.concurrent.Callable;
@@ -33,86 +34,65 @@ import java.util.concurrent.Callable;
                 "  decodiff compare reference-dumps/gemma4-tiny/long out/mine --json",
                 "  decodiff compare --fault k-eq-v-rotated-keys --html report.html"})
 final class CompareCommand implements Callable<Integer> {
-    @Parameters(index = "0", arity = "0..1", paramLabel = "REFERENCE",
-            description = "Reference dump folder (default: the bundled case " + Home.DEFAULT_CASE + ").")
-    Path reference;
+    @Mixin
+    ReferenceArgs referenceArgs = new ReferenceArgs();
 
     @Parameters(index = "1", arity = "0..1", paramLabel = "CANDIDATE",
             description = "Candidate dump folder. Omit to run the engine live.")
     Path candidate;
-
-    @Option(names = "--model", paramLabel = "DIR",
-            description = "Checkpoint for the live run (default: the bundled checkpoint whose config and weights hashes match the reference).")
-    Path model;
-
-    @Option(names = "--tolerance", paramLabel = "FILE", description = "JSON tolerance profile overriding the defaults (docs/tolerances.md).")
-    Path tolerance;
 
     @Option(names = "--near-tie", paramLabel = "T",
             description = "A token flip where the reference's top-2 margin is below T logits is a near-tie, not a failure (default ${DEFAULT-VALUE}).",
             defaultValue = "" + ToleranceProfile.DEFAULT_NEAR_TIE)
     double nearTie;
 
-    @Option(names = "--json", description = "Print the machine-readable verdict (JSON) on stdout instead of the terminal report.")
-    boolean json;
+    @Mixin
+    OutputArgs output = new OutputArgs();
 
-    @Option(names = "--html", paramLabel = "FILE", description = "Also write a self-contained HTML report to FILE.")
-    Path html;
-
-    @Option(names = "--allow-mismatch", description = "Compare even when the two sides come from different checkpoints, tokens or dtypes.")
-    boolean allowMismatch;
-
-    @picocli.CommandLine.Mixin
+    @Mixin
     EngineFlags engine = new EngineFlags();
 
     @Option(names = "--no-observer-check", description = "Live run only: skip the second, probe-free run that checks the probes change nothing.")
     boolean noObserverCheck;
 
-    @picocli.CommandLine.Spec
-    picocli.CommandLine.Model.CommandSpec spec;
+    @Spec
+    CommandSpec spec;
 
     @Override
     public Integer call() {
-        HtmlFile.checkTarget(html);
-        Path refDir = reference != null ? reference : Home.defaultReference();
-        if (reference == null && !Files.exists(refDir))
-            throw new BadInputException(refDir, "the bundled default case is missing; pass a REFERENCE dump folder");
+        NumericOptions.finiteAtLeast("--near-tie", nearTie, 0);
+        Path refDir = referenceArgs.dir();
+        output.checkTargets(OutputPaths.withBundledData(refDir, candidate, referenceArgs.model()));
         var ref = DumpReader.open(refDir);
-        var producer = ref.manifest().producer();
-        boolean halfRef = producer != null && ToleranceProfile.isHalfPrecision(producer.dtype());
-        var profile = tolerance != null ? ToleranceProfile.load(tolerance) : halfRef ? ToleranceProfile.bf16() : ToleranceProfile.defaults();
+        var profile = referenceArgs.profile(ref);
         if (spec.commandLine().getParseResult().hasMatchedOption("--near-tie")) profile = profile.withNearTie(nearTie);
-        if (nearTie < 0) throw new BadInputException("--near-tie must be ≥ 0, got " + nearTie);
         ComparisonResult result;
         if (candidate != null) {
-            if (model != null || !engine.isDefault())
+            if (referenceArgs.model() != null || !engine.isDefault())
                 throw new BadInputException("--model, --fault and --kv-cache apply to a live run; drop them, or drop CANDIDATE to run the engine");
             var cand = DumpReader.open(candidate);
-            var notes = Comparison.checkIdentity(ref.manifest(), ref.manifestFile(), cand.manifest(), cand.manifestFile(), allowMismatch);
+            var notes = Comparison.checkIdentity(ref.manifest(), ref.manifestFile(), cand.manifest(), cand.manifestFile(), referenceArgs.allowMismatch());
             try (var bar = new ProgressBar("comparing", ref.stepCount())) {
-                result = Comparison.run(ref, Comparison.dumpSource(cand), new Comparison.Options(profile, allowMismatch, bar::update), notes);
+                result = Comparison.run(ref, Comparison.dumpSource(cand), new Comparison.Options(profile, referenceArgs.allowMismatch(), bar::update), notes);
             }
         } else {
             result = live(ref, profile);
         }
-        var out = spec.commandLine().getOut();
-        if (json) out.println(JsonReport.render(result));
-        else out.print(TerminalReport.render(result, Terminal.colourStdout()));
-        out.flush();
-        if (html != null) HtmlFile.write(html, HtmlReport.render(result), spec, json);
+        var r = result;
+        output.deliver(spec, () -> JsonReport.render(r), () -> TerminalReport.render(r, Terminal.colourStdout()), () -> HtmlReport.render(r));
         return result.exitCode();
     }
 
     private ComparisonResult live(DumpReader ref, ToleranceProfile profile) {
         var notes = new ArrayList<String>();
-        var located = ModelLocator.locate(model, Home.get(), ref.manifest(), ref.manifestFile(), allowMismatch);
+        var located = referenceArgs.locateModel(ref);
         if (located.note() != null) notes.add(located.note());
         Path modelDir = located.dir();
         var options = engine.options();
         try (var m = Gemma4Model.load(modelDir);
              var bar = new ProgressBar("running " + modelDir.getFileName(), ref.stepCount());
              var source = LiveCandidate.forPoints(m, options, ref.manifest(), ref.allPoints(), !noObserverCheck)) {
-            return Comparison.run(ref, source, new Comparison.Options(profile, allowMismatch, bar::update), notes);
+            return Comparison.run(ref, source, new Comparison.Options(profile, referenceArgs.allowMismatch(), bar::update), notes);
         }
     }
 }

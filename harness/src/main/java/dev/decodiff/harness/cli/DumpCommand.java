@@ -75,6 +75,7 @@ final class DumpCommand implements Callable<Integer> {
     @Override
     public Integer call() {
         if (steps != null && steps < 1) throw new BadInputException("-n must be ≥ 1, got " + steps);
+        OutputPaths.refuseOverlap("--out", out, OutputPaths.withBundledData(model, source.reference));
         Predicate<String> globs = p -> true;
         List<String> selected = null;
         if (points != null && !points.isEmpty()) {

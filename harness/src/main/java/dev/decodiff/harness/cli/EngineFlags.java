@@ -35,12 +35,4 @@ public final class EngineFlags {
             throw new BadInputException("--kv-cache: " + e.getMessage());
         }
     }
-
-    /** How a run differs from the exact default, for report headers ("" when it does not). */
-    public static String describe(EngineOptions o) {
-        var parts = new ArrayList<String>();
-        if (!o.faults().isEmpty()) parts.add("faults " + String.join(",", o.faults().stream().map(Object::toString).sorted().toList()));
-        if (o.keyType() != KvType.F32 || o.valueType() != KvType.F32) parts.add("KV cache " + o.keyType() + "/" + o.valueType());
-        return String.join(", ", parts);
-    }
 }

@@ -9,6 +9,7 @@ import java.nio.file.Path;
 
 /**
  * Writes a report page for --html, creating its folder, and says where on stderr (unless stdout carries JSON).
+ * The page goes to a temporary file that is moved into place, so a failed write leaves the old file or none.
  * An existing file is replaced only when it is an earlier decodiff report: anything else the user had stays.
  */
 final class HtmlFile {
@@ -22,13 +23,7 @@ final class HtmlFile {
 
     static void write(Path html, String page, CommandSpec spec, boolean quiet) {
         checkTarget(html);
-        try {
-            var parent = html.toAbsolutePath().getParent();
-            if (parent != null) Files.createDirectories(parent);
-            Files.writeString(html, page);
-        } catch (IOException e) {
-            throw new BadInputException(html, "cannot write the HTML report: " + e.getMessage());
-        }
+        AtomicFile.write(html, page, "the HTML report");
         if (!quiet) {
             spec.commandLine().getErr().println("decodiff: HTML report written to " + html);
             spec.commandLine().getErr().flush();

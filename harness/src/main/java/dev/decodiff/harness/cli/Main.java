@@ -17,7 +17,7 @@ import java.io.UncheckedIOException;
 @Command(name = "decodiff", mixinStandardHelpOptions = true, versionProvider = Main.Version.class,
         description = "Finds where an LLM engine's decode goes wrong: which step, layer and tensor, and why.",
         subcommands = {CompareCommand.class, DumpCommand.class, RunCommand.class, InspectCommand.class, GgufCommand.class, SelfTestCommand.class, SelfCheckCommand.class, BisectCommand.class, OpsCommand.class, CalibrateCommand.class, KvDriftCommand.class, dev.decodiff.harness.bench.BenchCommand.class, CommandLine.HelpCommand.class},
-        footer = {"", "Exit codes: 0 match, 1 divergence, 2 bad input or usage, 3 incomplete (not every expected cell was compared).",
+        footer = {"", "Exit codes: 0 match, 1 divergence, 2 bad input, usage, or an output that could not be written, 3 incomplete (not every expected cell was compared).",
                 "Start with: decodiff compare   (the bundled default case against the live engine)"})
 public final class Main implements Runnable {
     public static final int MATCH = ComparisonResult.EXIT_MATCH, DIVERGENCE = ComparisonResult.EXIT_DIVERGENCE, BAD_INPUT = 2,
@@ -26,26 +26,52 @@ public final class Main implements Runnable {
     @CommandLine.Spec
     CommandLine.Model.CommandSpec spec;
 
+    /** No command given: list them all (on stderr, since nothing was done) and exit as a usage error. */
     @Override
     public void run() {
-        throw new CommandLine.ParameterException(spec.commandLine(), "Missing subcommand: compare, dump, run or inspect");
+        var err = spec.commandLine().getErr();
+        err.println("decodiff: which command? (decodiff COMMAND --help for one command's options)");
+        spec.commandLine().usage(err);
+        err.flush();
+        throw new NoCommand();
+    }
+
+    /** Signals "usage printed, exit 2" without a second message. */
+    private static final class NoCommand extends RuntimeException {
+        NoCommand() { super(null, null, false, false); }
     }
 
     public static void main(String[] args) {
         System.exit(execute(args));
     }
 
-    /** Runs the CLI in-process (the tests call this) and returns the exit code. */
+    /**
+     * Runs the CLI on the process's stdout and stderr and returns the exit code. stdout is written through a
+     * stream that reports errors (System.out swallows them), so a full disk or a closed pipe is seen.
+     */
     public static int execute(String... args) {
-        return commandLine(new PrintWriter(System.out, true), new PrintWriter(System.err, true)).execute(args);
+        var out = new PrintWriter(new java.io.OutputStreamWriter(new java.io.FileOutputStream(java.io.FileDescriptor.out), System.out.charset()), true);
+        return commandLine(out, new PrintWriter(System.err, true)).execute(args);
     }
 
     public static CommandLine commandLine(PrintWriter out, PrintWriter err) {
         var cl = new CommandLine(new Main());
         cl.setOut(out);
         cl.setErr(err);
+        HelpFooter.installOn(cl);
+        // A result that could not be written is not delivered: say so and fail, whatever the verdict was.
+        cl.setExecutionStrategy(parseResult -> {
+            int code = new CommandLine.RunLast().execute(parseResult);
+            if (out.checkError()) {
+                err.println("decodiff: cannot write the result to standard output (disk full, or the reader closed the pipe?); nothing complete was delivered");
+                err.flush();
+                return BAD_INPUT;
+            }
+            return code;
+        });
         cl.setExecutionExceptionHandler((ex, commandLine, parseResult) -> {
             var e = commandLine.getErr();
+            if (ex instanceof NoCommand) return BAD_INPUT;
             if (isBadInput(ex)) {
                 e.println("decodiff: " + oneLine(ex.getMessage()));
             } else {

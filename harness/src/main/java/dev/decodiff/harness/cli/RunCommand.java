@@ -59,6 +59,10 @@ final class RunCommand implements Callable<Integer> {
     @Override
     public Integer call() {
         if (n < 1) throw new BadInputException("-n must be ≥ 1, got " + n);
+        NumericOptions.finiteAtLeast("--temperature", temperature, 0);
+        NumericOptions.finiteAbove("--top-p", topP, 0);
+        NumericOptions.finiteIn("--top-p", topP, 0, 1);
+        if (topK < 0) throw new BadInputException("--top-k must be ≥ 0 (0 = all tokens), got " + topK);
         Sampler sampler;
         try {
             sampler = temperature == 0 ? Sampler.greedy() : new Sampler(temperature, topK, topP, seed);

@@ -1,5 +1,6 @@
 package dev.decodiff.harness.cli;
 
+import dev.decodiff.harness.Home;
 import dev.decodiff.harness.report.Terminal;
 import dev.decodiff.harness.selftest.SelfTest;
 import dev.decodiff.harness.selftest.SelfTestReport;

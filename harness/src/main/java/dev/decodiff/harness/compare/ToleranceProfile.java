@@ -134,6 +134,14 @@ public final class ToleranceProfile {
         }
     }
 
+    /**
+     * The profile a reference calls for when the user names none: the bf16 noise floor for a reference computed in
+     * 16-bit floats, else the fp32 defaults. Every command judging cells against a reference uses this one rule.
+     */
+    public static ToleranceProfile forReference(dev.decodiff.harness.dump.DumpManifest.Producer producer) {
+        return producer != null && isHalfPrecision(producer.dtype()) ? bf16() : defaults();
+    }
+
     /** Whether a producer dtype names a 16-bit float computation (its reference needs the bf16 profile). */
     public static boolean isHalfPrecision(String dtype) {
         if (dtype == null) return false;

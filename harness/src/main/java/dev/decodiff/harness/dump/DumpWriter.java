@@ -110,6 +110,11 @@ public final class DumpWriter {
             Files.write(tmp, JSON.writeValueAsBytes(manifest));
             Files.move(tmp, mf, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
         } catch (IOException e) {
+            try {
+                Files.deleteIfExists(tmp);
+            } catch (IOException suppressed) {
+                e.addSuppressed(suppressed);
+            }
             throw new UncheckedIOException(mf + ": cannot write: " + e.getMessage(), e);
         }
     }

@@ -42,7 +42,7 @@ public final class LiveCandidate implements CandidateSource {
         this.probed = model.newSession(options.withProbe(probe));
         this.plain = checkObserverEffect ? model.newSession(options.withProbe(null)) : null;
         this.observer = checkObserverEffect ? "none" : "not_checked";
-        String how = dev.decodiff.harness.cli.EngineFlags.describe(options);
+        String how = EngineSetup.describe(options);
         this.description = "live engine: " + model.directory() + " (teacher-forced" + (how.isEmpty() ? "" : " with " + how) + ")";
     }
 

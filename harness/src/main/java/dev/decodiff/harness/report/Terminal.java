@@ -37,7 +37,10 @@ public final class Terminal {
         return (nc == null || nc.isEmpty()) && !"dumb".equals(System.getenv("TERM")) && isTty(1);
     }
 
-    public static boolean progressOnStderr() { return isTty(2) && !"dumb".equals(System.getenv("TERM")); }
+    /** The launcher filters stderr through a pipe and passes -Ddecodiff.stderr.tty=true when it was a terminal. */
+    public static boolean progressOnStderr() {
+        return (isTty(2) || Boolean.getBoolean("decodiff.stderr.tty")) && !"dumb".equals(System.getenv("TERM"));
+    }
 
     /** ANSI styling that collapses to plain text when colour is off. */
     public record Style(boolean on) {

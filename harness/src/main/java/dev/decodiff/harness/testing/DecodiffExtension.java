@@ -1,7 +1,7 @@
 package dev.decodiff.harness.testing;
 
 import dev.decodiff.engine.Gemma4Model;
-import dev.decodiff.harness.cli.Home;
+import dev.decodiff.harness.Home;
 import dev.decodiff.harness.dump.DumpReader;
 import org.junit.jupiter.api.extension.ExtensionContext;
 import org.junit.jupiter.api.extension.ParameterContext;

@@ -1,5 +1,6 @@
 package dev.decodiff.harness.cli;
 
+import dev.decodiff.harness.Home;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.decodiff.harness.SyntheticDump;
 import dev.decodiff.harness.dump.CapturedTensor;

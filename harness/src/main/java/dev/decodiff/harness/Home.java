@@ -1,4 +1,4 @@
-package dev.decodiff.harness.cli;
+package dev.decodiff.harness;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
