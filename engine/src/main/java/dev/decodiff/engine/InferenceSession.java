@@ -1,5 +1,6 @@
 package dev.decodiff.engine;
 
+import dev.decodiff.metal.PackedRows;
 import dev.decodiff.metal.Parallel;
 import dev.decodiff.metal.Transcendentals;
 import dev.decodiff.metal.VectorMath;
@@ -29,6 +30,8 @@ public final class InferenceSession {
     private final boolean faultValuesFromKeys, faultWindowPlusOne, faultRingWrap, faultDecodePosition, faultRopePrefix,
             faultNoVNorm, faultGqaModulo, faultNoLayerScalar, faultNoSoftcap, faultRecompute;
     private final boolean faultStalePosition, faultSlidingTruncate;
+    /** Attention reads encoded caches packed (the default) rather than decoding the history first: same bits, faster. */
+    private final boolean packedAttention = !"false".equalsIgnoreCase(System.getProperty("decodiff.packedAttention"));
     private final int[] kvSource;
     private final Rope prefixRope;
     // RoPE position minus cache position: non-zero only under fault prefix-reuse-stale-position after a restore.
@@ -382,16 +385,14 @@ public final class InferenceSession {
         int last = start + T - 1;
         int lastLo = sliding ? Math.max(0, last - window + 1) : 0;
         boolean valuesFromKeys = faultValuesFromKeys && spec.kEqV() && T == 1 && start > 0;
-        KeyValueView view = KeyValueView.of(cache, k, v, start, stride, sliding ? Math.max(0, start - window + 1) : 0, valuesFromKeys);
+        KeyValueView view = KeyValueView.of(cache, k, v, start, stride, sliding ? Math.max(0, start - window + 1) : 0, valuesFromKeys,
+                packedAttention && d % 16 == 0);
         float[] readK = null, readV = null;
         if (probe != null && (probe.wants(names[i][K_READ]) || probe.wants(names[i][V_READ]))) {
             int C = last - lastLo + 1;
             readK = new float[C * stride];
             readV = new float[C * stride];
-            for (int j = lastLo; j <= last; j++) {
-                System.arraycopy(view.keys(j), view.offset(j), readK, (j - lastLo) * stride, stride);
-                System.arraycopy(view.values(j), view.offset(j), readV, (j - lastLo) * stride, stride);
-            }
+            for (int j = lastLo; j <= last; j++) view.copyRow(j, readK, readV, (j - lastLo) * stride);
             boolean kChanged = capture(names[i][K_READ], new int[]{C, nkv, d}, readK, readK.length);
             boolean vChanged = capture(names[i][V_READ], new int[]{C, nkv, d}, readV, readV.length);
             if (!kChanged && !vChanged) readK = readV = null;
@@ -405,7 +406,7 @@ public final class InferenceSession {
             int cap = sliding ? Math.min(window, last + 1) : last + 1;
             float[] scores = new float[VectorMath.HEADS * cap];
             float[][] keyRows = new float[cap][], valueRows = new float[cap][];
-            int[] offsets = new int[cap], qOffs = new int[VectorMath.HEADS];
+            int[] offsets = new int[cap], qOffs = new int[VectorMath.HEADS], slots = new int[cap];
             for (int task = from; task < to; task++) {
                 int t = task / quads.length;
                 int[] quad = quads[task % quads.length];
@@ -418,11 +419,13 @@ public final class InferenceSession {
                     keyRows[j - lo] = sub ? subK : view.keys(j);
                     valueRows[j - lo] = sub ? subV : view.values(j);
                     offsets[j - lo] = (sub ? (j - lo) * stride : view.offset(j)) + kh * d;
+                    if (j < start) slots[j - lo] = view.offset(j) / stride;
                 }
+                int packedRows = sub ? 0 : Math.max(0, start - lo); // history rows; this step's rows are f32
                 for (int m = 0; m < heads; m++) qOffs[m] = t * qDim + quad[1 + m] * d;
-                VectorMath.dotsHeads(q, qOffs, heads, keyRows, offsets, n, d, scores, cap);
+                VectorMath.dotsHeads(q, qOffs, heads, view.span(view.packedK, slots, packedRows, kh * d), keyRows, offsets, n, d, scores, cap);
                 for (int m = 0; m < heads; m++) VectorMath.softmax(scores, m * cap, n);
-                VectorMath.weightedSumHeads(scores, cap, heads, valueRows, offsets, n, d, out, qOffs);
+                VectorMath.weightedSumHeads(scores, cap, heads, view.span(view.packedV, slots, packedRows, kh * d), valueRows, offsets, n, d, out, qOffs);
             }
         });
         capture(names[i][ATTN_OUT], new int[]{T, qDim}, out, T * qDim);
@@ -456,18 +459,24 @@ public final class InferenceSession {
 
     /**
      * Keys and values by absolute position: committed history from the cache, this step's from the chunk. f32
-     * caches are read in place; encoded ones (bf16, q8_0, q4_0) are decoded once per layer and step into a
-     * contiguous block of the history this step reads, so attention runs the same kernel either way.
+     * caches are read in place; encoded ones (bf16, q8_0, q4_0) are read packed by the attention kernels, widened in
+     * registers with the bits their decode gives (no decoded copy of the history each step). Where a head's slice
+     * cannot be read packed (a q format with a head dim that is not a multiple of 16), or packed reads are switched off
+     * ({@code -Ddecodiff.packedAttention=false}), the history this step reads is decoded once per layer and step into a
+     * contiguous block instead; both give the same bits.
      */
     private record KeyValueView(float[] histK, float[] histV, int histLo, boolean inPlace, LayerCache cache,
+                                PackedRows packedK, PackedRows packedV, boolean valuesFromKeys,
                                 float[] chunkK, float[] chunkV, int start, int stride) {
 
-        static KeyValueView of(LayerCache cache, float[] chunkK, float[] chunkV, int start, int stride, int histLo, boolean valuesFromKeys) {
+        static KeyValueView of(LayerCache cache, float[] chunkK, float[] chunkV, int start, int stride, int histLo, boolean valuesFromKeys,
+                               boolean packedReads) {
             for (int p = histLo; p < start; p++)
                 if (!cache.holds(p)) throw new IllegalStateException("position " + p + " is no longer in the cache");
-            float[] kf = cache.keysF32(), vf = cache.valuesF32();
-            if (kf != null && vf != null)
-                return new KeyValueView(kf, valuesFromKeys ? kf : vf, 0, true, cache, chunkK, chunkV, start, stride);
+            float[] kf = cache.keysF32(), vf = valuesFromKeys ? kf : cache.valuesF32();
+            PackedRows pk = cache.packedKeys(), pv = valuesFromKeys ? pk : cache.packedValues();
+            if ((kf != null && vf != null) || packedReads)
+                return new KeyValueView(kf, vf, 0, true, cache, pk, pv, valuesFromKeys, chunkK, chunkV, start, stride);
             int n = start - histLo;
             float[] hk = new float[n * stride], hv = new float[n * stride];
             for (int p = histLo; p < start; p++) {
@@ -475,9 +484,10 @@ public final class InferenceSession {
                 if (valuesFromKeys) cache.readKey(p, hv, (p - histLo) * stride);
                 else cache.readValue(p, hv, (p - histLo) * stride);
             }
-            return new KeyValueView(hk, hv, histLo, false, cache, chunkK, chunkV, start, stride);
+            return new KeyValueView(hk, hv, histLo, false, cache, null, null, valuesFromKeys, chunkK, chunkV, start, stride);
         }
 
+        /** The f32 array holding position p's row (null for a packed history row). */
         float[] keys(int p) { return p < start ? histK : chunkK; }
 
         float[] values(int p) { return p < start ? histV : chunkV; }
@@ -485,6 +495,21 @@ public final class InferenceSession {
         int offset(int p) {
             if (p >= start) return (p - start) * stride;
             return inPlace ? cache.offset(p) : (p - histLo) * stride;
+        }
+
+        /** The history rows [0, count) of one attention task read packed, or null when these rows are f32. */
+        PackedRows.Span span(PackedRows rows, int[] slots, int count, int column) {
+            return rows == null || count == 0 ? null : new PackedRows.Span(rows, slots, count, column);
+        }
+
+        /** Position p's key and value rows as f32 into k and v at off (what the probe sees as read from the cache). */
+        void copyRow(int p, float[] k, float[] v, int off) {
+            if (p < start && packedK != null) cache.readKey(p, k, off);
+            else System.arraycopy(keys(p), offset(p), k, off, stride);
+            if (p < start && packedV != null) {
+                if (valuesFromKeys) cache.readKey(p, v, off);
+                else cache.readValue(p, v, off);
+            } else System.arraycopy(values(p), offset(p), v, off, stride);
         }
     }
 

@@ -1,5 +1,6 @@
 package dev.decodiff.engine;
 
+import dev.decodiff.metal.PackedRows;
 import jdk.incubator.vector.ByteVector;
 import jdk.incubator.vector.FloatVector;
 import jdk.incubator.vector.IntVector;
@@ -39,6 +40,9 @@ abstract sealed class KvRows permits KvRows.F32, KvRows.Bf16, KvRows.Q8, KvRows.
     /** The f32 backing array, or null when rows are encoded. */
     float[] floats() { return null; }
 
+    /** The encoded rows as the attention kernels read them in place, or null for f32 rows. */
+    PackedRows packed() { return null; }
+
     abstract void write(int row, float[] src, int off);
 
     abstract void read(int row, float[] dst, int off);
@@ -72,6 +76,8 @@ abstract sealed class KvRows permits KvRows.F32, KvRows.Bf16, KvRows.Q8, KvRows.
 
     static final class Bf16 extends KvRows {
         @Override KvType type() { return KvType.BF16; }
+
+        @Override PackedRows packed() { return new PackedRows(PackedRows.Format.BF16, null, data, stride); }
 
         short[] data;
 
@@ -117,6 +123,8 @@ abstract sealed class KvRows permits KvRows.F32, KvRows.Bf16, KvRows.Q8, KvRows.
     /** llama.cpp q8_0: per block of 32, d = max|x|/127, q = round(x/d). */
     static final class Q8 extends KvRows {
         @Override KvType type() { return KvType.Q8_0; }
+
+        @Override PackedRows packed() { return new PackedRows(PackedRows.Format.Q8_0, q, scale, stride); }
 
         byte[] q;
         short[] scale;
@@ -174,6 +182,8 @@ abstract sealed class KvRows permits KvRows.F32, KvRows.Bf16, KvRows.Q8, KvRows.
     /** llama.cpp q4_0: per block of 32, d = (signed max-magnitude)/−8, nibble = min(15, (int)(x/d + 8.5)). */
     static final class Q4 extends KvRows {
         @Override KvType type() { return KvType.Q4_0; }
+
+        @Override PackedRows packed() { return new PackedRows(PackedRows.Format.Q4_0, q, scale, stride); }
 
         byte[] q;
         short[] scale;

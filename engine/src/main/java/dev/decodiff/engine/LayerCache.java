@@ -1,5 +1,7 @@
 package dev.decodiff.engine;
 
+import dev.decodiff.metal.PackedRows;
+
 /**
  * The keys and values one non-shared layer keeps across steps: normed, rotated keys and normed values, one
  * [nkv·d] row per position, stored as {@link KvType}s chosen separately for K and V. New rows are committed only
@@ -33,6 +35,11 @@ public abstract sealed class LayerCache permits FullLayerCache, SlidingLayerCach
     public float[] keysF32() { return keys.floats(); }
 
     public float[] valuesF32() { return values.floats(); }
+
+    /** Encoded keys as the attention kernels read them in place (row {@link #offset}/stride), or null for f32 keys. */
+    public PackedRows packedKeys() { return keys.packed(); }
+
+    public PackedRows packedValues() { return values.packed(); }
 
     /** Offset of position p's row in the f32 arrays. */
     public int offset(int p) { return slot(p) * stride; }

@@ -47,16 +47,28 @@ public final class VectorMath {
      * per head), and the heads' FMA chains overlap.
      */
     public static void dotsHeads(float[] q, int[] qOff, int heads, float[][] keys, int[] keyOff, int n, int d, float[] scores, int stride) {
+        dotsHeads(q, qOff, heads, null, keys, keyOff, n, d, scores, stride);
+    }
+
+    /**
+     * {@link #dotsHeads} where keys [0, packed.count()) are read packed from {@code packed} (keys[i] of those rows is
+     * not used) and the rest from keys/keyOff: the same bits as over the decoded rows.
+     */
+    public static void dotsHeads(float[] q, int[] qOff, int heads, PackedRows.Span packed, float[][] keys, int[] keyOff, int n, int d,
+                                 float[] scores, int stride) {
         if (heads < 1 || heads > HEADS) throw new IllegalArgumentException("heads must be 1.." + HEADS + ", is " + heads);
         // Fewer than four heads: the spare chains repeat the last head (same bits), only the real ones are stored.
         int q0 = qOff[0], q1 = qOff[Math.min(1, heads - 1)], q2 = qOff[Math.min(2, heads - 1)], q3 = qOff[heads - 1];
-        int bound = d - (d % L), i = 0;
+        int bound = d - (d % L), i = 0, np = packed == null ? 0 : packed.count();
         float[] lanes = new float[HEADS * L * L];
         // Sixteen keys at a time: their lane vectors are summed in lane order for all sixteen at once (a gather of
         // lane j of each key per step), the same additions in the same order as the one-key loop below, which would
         // otherwise cost more than the FMAs for a 256-wide head.
         for (; i + L <= n; i += L) {
-            for (int j = 0; j < L; j++) dotLanes4(q, q0, q1, q2, q3, keys[i + j], keyOff[i + j], bound, lanes, j * L, L * L);
+            for (int j = 0; j < L; j++) {
+                if (i + j < np) dotLanes4(q, q0, q1, q2, q3, packed.rows(), packed.element(i + j), bound, lanes, j * L, L * L);
+                else dotLanes4(q, q0, q1, q2, q3, keys[i + j], keyOff[i + j], bound, lanes, j * L, L * L);
+            }
             for (int h = 0; h < heads; h++) {
                 var sum = FloatVector.zero(F);
                 for (int lane = 0; lane < L; lane++) sum = sum.add(FloatVector.fromArray(F, lanes, h * L * L + lane, TRANSPOSE, 0));
@@ -64,7 +76,7 @@ public final class VectorMath {
             }
             for (int c = bound; c < d; c++) {
                 for (int j = 0; j < L; j++) {
-                    float kc = keys[i + j][keyOff[i + j] + c];
+                    float kc = element(packed, keys, keyOff, i + j, c);
                     scores[i + j] += q[q0 + c] * kc;
                     if (heads > 1) scores[stride + i + j] += q[q1 + c] * kc;
                     if (heads > 2) scores[2 * stride + i + j] += q[q2 + c] * kc;
@@ -73,9 +85,8 @@ public final class VectorMath {
             }
         }
         for (; i < n; i++) {
-            float[] k = keys[i];
-            int ko = keyOff[i];
-            dotLanes4(q, q0, q1, q2, q3, k, ko, bound, lanes, 0, L);
+            if (i < np) dotLanes4(q, q0, q1, q2, q3, packed.rows(), packed.element(i), bound, lanes, 0, L);
+            else dotLanes4(q, q0, q1, q2, q3, keys[i], keyOff[i], bound, lanes, 0, L);
             float s0 = 0f, s1 = 0f, s2 = 0f, s3 = 0f;
             for (int j = 0; j < L; j++) {
                 s0 += lanes[j];
@@ -84,7 +95,7 @@ public final class VectorMath {
                 s3 += lanes[3 * L + j];
             }
             for (int c = bound; c < d; c++) {
-                float kc = k[ko + c];
+                float kc = element(packed, keys, keyOff, i, c);
                 s0 += q[q0 + c] * kc;
                 s1 += q[q1 + c] * kc;
                 s2 += q[q2 + c] * kc;
@@ -126,6 +137,15 @@ public final class VectorMath {
      * each head's output block stays in registers across the rows.
      */
     public static void weightedSumHeads(float[] p, int stride, int heads, float[][] values, int[] valueOff, int n, int d, float[] out, int[] outOff) {
+        weightedSumHeads(p, stride, heads, null, values, valueOff, n, d, out, outOff);
+    }
+
+    /**
+     * {@link #weightedSumHeads} where values [0, packed.count()) are read packed from {@code packed} (values[i] of those
+     * rows is not used) and the rest from values/valueOff: the same bits as over the decoded rows.
+     */
+    public static void weightedSumHeads(float[] p, int stride, int heads, PackedRows.Span packed, float[][] values, int[] valueOff, int n, int d,
+                                        float[] out, int[] outOff) {
         if (heads < 1 || heads > HEADS) throw new IllegalArgumentException("heads must be 1.." + HEADS + ", is " + heads);
         // Spare heads repeat the last one: they compute and store the same bits to the same place.
         int h1 = Math.min(1, heads - 1), h2 = Math.min(2, heads - 1), h3 = heads - 1;
@@ -147,22 +167,22 @@ public final class VectorMath {
             for (int h = 0; h < heads; h++)
                 for (int i = 0; i < n; i++) scaled[h * n + i] = times2p32(p[h * stride + i]);
             scaleRows(out, real, c2, SCALE);
-            accumulate(scaled, 0, h1 * n, h2 * n, h3 * n, values, valueOff, n, c2, out, u0, u1, u2, u3);
+            accumulate(scaled, 0, h1 * n, h2 * n, h3 * n, packed, values, valueOff, n, c2, out, u0, u1, u2, u3);
             if (!scaleRows(out, real, c2, 1f / SCALE)) {
                 for (int h = 0; h < heads; h++) System.arraycopy(saved, h * c2, out, real[h], c2);
-                accumulate(p, p0, p1, p2, p3, values, valueOff, n, c2, out, u0, u1, u2, u3);
+                accumulate(p, p0, p1, p2, p3, packed, values, valueOff, n, c2, out, u0, u1, u2, u3);
             }
         }
         for (int h = 0; h < heads; h++) {
             int ph = h * stride, uh = real[h];
             for (int e = c2; e < bound; e += L) {
                 var o = FloatVector.fromArray(F, out, uh + e);
-                for (int i = 0; i < n; i++) o = FloatVector.fromArray(F, values[i], valueOff[i] + e).fma(FloatVector.broadcast(F, p[ph + i]), o);
+                for (int i = 0; i < n; i++) o = vector(packed, values, valueOff, i, e).fma(FloatVector.broadcast(F, p[ph + i]), o);
                 o.intoArray(out, uh + e);
             }
             for (int e = bound; e < d; e++) {
                 float s = out[uh + e];
-                for (int i = 0; i < n; i++) s += p[ph + i] * values[i][valueOff[i] + e];
+                for (int i = 0; i < n; i++) s += p[ph + i] * element(packed, values, valueOff, i, e);
                 out[uh + e] = s;
             }
         }
@@ -186,14 +206,48 @@ public final class VectorMath {
         return Float.intBitsToFloat(bits + (32 << 23));
     }
 
+    /** {@link #dotLanes4} over a packed key row (elements from e on). */
+    private static void dotLanes4(float[] q, int q0, int q1, int q2, int q3, PackedRows k, int e, int bound, float[] lanes, int at, int headStride) {
+        var a0 = FloatVector.zero(F);
+        var a1 = a0;
+        var a2 = a0;
+        var a3 = a0;
+        for (int c = 0; c < bound; c += L) {
+            var kv = k.load(e + c);
+            a0 = FloatVector.fromArray(F, q, q0 + c).fma(kv, a0);
+            a1 = FloatVector.fromArray(F, q, q1 + c).fma(kv, a1);
+            a2 = FloatVector.fromArray(F, q, q2 + c).fma(kv, a2);
+            a3 = FloatVector.fromArray(F, q, q3 + c).fma(kv, a3);
+        }
+        a0.intoArray(lanes, at);
+        a1.intoArray(lanes, at + headStride);
+        a2.intoArray(lanes, at + 2 * headStride);
+        a3.intoArray(lanes, at + 3 * headStride);
+    }
+
+    /** Column c of row i: packed for i below the span's count, else from rows/off. */
+    private static float element(PackedRows.Span packed, float[][] rows, int[] off, int i, int c) {
+        return packed != null && i < packed.count() ? packed.rows().get(packed.element(i) + c) : rows[i][off[i] + c];
+    }
+
+    /** Columns [c, c+16) of row i, as {@link #element}. */
+    private static FloatVector vector(PackedRows.Span packed, float[][] rows, int[] off, int i, int c) {
+        return packed != null && i < packed.count() ? packed.rows().load(packed.element(i) + c) : FloatVector.fromArray(F, rows[i], off[i] + c);
+    }
+
     /** Columns [0, c2) of the heads' outputs, all rows in order. */
-    private static void accumulate(float[] p, int p0, int p1, int p2, int p3, float[][] values, int[] valueOff, int n, int c2,
+    private static void accumulate(float[] p, int p0, int p1, int p2, int p3, PackedRows.Span packed, float[][] values, int[] valueOff, int n, int c2,
                                    float[] out, int u0, int u1, int u2, int u3) {
+        int np = packed == null ? 0 : packed.count();
         // Rows in blocks that stay in L2 while every column block passes over them: a column block touches only two
         // cache lines of each row, and walking all n rows for each one would stride through memory d/32 times.
         for (int i0 = 0; i0 < n; i0 += ROW_BLOCK) {
             int i1 = Math.min(n, i0 + ROW_BLOCK);
-            for (int c = 0; c < c2; c += 2 * L) accumulateRows(p, p0, p1, p2, p3, values, valueOff, i0, i1, c, out, u0, u1, u2, u3);
+            int split = Math.clamp(np, i0, i1); // packed rows first: the rows stay in order
+            for (int c = 0; c < c2; c += 2 * L) {
+                if (split > i0) accumulateRows(p, p0, p1, p2, p3, packed, i0, split, c, out, u0, u1, u2, u3);
+                if (split < i1) accumulateRows(p, p0, p1, p2, p3, values, valueOff, split, i1, c, out, u0, u1, u2, u3);
+            }
         }
     }
 
@@ -226,6 +280,45 @@ public final class VectorMath {
             int o = valueOff[i] + c;
             var v0 = FloatVector.fromArray(F, v, o);
             var v1 = FloatVector.fromArray(F, v, o + L);
+            var b = FloatVector.broadcast(F, p[p0 + i]);
+            o00 = v0.fma(b, o00);
+            o01 = v1.fma(b, o01);
+            b = FloatVector.broadcast(F, p[p1 + i]);
+            o10 = v0.fma(b, o10);
+            o11 = v1.fma(b, o11);
+            b = FloatVector.broadcast(F, p[p2 + i]);
+            o20 = v0.fma(b, o20);
+            o21 = v1.fma(b, o21);
+            b = FloatVector.broadcast(F, p[p3 + i]);
+            o30 = v0.fma(b, o30);
+            o31 = v1.fma(b, o31);
+        }
+        o00.intoArray(out, u0 + c);
+        o01.intoArray(out, u0 + c + L);
+        o10.intoArray(out, u1 + c);
+        o11.intoArray(out, u1 + c + L);
+        o20.intoArray(out, u2 + c);
+        o21.intoArray(out, u2 + c + L);
+        o30.intoArray(out, u3 + c);
+        o31.intoArray(out, u3 + c + L);
+    }
+
+    /** {@link #accumulateRows} over packed value rows [i0, i1) of a span. */
+    private static void accumulateRows(float[] p, int p0, int p1, int p2, int p3, PackedRows.Span packed, int i0, int i1, int c,
+                                       float[] out, int u0, int u1, int u2, int u3) {
+        PackedRows v = packed.rows();
+        var o00 = FloatVector.fromArray(F, out, u0 + c);
+        var o01 = FloatVector.fromArray(F, out, u0 + c + L);
+        var o10 = FloatVector.fromArray(F, out, u1 + c);
+        var o11 = FloatVector.fromArray(F, out, u1 + c + L);
+        var o20 = FloatVector.fromArray(F, out, u2 + c);
+        var o21 = FloatVector.fromArray(F, out, u2 + c + L);
+        var o30 = FloatVector.fromArray(F, out, u3 + c);
+        var o31 = FloatVector.fromArray(F, out, u3 + c + L);
+        for (int i = i0; i < i1; i++) {
+            int e = packed.element(i) + c;
+            var v0 = v.load(e);
+            var v1 = v.load(e + L);
             var b = FloatVector.broadcast(F, p[p0 + i]);
             o00 = v0.fma(b, o00);
             o01 = v1.fma(b, o01);

@@ -102,6 +102,71 @@ class AttentionKernelsTest {
             assertThat(Float.floatToRawIntBits(out[e])).as("out[%d]", e).isEqualTo(Float.floatToRawIntBits(perHead[e]));
     }
 
+    /** Element e of packed rows decoded by the format's definition (bf16: the high half; q8_0: q·d; q4_0: (n − 8)·d). */
+    private static float decoded(PackedRows rows, int e) {
+        return switch (rows.format()) {
+            case BF16 -> Float.intBitsToFloat((rows.halves()[e] & 0xffff) << 16);
+            case Q8_0 -> rows.bytes()[e] * Float.float16ToFloat(rows.halves()[e / 32]);
+            case Q4_0 -> {
+                int b = rows.bytes()[e / 32 * 16 + e % 16] & 0xff, nibble = e % 32 < 16 ? b & 15 : b >>> 4;
+                yield (nibble - 8) * Float.float16ToFloat(rows.halves()[e / 32]);
+            }
+        };
+    }
+
+    /**
+     * Keys and values read packed (bf16, q8_0, q4_0 rows at ring-ordered slots, a head's slice of a wider row, this
+     * step's f32 rows after them) give exactly the bits of the same kernels over the rows decoded to f32 first.
+     */
+    @ParameterizedTest
+    @CsvSource({"BF16,4,40,1,256", "Q8_0,4,40,1,256", "Q4_0,4,40,1,256", "Q8_0,3,17,0,48", "Q4_0,2,5,3,48", "Q4_0,1,70,2,64",
+            "BF16,2,9,2,20", "Q8_0,4,1,0,32", "Q4_0,4,0,4,32", "BF16,1,33,0,512"})
+    void packedRowsGiveTheBitsOfTheirDecodedRows(PackedRows.Format format, int heads, int packedCount, int f32Count, int d) {
+        var rnd = new Random(format.ordinal() * 1009L + heads * 31L + packedCount * 7L + d);
+        int stride = 4 * d, slotsHeld = packedCount + 5, column = d, n = packedCount + f32Count;
+        byte[] bytes = new byte[slotsHeld * stride];
+        short[] halves = new short[format == PackedRows.Format.BF16 ? slotsHeld * stride : slotsHeld * stride / 32];
+        rnd.nextBytes(bytes);
+        for (int i = 0; i < halves.length; i++)
+            halves[i] = format == PackedRows.Format.BF16 ? (short) (Float.floatToRawIntBits((float) rnd.nextGaussian()) >>> 16)
+                    : Float.floatToFloat16((float) rnd.nextDouble() * 0.02f);
+        var rows = new PackedRows(format, bytes, halves, stride);
+        int[] slots = new int[n];
+        for (int i = 0; i < packedCount; i++) slots[i] = (i * 3 + 2) % slotsHeld; // a ring: slots out of order
+        float[] chunk = new float[Math.max(1, f32Count) * stride], decodedRows = new float[Math.max(1, packedCount) * d];
+        for (int i = 0; i < chunk.length; i++) chunk[i] = (float) rnd.nextGaussian();
+        float[][] f32Rows = new float[n][], packedOrF32 = new float[n][];
+        int[] f32Off = new int[n], mixedOff = new int[n];
+        for (int i = 0; i < n; i++) {
+            if (i < packedCount) {
+                for (int c = 0; c < d; c++) decodedRows[i * d + c] = decoded(rows, slots[i] * stride + column + c);
+                f32Rows[i] = decodedRows;
+                f32Off[i] = i * d;
+            } else {
+                f32Rows[i] = packedOrF32[i] = chunk;
+                f32Off[i] = mixedOff[i] = (i - packedCount) * stride + column;
+            }
+        }
+        var span = new PackedRows.Span(rows, slots, packedCount, column);
+        float[] q = new float[5 * d];
+        for (int i = 0; i < q.length; i++) q[i] = (float) rnd.nextGaussian();
+        int[] qOff = {4 * d, 0, 2 * d, d};
+        int cap = n + 3;
+        float[] want = new float[VectorMath.HEADS * cap], got = new float[VectorMath.HEADS * cap];
+        VectorMath.dotsHeads(q, qOff, heads, f32Rows, f32Off, n, d, want, cap);
+        VectorMath.dotsHeads(q, qOff, heads, span, packedOrF32, mixedOff, n, d, got, cap);
+        for (int i = 0; i < want.length; i++)
+            assertThat(Float.floatToRawIntBits(got[i])).as("score %d", i).isEqualTo(Float.floatToRawIntBits(want[i]));
+
+        for (int h = 0; h < heads; h++) VectorMath.softmax(want, h * cap, n);
+        float[] outWant = new float[5 * d], outGot = new float[5 * d];
+        VectorMath.weightedSumHeads(want, cap, heads, f32Rows, f32Off, n, d, outWant, qOff);
+        VectorMath.weightedSumHeads(want, cap, heads, span, packedOrF32, mixedOff, n, d, outGot, qOff);
+        for (int e = 0; e < outWant.length; e++)
+            assertThat(Float.floatToRawIntBits(outGot[e])).as("out[%d]", e).isEqualTo(Float.floatToRawIntBits(outWant[e]));
+        if (n > 0) assertThat(outWant).as("the sums are not all zero").isNotEqualTo(new float[5 * d]);
+    }
+
     /**
      * Subnormal weights (softmax of far-off keys) are summed in the 2^32-scaled domain: exactly the scalar FMA loop run
      * on scaled weights and scaled back, nothing flushed, within a subnormal ulp of the unscaled loop; and values that
