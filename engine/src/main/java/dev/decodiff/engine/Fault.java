@@ -46,7 +46,10 @@ public enum Fault {
             "the first step after the restore, layer 0, attn.q"),
     SLIDING_TRUNCATE("sliding-truncate",
             "a sliding-window cache is cut back past its valid point and reused as if it still held those positions",
-            "the first step after the cut, the first sliding layer, attn.k_read");
+            "the first step after the cut, the first sliding layer, attn.k_read"),
+    CACHE_DROPS_FIRST_POSITION("cache-drops-first-position",
+            "full-attention caches count position 0 as gone once it is committed (holds p > 0 instead of p ≥ 0)",
+            "the engine throws at the first decode step (\"position 0 is no longer in the cache\"), before any cell is wrong");
 
     private final String id;
     private final String description;

@@ -2,21 +2,26 @@ package dev.decodiff.engine;
 
 /** A full-attention layer's cache: every position is kept, so it can be cut back to any length. */
 public final class FullLayerCache extends LayerCache {
+    /** Fault cache-drops-first-position: the first position this cache admits to holding (0 when correct). */
+    private final int firstHeld;
 
     public FullLayerCache(int stride, int initialPositions) {
-        this(stride, initialPositions, KvType.F32, KvType.F32);
+        this(stride, initialPositions, KvType.F32, KvType.F32, false);
     }
 
-    FullLayerCache(int stride, int initialPositions, KvType kType, KvType vType) {
+    /** @param dropFirstFault fault cache-drops-first-position: position 0 counts as gone once committed */
+    FullLayerCache(int stride, int initialPositions, KvType kType, KvType vType, boolean dropFirstFault) {
         super(stride, KvRows.create(kType, stride, Math.max(1, initialPositions)), KvRows.create(vType, stride, Math.max(1, initialPositions)));
+        this.firstHeld = dropFirstFault ? 1 : 0;
     }
 
     private FullLayerCache(FullLayerCache other) {
         super(other.stride, other.keys.copy(), other.values.copy());
         this.length = other.length;
+        this.firstHeld = other.firstHeld;
     }
 
-    @Override public boolean holds(int p) { return p >= 0 && p < length; }
+    @Override public boolean holds(int p) { return p >= firstHeld && p < length; }
 
     @Override protected int slot(int p) { return p; }
 

@@ -29,7 +29,7 @@ public final class InferenceSession {
     // Catalog faults, resolved once so the hot path tests a final boolean.
     private final boolean faultValuesFromKeys, faultWindowPlusOne, faultRingWrap, faultDecodePosition, faultRopePrefix,
             faultNoVNorm, faultGqaModulo, faultNoLayerScalar, faultNoSoftcap, faultRecompute;
-    private final boolean faultStalePosition, faultSlidingTruncate;
+    private final boolean faultStalePosition, faultSlidingTruncate, faultDropFirst;
     /** Attention reads encoded caches packed (the default) rather than decoding the history first: same bits, faster. */
     private final boolean packedAttention = !"false".equalsIgnoreCase(System.getProperty("decodiff.packedAttention"));
     private final int[] kvSource;
@@ -70,6 +70,7 @@ public final class InferenceSession {
         faultRecompute = options.has(Fault.DECODE_RECOMPUTE);
         faultStalePosition = options.has(Fault.PREFIX_REUSE_STALE_POSITION);
         faultSlidingTruncate = options.has(Fault.SLIDING_TRUNCATE);
+        faultDropFirst = options.has(Fault.CACHE_DROPS_FIRST_POSITION);
         prefixRope = faultRopePrefix ? firstFullRopeAsPrefix() : null;
         int L = cfg.numLayers();
         kvSource = new int[L];
@@ -106,7 +107,7 @@ public final class InferenceSession {
             int stride = spec.kvHeads() * spec.headDim();
             caches[i] = spec.type() == LayerType.SLIDING
                     ? new SlidingLayerCache(stride, cfg.slidingWindow(), options.keyType(), options.valueType(), faultRingWrap, faultSlidingTruncate)
-                    : new FullLayerCache(stride, 64, options.keyType(), options.valueType());
+                    : new FullLayerCache(stride, 64, options.keyType(), options.valueType(), faultDropFirst);
         }
     }
 
@@ -185,7 +186,7 @@ public final class InferenceSession {
             var spec = cfg.layer(i);
             caches[i] = spec.type() == LayerType.SLIDING
                     ? new SlidingLayerCache(stride, cfg.slidingWindow(), options.keyType(), options.valueType(), faultRingWrap, faultSlidingTruncate)
-                    : new FullLayerCache(stride, Math.max(64, n), options.keyType(), options.valueType());
+                    : new FullLayerCache(stride, Math.max(64, n), options.keyType(), options.valueType(), faultDropFirst);
             caches[i].commit(0, n, k, v);
         }
         history = Arrays.copyOfRange(history, drop, drop + Math.max(64, n * 2));

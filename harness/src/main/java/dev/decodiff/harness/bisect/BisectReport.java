@@ -27,7 +27,8 @@ public final class BisectReport {
         sb.append("  candidate  ").append(cmp.candidate()).append('\n');
         var fd = r.firstDivergence();
         if (fd == null) {
-            sb.append('\n').append(st.boldGreen("MATCH")).append('\n').append(Fmt.wrap(r.conclusion(), 100, "  ")).append('\n');
+            sb.append('\n').append(r.diverged() ? st.boldRed("DIVERGENCE") : st.boldGreen("MATCH")).append('\n')
+                    .append(Fmt.wrap(r.conclusion(), 100, "  ")).append('\n');
             return sb.toString();
         }
         sb.append("  compare's first divergence: step ").append(fd.step()).append(", ").append(fd.point())
@@ -132,6 +133,7 @@ public final class BisectReport {
         o.put("verdict", r.verdict());
         o.put("reference", r.compare().reference());
         o.put("candidate", r.compare().candidate());
+        dev.decodiff.harness.report.JsonReport.engineFailure(o, r.compare().engineFailure());
         var fd = r.firstDivergence();
         if (fd == null) o.putNull("first_divergence");
         else {
@@ -226,7 +228,7 @@ public final class BisectReport {
                         h1{font-size:22px;margin:0 0 4px} h2{font-size:16px;margin:28px 0 8px}
                         .meta{color:#57606a;font-size:13px;line-height:1.5}
                         .verdict{border-radius:8px;padding:14px 18px;margin:16px 0;font-size:15px;line-height:1.5;max-width:1100px}
-                        .match{background:#dafbe1;border:1px solid #4ac26b} .culprit,.inconclusive{background:#ffebe9;border:1px solid #ff8182}
+                        .match{background:#dafbe1;border:1px solid #4ac26b} .culprit,.inconclusive,.engine_threw{background:#ffebe9;border:1px solid #ff8182}
                         .badge{font-weight:700;letter-spacing:.04em;margin-right:8px}
                         table{border-collapse:collapse;font-size:13px;font-variant-numeric:tabular-nums}
                         th{font-weight:600;padding:4px 10px;color:#57606a;text-align:left;border-bottom:1px solid #d0d7de}
@@ -243,6 +245,7 @@ public final class BisectReport {
         String badge = switch (r.verdict()) {
             case "match" -> "MATCH";
             case "culprit" -> "CULPRIT";
+            case "engine_threw" -> "ENGINE THREW";
             default -> "DIVERGENCE";
         };
         h.append("<div class=\"verdict ").append(r.verdict()).append("\"><span class=\"badge\">").append(badge).append("</span>");

@@ -61,14 +61,19 @@ public record BisectResult(ComparisonResult compare, Culprit culprit, List<Layer
 
     public FirstDivergence firstDivergence() { return compare.firstDivergence(); }
 
-    public boolean diverged() { return compare.firstDivergence() != null; }
+    /** A cell diverged, or the engine threw (a finding even where every cell before it matched). */
+    public boolean diverged() { return compare.firstDivergence() != null || compare.engineFailure() != null; }
 
     public List<String> healedBy() {
         return substitutions.stream().filter(Substitution::healed).map(Substitution::name).toList();
     }
 
-    public String verdict() { return !diverged() ? "match" : culprit != null ? "culprit" : "inconclusive"; }
+    public String verdict() {
+        if (!diverged()) return "match";
+        if (culprit != null) return "culprit";
+        return compare.firstDivergence() == null ? "engine_threw" : "inconclusive";
+    }
 
-    /** 0 when nothing diverges, 1 when a divergence was found (and bisected). */
+    /** 0 when nothing diverges, 1 when a divergence was found (and bisected) or the engine threw. */
     public int exitCode() { return diverged() ? 1 : 0; }
 }

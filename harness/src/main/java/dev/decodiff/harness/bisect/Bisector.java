@@ -4,9 +4,11 @@ import dev.decodiff.engine.CapturePoints;
 import dev.decodiff.engine.EngineOptions;
 import dev.decodiff.engine.Gemma4Model;
 import dev.decodiff.engine.Sampler;
+import dev.decodiff.harness.BadInputException;
 import dev.decodiff.harness.compare.CellStats;
 import dev.decodiff.harness.compare.Comparison;
 import dev.decodiff.harness.compare.ComparisonResult;
+import dev.decodiff.harness.compare.EngineThrewException;
 import dev.decodiff.harness.compare.FirstDivergence;
 import dev.decodiff.harness.compare.ToleranceProfile;
 import dev.decodiff.harness.compare.detect.Detector;
@@ -87,9 +89,25 @@ public final class Bisector {
     public BisectResult bisect(ComparisonResult compare) {
         long t0 = System.nanoTime();
         FirstDivergence fd = compare.firstDivergence();
+        var failure = compare.engineFailure();
+        if (fd == null && failure != null)
+            return withoutBisection(compare, "The " + failure.sentence() + ". Every cell before it is within tolerance, so there is no numeric "
+                    + "divergence to bisect: the exception is the finding.", t0);
         if (fd == null)
-            return new BisectResult(compare, null, List.of(), List.of(), List.of(), List.of(), null, null,
-                    "No divergence: every cell of every step is within tolerance, so there is nothing to bisect.", List.of(), secs(t0));
+            return withoutBisection(compare, "No divergence: every cell of every step is within tolerance, so there is nothing to bisect.", t0);
+        try {
+            return bisectAt(compare, fd, t0);
+        } catch (EngineThrewException e) {
+            return withoutBisection(compare, "Compare's first divergence is step " + fd.step() + ", " + fd.point() + ", but while bisecting it "
+                    + e.failure().sentence() + ", so bisect could not finish.", t0);
+        }
+    }
+
+    private static BisectResult withoutBisection(ComparisonResult compare, String conclusion, long t0) {
+        return new BisectResult(compare, null, List.of(), List.of(), List.of(), List.of(), null, null, conclusion, List.of(), secs(t0));
+    }
+
+    private BisectResult bisectAt(ComparisonResult compare, FirstDivergence fd, long t0) {
         int s = fd.step();
         var notes = new LinkedHashSet<String>();
         try (var refs = new ReferenceTensors(ref)) {
@@ -331,7 +349,15 @@ public final class Bisector {
         var probe = new SubstitutionProbe(refs, plan);
         var session = model.newSession(options.withProbe(probe));
         float[] logits = null;
-        for (int s = 0; s <= plan.target(); s++) logits = session.forward(ref.manifest().stepTokens(s));
+        for (int s = 0; s <= plan.target(); s++) {
+            try {
+                logits = session.forward(ref.manifest().stepTokens(s));
+            } catch (BadInputException e) {
+                throw e;
+            } catch (RuntimeException e) {
+                throw new EngineThrewException(s, e);
+            }
+        }
         return new Run(probe.captured, probe.refused, probe.notes, logits);
     }
 

@@ -93,12 +93,18 @@ public final class Comparison {
         var onlyRef = new TreeSet<>(CAUSAL);
         var onlyCand = new TreeSet<>(CAUSAL);
         FirstDivergence first = null;
+        EngineFailure failure = null;
         int steps = Math.min(ref.stepCount(), cand.stepCount());
         try (var closer = new StepCloser()) {
             for (int s = 0; s < steps; s++) {
                 StepTensors r = ref.readStep(s), c = null;
                 try {
-                    c = cand.step(s);
+                    try {
+                        c = cand.step(s);
+                    } catch (EngineThrewException e) {
+                        failure = e.failure();
+                        break;
+                    }
                     var shared = new ArrayList<String>();
                     for (String p : r.points()) {
                         if (c.points().contains(p)) shared.add(p);
@@ -120,7 +126,8 @@ public final class Comparison {
                 opt.progress().accept(s + 1);
             }
         }
-        if (cells.isEmpty())
+        if (failure != null) steps = failure.step();
+        if (cells.isEmpty() && failure == null)
             throw new BadInputException(cand.describe() + ": shares no capture point with the reference (" + ref.dir()
                     + ", which has " + String.join(", ", causalOrder(ref.allPoints()).stream().limit(6).toList())
                     + (ref.allPoints().size() > 6 ? ", …" : "") + "); record the points of docs/dump-format.md under their contract names");
@@ -128,7 +135,7 @@ public final class Comparison {
         if (cand.note() != null) notes.add(cand.note());
         var completeness = completeness(ref, cand, onlyRef, onlyCand, notes);
         return new ComparisonResult(ref.dir().toString(), cand.describe(), ref.manifest(), steps, List.copyOf(cells),
-                List.copyOf(tokens), List.copyOf(onlyRef), List.copyOf(onlyCand), first, observer, List.copyOf(notes),
+                List.copyOf(tokens), List.copyOf(onlyRef), List.copyOf(onlyCand), first, failure, observer, List.copyOf(notes),
                 profile, (System.nanoTime() - t0) / 1e9, completeness);
     }
 

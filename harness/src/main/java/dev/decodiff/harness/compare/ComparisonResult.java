@@ -11,11 +11,13 @@ import java.util.Map;
  * Everything one comparison found, in causal order; the reports only format it. The verdict: a divergence among the
  * compared cells (or an observer effect) wins; otherwise a comparison that did not cover everything the two sides
  * should hold is incomplete ({@link #completeness()}); only a whole, clean comparison is a match.
+ * {@code engineFailure} is set when the candidate engine threw at a step: the comparison ended there, with the
+ * steps before it, and that is a divergence.
  */
 public record ComparisonResult(
         String reference, String candidate, DumpManifest referenceManifest, int stepsCompared,
         List<CellStats> cells, List<TokenAgreement> tokens, List<String> onlyInReference, List<String> onlyInCandidate,
-        FirstDivergence firstDivergence, String observerEffect, List<String> notes, ToleranceProfile profile,
+        FirstDivergence firstDivergence, EngineFailure engineFailure, String observerEffect, List<String> notes, ToleranceProfile profile,
         double seconds, Completeness completeness) {
 
     /** Exit codes of the verdicts (the CLI's Main repeats them). */
@@ -28,7 +30,7 @@ public record ComparisonResult(
                 && !observerEffect.equals(NOT_CHECKED);
     }
 
-    public boolean diverged() { return firstDivergence != null || observerEffectFound(); }
+    public boolean diverged() { return firstDivergence != null || engineFailure != null || observerEffectFound(); }
 
     /** Every expected cell compared: both sides whole, nothing held by only one side (beyond an explicit selection). */
     public boolean complete() { return completeness.complete(); }

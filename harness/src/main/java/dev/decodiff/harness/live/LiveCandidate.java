@@ -6,6 +6,7 @@ import dev.decodiff.engine.InferenceSession;
 import dev.decodiff.engine.Sampler;
 import dev.decodiff.harness.BadInputException;
 import dev.decodiff.harness.compare.CandidateSource;
+import dev.decodiff.harness.compare.EngineThrewException;
 import dev.decodiff.harness.dump.DumpManifest;
 import dev.decodiff.harness.dump.StepTensors;
 
@@ -31,6 +32,8 @@ public final class LiveCandidate implements CandidateSource {
     private boolean confirmed;
     private String note;
     private int next = 0;
+    /** Steps the engine finished (the observer check replays only these). */
+    private int completed = 0;
 
     public LiveCandidate(Gemma4Model model, EngineOptions options, DumpManifest reference, Predicate<String> wanted,
                          boolean checkObserverEffect) {
@@ -66,12 +69,22 @@ public final class LiveCandidate implements CandidateSource {
         } catch (IllegalArgumentException e) {
             throw new BadInputException("reference step " + s + " cannot be fed to " + model.directory() + ": " + e.getMessage()
                     + "; is the reference from this checkpoint?", e);
+        } catch (BadInputException e) {
+            throw e;
+        } catch (RuntimeException e) {
+            throw new EngineThrewException(s, e);
         }
         var captured = probe.take();
         if (plain != null) {
-            float[] base = plain.forward(tokens);
+            float[] base;
+            try {
+                base = plain.forward(tokens);
+            } catch (RuntimeException e) {
+                throw new EngineThrewException(s, e);
+            }
             if (observer.equals("none")) observer = observerDifference(s, base, logits);
         }
+        completed = s + 1;
         var st = reference.step(s);
         return new LiveStep(s, st.start(), st.length(), captured, Sampler.argmax(logits), LiveStep.top2Margin(logits), "live engine, step " + s);
     }
@@ -107,7 +120,7 @@ public final class LiveCandidate implements CandidateSource {
         var plainB = model.newSession(options.withProbe(null));
         String first = observer;
         observer = "none";
-        for (int s = 0; s < next; s++) {
+        for (int s = 0; s < completed; s++) {
             int[] tokens = reference.stepTokens(s);
             float[] a = plainA.forward(tokens);
             float[] p = probedAgain.forward(tokens);

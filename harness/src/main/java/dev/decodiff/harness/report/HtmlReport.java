@@ -53,6 +53,13 @@ public final class HtmlReport {
         h.append("<div class=\"verdict ").append(r.verdict()).append("\"><span class=\"badge\">")
                 .append(r.verdict().toUpperCase(java.util.Locale.ROOT)).append("</span>").append(esc(VerdictText.paragraph(r))).append("</div>\n");
 
+        var failure = r.engineFailure();
+        if (failure != null) {
+            h.append("<h2>The engine threw at step ").append(failure.step()).append("</h2>\n<pre class=\"small\">")
+                    .append(esc(failure.what()));
+            for (String frame : failure.frames()) h.append("\n    at ").append(esc(frame));
+            h.append("</pre>\n");
+        }
         heatmap(h, r, g, cols);
         curves(h, r, g, cols);
         detail(h, r);

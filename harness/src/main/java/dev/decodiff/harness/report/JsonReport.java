@@ -6,13 +6,14 @@ import com.fasterxml.jackson.databind.node.ArrayNode;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.decodiff.harness.compare.CellStats;
 import dev.decodiff.harness.compare.ComparisonResult;
+import dev.decodiff.harness.compare.EngineFailure;
 import dev.decodiff.harness.compare.FirstDivergence;
 
 import java.util.Locale;
 
 /**
  * The machine-readable verdict ({@code compare --json}). Stable keys: verdict, first_divergence {step, layer, point,
- * rel_l2, tolerance, …} or null, cells, observer_effect; plus tokens, steps, only_in_reference, only_in_candidate,
+ * rel_l2, tolerance, …} or null, engine_failure {step, exception, message, frames} or null, cells, observer_effect; plus tokens, steps, only_in_reference, only_in_candidate,
  * worst_by_kind, notes and the verdict paragraph. Non-finite numbers are written as null.
  */
 public final class JsonReport {
@@ -34,6 +35,7 @@ public final class JsonReport {
         var fd = r.firstDivergence();
         if (fd == null) o.putNull("first_divergence");
         else o.set("first_divergence", divergence(fd));
+        engineFailure(o, r.engineFailure());
         o.put("cells", r.cells().size());
         o.put("failing_cells", r.failingCells());
         o.put("observer_effect", r.observerEffect());
@@ -76,6 +78,19 @@ public final class JsonReport {
         o.put("verdict_text", VerdictText.paragraph(r));
         num(o, "seconds", r.seconds());
         return o;
+    }
+
+    /** "engine_failure": {step, exception, message, frames} or null (also in bisect's JSON). */
+    public static void engineFailure(ObjectNode o, EngineFailure failure) {
+        if (failure == null) {
+            o.putNull("engine_failure");
+            return;
+        }
+        var f = o.putObject("engine_failure");
+        f.put("step", failure.step());
+        f.put("exception", failure.exception());
+        f.put("message", failure.message());
+        strings(f.putArray("frames"), failure.frames());
     }
 
     private static ObjectNode divergence(FirstDivergence fd) {

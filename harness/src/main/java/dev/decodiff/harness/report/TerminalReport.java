@@ -29,6 +29,7 @@ public final class TerminalReport {
         int focus = fd != null ? fd.step() : (r.worstCell() != null ? r.worstCell().step() : 0);
         detail(sb, r, focus, fd != null ? fd.point() : null, st);
         summary(sb, r, st);
+        engineFailure(sb, r, st);
         if (!r.onlyInReference().isEmpty())
             sb.append(st.dim("only in the reference (not compared): " + abbreviate(r.onlyInReference()))).append('\n');
         if (!r.onlyInCandidate().isEmpty())
@@ -148,6 +149,15 @@ public final class TerminalReport {
             TokenAgreement t = s < r.tokens().size() ? r.tokens().get(s) : null;
             sb.append(' ').append(tokenText(t, st)).append('\n');
         }
+        sb.append('\n');
+    }
+
+    private static void engineFailure(StringBuilder sb, ComparisonResult r, Terminal.Style st) {
+        var f = r.engineFailure();
+        if (f == null) return;
+        sb.append(st.bold("The engine threw at step " + f.step())).append('\n');
+        sb.append("  ").append(st.red(f.what())).append('\n');
+        for (String frame : f.frames()) sb.append(st.dim("    at " + frame)).append('\n');
         sb.append('\n');
     }
 

@@ -2,6 +2,7 @@ package dev.decodiff.harness.report;
 
 import dev.decodiff.harness.compare.CellStats;
 import dev.decodiff.harness.compare.ComparisonResult;
+import dev.decodiff.harness.compare.EngineFailure;
 import dev.decodiff.harness.compare.FirstDivergence;
 import dev.decodiff.harness.compare.TokenAgreement;
 
@@ -14,8 +15,16 @@ public final class VerdictText {
     public static String paragraph(ComparisonResult r) {
         var sb = new StringBuilder();
         var fd = r.firstDivergence();
-        if (fd != null) divergence(sb, r, fd);
-        else if (r.observerEffectFound()) {
+        var failure = r.engineFailure();
+        if (fd != null) {
+            divergence(sb, r, fd);
+            if (failure != null) sb.append(" Then ").append(threw(r, failure)).append('.');
+        } else if (failure != null) {
+            sb.append("Divergence: ").append(threw(r, failure)).append('.');
+            if (!r.cells().isEmpty())
+                sb.append(" Before it, all ").append(Fmt.count(r.cells().size())).append(" cells of ").append(failure.step())
+                        .append(failure.step() == 1 ? " step" : " steps").append(" are within tolerance.");
+        } else if (r.observerEffectFound()) {
             sb.append("Divergence caused by the probes themselves: every cell is within tolerance, but attaching the probe changed the logits (")
                     .append(r.observerEffect()).append("). The engine's capture path is not a pure observer; fix it before trusting any comparison.");
         } else if (!r.complete()) incomplete(sb, r);
@@ -34,6 +43,12 @@ public final class VerdictText {
                 .append(String.join("; ", r.completeness().reasons()))
                 .append(". This is not a match: give both sides every step and point (re-create a dump that was cut short),"
                         + " or leave points out explicitly with dump --points.");
+    }
+
+    /** "the engine threw at step 1 (decode, position 23): IllegalStateException: … (at …)". */
+    private static String threw(ComparisonResult r, EngineFailure f) {
+        return "the engine threw at " + stepWords(r, f.step()) + ": " + f.what()
+                + (f.frames().isEmpty() ? "" : " (at " + String.join(" ← ", f.frames().subList(0, Math.min(2, f.frames().size()))) + ")");
     }
 
     private static String stepWords(ComparisonResult r, int step) {

@@ -5,6 +5,8 @@ import dev.decodiff.engine.EngineOptions;
 import dev.decodiff.engine.Gemma4Model;
 import dev.decodiff.engine.Probe;
 import dev.decodiff.engine.Sampler;
+import dev.decodiff.harness.BadInputException;
+import dev.decodiff.harness.compare.EngineFailure;
 
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -42,13 +44,22 @@ public final class SelfCheck {
         prompt[0] = Math.min(2, vocab - 1);
         for (int i = 1; i < promptLength; i++) prompt[i] = 4 + (int) ((i * 7919L) % Math.max(1, vocab - 4));
         int decodeSteps = Math.min(window + 4, 40);
-        var session = model.newSession(options);
-        var logits = session.forward(prompt);
         var all = Arrays.copyOf(prompt, promptLength + decodeSteps);
-        for (int s = 0; s < decodeSteps; s++) {
-            int next = Sampler.argmax(logits);
-            all[promptLength + s] = next;
-            if (s + 1 < decodeSteps) logits = session.forward(new int[]{next});
+        int s = 0;
+        try {
+            var session = model.newSession(options);
+            var logits = session.forward(prompt);
+            for (; s < decodeSteps; s++) {
+                int next = Sampler.argmax(logits);
+                all[promptLength + s] = next;
+                if (s + 1 < decodeSteps) logits = session.forward(new int[]{next});
+            }
+        } catch (BadInputException e) {
+            throw e;
+        } catch (RuntimeException e) {
+            // An engine that throws while decoding still gets checked (each check then reports the exception):
+            // the tokens it could not choose continue the prompt's pattern.
+            for (int i = promptLength + s; i < all.length; i++) all[i] = 4 + (int) ((i * 7919L) % Math.max(1, vocab - 4));
         }
         return all;
     }
@@ -73,21 +84,37 @@ public final class SelfCheck {
 
     private List<Supplier<SelfCheckResult>> plan(int[] tokens, int promptLength, boolean policies) {
         var out = new ArrayList<Supplier<SelfCheckResult>>();
-        out.add(() -> decodeVsPrefill(tokens, promptLength));
+        out.add(guarded("decode-vs-prefill", () -> decodeVsPrefill(tokens, promptLength)));
         int window = model.config().slidingWindow();
-        for (int chunk : new int[]{1, 3, Math.max(1, window - 1), window + 1}) out.add(() -> chunkedVsOnePass(tokens, chunk));
-        out.add(() -> cacheReadsMatchWrites(tokens, promptLength));
-        out.add(() -> instrumentedVsPlain(tokens, promptLength));
-        out.add(() -> positionsPerDecodeStep(tokens, promptLength));
+        for (int chunk : new int[]{1, 3, Math.max(1, window - 1), window + 1})
+            out.add(guarded("chunked-prefill-" + chunk, () -> chunkedVsOnePass(tokens, chunk)));
+        out.add(guarded("cache-reads-match-writes", () -> cacheReadsMatchWrites(tokens, promptLength)));
+        out.add(guarded("instrumented-vs-plain", () -> instrumentedVsPlain(tokens, promptLength)));
+        out.add(guarded("positions-per-decode-step", () -> positionsPerDecodeStep(tokens, promptLength)));
         if (policies) {
             var p = new PolicyChecks(model, options);
-            out.add(() -> p.prefixReuse(tokens, promptLength));
-            out.add(() -> p.multiTurnSession(tokens, promptLength));
-            out.add(() -> p.snapshotRestore(tokens, promptLength));
-            out.add(() -> p.truncateToSharedPrefix(tokens, promptLength));
-            out.add(() -> p.naiveTrim(tokens, promptLength));
+            out.add(guarded("prefix-reuse", () -> p.prefixReuse(tokens, promptLength)));
+            out.add(guarded("multi-turn-session", () -> p.multiTurnSession(tokens, promptLength)));
+            out.add(guarded("snapshot-restore", () -> p.snapshotRestore(tokens, promptLength)));
+            out.add(guarded("truncate-sliding", () -> p.truncateToSharedPrefix(tokens, promptLength)));
+            out.add(guarded("naive-trim-diverges", () -> p.naiveTrim(tokens, promptLength)));
         }
         return out;
+    }
+
+    /** The check, or — when the engine under test throws while running it — a failure of the check that says so. */
+    private static Supplier<SelfCheckResult> guarded(String check, Supplier<SelfCheckResult> run) {
+        return () -> {
+            try {
+                return run.get();
+            } catch (BadInputException e) {
+                throw e;
+            } catch (RuntimeException e) {
+                var f = EngineFailure.of(0, e);
+                String detail = "the engine threw: " + f.what() + (f.frames().isEmpty() ? "" : " (at " + f.frames().getFirst() + ")");
+                return new SelfCheckResult(check, "the engine ran this check to the end", false, null, null, Double.NaN, 0, detail);
+            }
+        };
     }
 
     /** The one-pass recording of the last tokens asked for: every comparison against one pass shares it. */

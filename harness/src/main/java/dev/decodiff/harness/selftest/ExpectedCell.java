@@ -32,6 +32,14 @@ public sealed interface ExpectedCell {
         public String describe() { return check + " at position " + position + ", " + point; }
     }
 
+    /**
+     * The engine throws at {@code step} before any cell is wrong: compare must report that step's exception and no
+     * divergent cell, bisect the same.
+     */
+    record EngineThrows(int step, String why) implements ExpectedCell {
+        public String describe() { return "the engine throws at step " + step; }
+    }
+
     /** The fault cannot show in this case; {@code why} says what is missing. */
     record NotApplicable(String why) implements ExpectedCell {}
 
@@ -135,6 +143,12 @@ public sealed interface ExpectedCell {
                 if (b < 1 || b >= m.promptLength()) yield new NotApplicable("the prompt is too short to reuse a prefix of it");
                 yield new SelfCheckCell("prefix-reuse", b, CapturePoints.layer(0, CapturePoints.Q),
                         "the first token after the restored prefix (position " + b + ") is rotated one position early from layer 0 on");
+            }
+            case CACHE_DROPS_FIRST_POSITION -> {
+                if (layers.stream().noneMatch(l -> l.type() == LayerType.FULL)) yield new NotApplicable("no full-attention layer");
+                var reads = firstStep(m, s -> s.start() > 0);
+                if (reads.isEmpty()) yield new NotApplicable("no step reads the cache");
+                yield new EngineThrows(reads.get(), "the first step that reads a full layer's cache history asks for position 0, which the cache disowns");
             }
             case SLIDING_TRUNCATE -> {
                 var sliding = firstSliding(cfg);

@@ -164,6 +164,19 @@ public final class SelfTest {
                         + (b.diagnosis() == null ? "no diagnosis" : b.diagnosis());
                 yield new SelfTestResult.Outcome(f, c.checkpoint(), c.name(), expected, compareGot, bisectGot, compareOk && bisectOk, detail, secs(t0));
             }
+            case ExpectedCell.EngineThrows et -> {
+                var bisector = new Bisector(model, options, ref, profile);
+                var cmp = bisector.compare();
+                var failure = cmp.engineFailure();
+                var fd = cmp.firstDivergence();
+                String compareGot = fd != null ? "step " + fd.step() + ", " + fd.point()
+                        : failure != null ? "threw at step " + failure.step() : "match";
+                boolean compareOk = fd == null && failure != null && failure.step() == et.step();
+                var b = bisector.bisect(cmp);
+                boolean bisectOk = b.verdict().equals("engine_threw") && b.exitCode() == 1;
+                String detail = (compareOk && bisectOk ? "" : "expected " + et.describe() + "; ") + (failure == null ? "no exception" : failure.what());
+                yield new SelfTestResult.Outcome(f, c.checkpoint(), c.name(), expected, compareGot, b.verdict(), compareOk && bisectOk, detail, secs(t0));
+            }
             case ExpectedCell.NoNumericDivergence nd -> {
                 var cmp = new Bisector(model, options, ref, profile).compare();
                 var fd = cmp.firstDivergence();

@@ -154,6 +154,11 @@ public final class SelfTestReport {
                 e.put("point", c.point());
                 e.put("why", c.why());
             }
+            case ExpectedCell.EngineThrows t -> {
+                e.put("kind", "engine_throws");
+                e.put("step", t.step());
+                e.put("why", t.why());
+            }
             case ExpectedCell.NoNumericDivergence n -> {
                 e.put("kind", "no_numeric_divergence");
                 e.put("selfcheck", n.check());
