@@ -18,7 +18,10 @@ public record Gemma4Config(
         int vocabSize, int hidden, int numLayers, int numHeads, float rmsNormEps, float finalLogitSoftcap,
         boolean tieWordEmbeddings, int pleDim, int pleVocab, int numKvSharedLayers, boolean doubleWideMlp,
         boolean moe, int numExperts, int topKExperts, int moeIntermediate, boolean attentionBias,
-        int slidingWindow, RopeSpec slidingRope, RopeSpec fullRope, List<LayerSpec> layers) {
+        int slidingWindow, RopeSpec slidingRope, RopeSpec fullRope, List<LayerSpec> layers, int maxPositions) {
+
+    /** transformers' default max_position_embeddings for gemma4_text. */
+    public static final int DEFAULT_MAX_POSITIONS = 131072;
 
     public LayerSpec layer(int i) { return layers.get(i); }
 
@@ -59,29 +62,35 @@ public record Gemma4Config(
             throw new CheckpointException(file + ": use_bidirectional_attention='" + bidir.asText()
                     + "' is not supported by this engine (causal text decoding only)");
 
-        int vocab = r.i("vocab_size", 262144);
-        int hidden = r.i("hidden_size", 2304);
-        int L = r.i("num_hidden_layers", 30);
-        int nh = r.i("num_attention_heads", 8);
-        int nkv = r.i("num_key_value_heads", 4);
-        int headDim = r.i("head_dim", 256);
-        int globalHeadDim = r.i("global_head_dim", 512);
+        int vocab = r.positive("vocab_size", 262144);
+        int hidden = r.positive("hidden_size", 2304);
+        int L = r.positive("num_hidden_layers", 30);
+        int nh = r.positive("num_attention_heads", 8);
+        int nkv = r.positive("num_key_value_heads", 4);
+        int headDim = r.positive("head_dim", 256);
+        int globalHeadDim = r.positive("global_head_dim", 512);
+        int maxPositions = r.positive("max_position_embeddings", DEFAULT_MAX_POSITIONS);
         boolean kEqV = r.bool("attention_k_eq_v", false);
         Integer nkvGlobal = r.optInt("num_global_key_value_heads");
-        int intermediate = r.i("intermediate_size", 9216);
-        int window = r.i("sliding_window", 512);
+        int intermediate = r.positive("intermediate_size", 9216);
+        // A window of 0 would let a sliding layer attend to nothing (softmax over no keys): refused, not computed.
+        int window = r.positive("sliding_window", 512);
         float eps = (float) r.d("rms_norm_eps", 1e-6);
         Double softcap = r.optDouble("final_logit_softcapping");
         boolean tie = r.bool("tie_word_embeddings", true);
         Integer ple = c.has("hidden_size_per_layer_input") ? r.optInt("hidden_size_per_layer_input") : Integer.valueOf(256);
         int pleDim = ple == null ? 0 : ple;
-        int pleVocab = r.i("vocab_size_per_layer_input", 262144);
+        if (pleDim < 0) throw new CheckpointException(file + ": hidden_size_per_layer_input=" + pleDim + " must be ≥ 0 (0 = no per-layer inputs)");
+        int pleVocab = pleDim > 0 ? r.positive("vocab_size_per_layer_input", 262144) : r.i("vocab_size_per_layer_input", 262144);
         int nShared = r.i("num_kv_shared_layers", 0);
         boolean doubleWide = r.bool("use_double_wide_mlp", false);
         boolean moe = r.bool("enable_moe_block", false);
         int E = moe ? r.required("num_experts") : 0;
         int K = moe ? r.required("top_k_experts") : 0;
         int Im = moe ? r.required("moe_intermediate_size") : 0;
+        if (moe && (E < 1 || K < 1 || K > E || Im < 1))
+            throw new CheckpointException(file + ": MoE geometry num_experts=" + E + ", top_k_experts=" + K + ", moe_intermediate_size=" + Im
+                    + " is impossible (needs 1 ≤ top_k_experts ≤ num_experts and a positive size)");
         boolean bias = r.bool("attention_bias", false);
 
         var types = new ArrayList<LayerType>();
@@ -121,9 +130,11 @@ public record Gemma4Config(
             }
             if (plc != null && !plc.isNull() && plc.has(Integer.toString(i))) {
                 JsonNode o = plc.get(Integer.toString(i));
-                if (o.has("head_dim")) d = o.get("head_dim").asInt();
-                if (o.has("num_key_value_heads")) kv = o.get("num_key_value_heads").asInt();
+                var lr = new Reader(o, file + ": per_layer_config." + i);
+                d = lr.positive("head_dim", d);
+                kv = lr.positive("num_key_value_heads", kv);
             }
+            if (kv < 1) throw new CheckpointException(file + ": layer " + i + " has " + kv + " KV heads; it needs at least one");
             if (nh % kv != 0)
                 throw new CheckpointException(file + ": layer " + i + " has " + nh + " query heads and " + kv + " KV heads; GQA needs a whole ratio");
             int src = i;
@@ -137,7 +148,7 @@ public record Gemma4Config(
             layers.add(new LayerSpec(i, t, d, kv, inter, layerKEqV, src));
         }
         return new Gemma4Config(vocab, hidden, L, nh, eps, softcap == null ? Float.NaN : softcap.floatValue(), tie,
-                pleDim, pleVocab, nShared, doubleWide, moe, E, K, Im, bias, window, slidingRope, fullRope, List.copyOf(layers));
+                pleDim, pleVocab, nShared, doubleWide, moe, E, K, Im, bias, window, slidingRope, fullRope, List.copyOf(layers), maxPositions);
     }
 
     private static RopeSpec rope(JsonNode n, String file, String which) {
@@ -152,7 +163,23 @@ public record Gemma4Config(
     }
 
     private record Reader(JsonNode c, String file) {
-        int i(String k, int def) { JsonNode n = c.get(k); return n == null || n.isNull() ? def : n.asInt(); }
+        /**
+         * An integer key, strictly: 1e12 or 3.5 is refused with its name, not truncated by asInt into a different
+         * number (1e12 would otherwise become a vocabulary of -727,379,968).
+         */
+        int i(String k, int def) {
+            JsonNode n = c.get(k);
+            if (n == null || n.isNull()) return def;
+            if (!n.isIntegralNumber() || !n.canConvertToInt())
+                throw new CheckpointException(file + ": '" + k + "' = " + n + " is not an integer in range (at most " + Integer.MAX_VALUE + "); fix config.json");
+            return n.intValue();
+        }
+
+        int positive(String k, int def) {
+            int v = i(k, def);
+            if (v < 1) throw new CheckpointException(file + ": '" + k + "' = " + v + " must be ≥ 1; fix config.json");
+            return v;
+        }
 
         double d(String k, double def) { JsonNode n = c.get(k); return n == null || n.isNull() ? def : n.asDouble(); }
 
@@ -167,7 +194,7 @@ public record Gemma4Config(
         int required(String k) {
             JsonNode n = c.get(k);
             if (n == null || n.isNull()) throw new CheckpointException(file + ": '" + k + "' is required when enable_moe_block is true");
-            return n.asInt();
+            return i(k, 0);
         }
     }
 }

@@ -90,6 +90,34 @@ class Gemma4ConfigTest {
     }
 
     @Test
+    void impossibleSizesAreRefusedNamingTheKeyInsteadOfTruncatedOrDividedByZero() {
+        record Case(String json, String key) {}
+        var cases = java.util.List.of(
+                new Case("\"sliding_window\":0", "'sliding_window' = 0"),
+                new Case("\"sliding_window\":-3", "'sliding_window' = -3"),
+                new Case("\"vocab_size\":1e12", "'vocab_size' = 1.0E12"),
+                new Case("\"vocab_size\":1000000000000", "'vocab_size' = 1000000000000"),
+                new Case("\"vocab_size\":2.5", "'vocab_size' = 2.5"),
+                new Case("\"num_key_value_heads\":0", "'num_key_value_heads' = 0"),
+                new Case("\"hidden_size\":\"128\"", "'hidden_size' = \"128\""),
+                new Case("\"max_position_embeddings\":0", "'max_position_embeddings' = 0"),
+                new Case("\"per_layer_config\":{\"0\":{\"head_dim\":0}}", "'head_dim' = 0"),
+                new Case("\"enable_moe_block\":true,\"num_experts\":4,\"top_k_experts\":8,\"moe_intermediate_size\":16", "top_k_experts=8"));
+        for (var c : cases) {
+            assertThatThrownBy(() -> parse("{\"model_type\":\"gemma4_text\",\"num_hidden_layers\":2," + c.json() + "}"))
+                    .as(c.json()).isInstanceOf(CheckpointException.class)
+                    .hasMessageContaining("config.json").hasMessageContaining(c.key());
+        }
+    }
+
+    @Test
+    void maxPositionEmbeddingsIsReadWithTransformersDefault() throws Exception {
+        assertThat(parse("{\"model_type\":\"gemma4_text\",\"num_hidden_layers\":2,\"max_position_embeddings\":4096}").maxPositions()).isEqualTo(4096);
+        // Gemma4TextConfig's default in transformers 5.17
+        assertThat(parse("{\"model_type\":\"gemma4_text\",\"num_hidden_layers\":2}").maxPositions()).isEqualTo(131072);
+    }
+
+    @Test
     void ropeTablesMatchTransformersForTheReleasedDims() {
         // spec §6.2: the two table entries where torch's fp32 pow differs from the correctly rounded one
         var sliding = new Rope(RopeSpec.defaultRope(1e4), 256).invFreq();

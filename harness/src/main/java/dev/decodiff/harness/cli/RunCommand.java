@@ -50,6 +50,10 @@ final class RunCommand implements Callable<Integer> {
     @Option(names = "--stats", description = "Print prefill and decode speed on stderr.")
     boolean stats;
 
+    @Option(names = "--beyond-max-positions",
+            description = "Run past the checkpoint's max_position_embeddings (refused by default: the model was not trained that far).")
+    boolean beyondMaxPositions;
+
     @picocli.CommandLine.Mixin
     EngineFlags engine = new EngineFlags();
 
@@ -75,6 +79,11 @@ final class RunCommand implements Callable<Integer> {
         boolean haveTokenizer = Files.isRegularFile(model.resolve("tokenizer.json"));
         if (!ids && !haveTokenizer) throw new BadInputException(model, "has no tokenizer.json to print text; pass --ids to print token ids");
         try (var m = Gemma4Model.load(model); var tok = ids ? null : TextTokenizer.load(model)) {
+            long positions = (long) prompt.length + n - 1; // the last sampled token is never fed
+            int max = m.config().maxPositions();
+            if (positions > max && !beyondMaxPositions)
+                throw new BadInputException(model.resolve("config.json"), "max_position_embeddings is " + max + " but the prompt ("
+                        + prompt.length + " tokens) and -n " + n + " need " + positions + " positions; lower -n, or pass --beyond-max-positions to run anyway");
             var session = m.newSession(options);
             long t0 = System.nanoTime();
             float[] logits;

@@ -1,0 +1,142 @@
+package dev.decodiff.harness.cli;
+
+import dev.decodiff.harness.SyntheticDump;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * Damaged dumps that used to pass or crash: each is built here, and compare must refuse it with exit 2 and one line
+ * naming the file — never "match", never an internal error.
+ */
+class StrictReadingTest {
+    @TempDir
+    Path tmp;
+
+    private Path ref() { return SyntheticDump.write(tmp.resolve("ref"), SyntheticDump.NONE); }
+
+    private Path cand() { return SyntheticDump.write(tmp.resolve("cand"), SyntheticDump.NONE); }
+
+    /** A safetensors file with exactly this header text (as bytes) and this many zero data bytes. */
+    static void writeRaw(Path f, byte[] header, int dataBytes) throws IOException {
+        var b = ByteBuffer.allocate(8 + header.length + dataBytes).order(ByteOrder.LITTLE_ENDIAN);
+        b.putLong(header.length).put(header);
+        Files.write(f, b.array());
+    }
+
+    private static void assertRefused(CliTest.Run r, Path file, String... fragments) {
+        assertThat(r.code()).as(r.out() + r.err()).isEqualTo(Main.BAD_INPUT);
+        assertThat(r.out()).doesNotContain("MATCH");
+        assertThat(r.err()).doesNotContain("internal error").contains(file.toString());
+        assertThat(r.err().strip().lines()).hasSize(1);
+        for (String f : fragments) assertThat(r.err()).contains(f);
+    }
+
+    @Test
+    void aShapeWhoseSizeOverflowsIsDamagedNotAnInternalError() throws IOException {
+        Path c = cand(), f = c.resolve("step-0001.safetensors");
+        writeRaw(f, "{\"logits\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,16],\"data_offsets\":[0,8]}}"
+                .getBytes(StandardCharsets.UTF_8), 8);
+        assertRefused(CliTest.run("compare", ref().toString(), c.toString()), f, "overflows");
+    }
+
+    @Test
+    void aNonUtf8ByteInATensorNameIsRefusedInsteadOfSilentlyRenamingIt() throws IOException {
+        Path c = cand(), f = c.resolve("step-0002.safetensors");
+        byte[] all = Files.readAllBytes(f);
+        int at = indexOf(all, "\"final_norm\"".getBytes(StandardCharsets.US_ASCII));
+        assertThat(at).isPositive();
+        all[at + 6] = (byte) 0xff; // "final\xffnorm": same length, header length unchanged
+        Files.write(f, all);
+        assertRefused(CliTest.run("compare", ref().toString(), c.toString()), f, "not valid UTF-8");
+    }
+
+    @Test
+    void aTensorNamedTwiceInOneHeaderIsRefused() throws IOException {
+        Path c = cand(), f = c.resolve("step-0000.safetensors");
+        writeRaw(f, ("{\"logits\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                + "\"logits\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}").getBytes(StandardCharsets.UTF_8), 16);
+        assertRefused(CliTest.run("compare", ref().toString(), c.toString()), f, "logits");
+    }
+
+    @Test
+    void aStepFileWithAnEmptyHeaderIsAnErrorNotOnlyInTheReference() throws IOException {
+        Path c = cand(), f = c.resolve("step-0003.safetensors");
+        writeRaw(f, "{}".getBytes(StandardCharsets.UTF_8), 0);
+        assertRefused(CliTest.run("compare", ref().toString(), c.toString()), f, "holds no tensors");
+        writeRaw(f, "{\"__metadata__\":{\"format\":\"pt\"}}".getBytes(StandardCharsets.UTF_8), 0);
+        assertRefused(CliTest.run("compare", ref().toString(), c.toString()), f, "holds no tensors");
+    }
+
+    @Test
+    void aDuplicateManifestKeyIsRefusedInsteadOfLastOneWins() throws IOException {
+        Path c = cand(), mf = c.resolve("manifest.json");
+        String text = Files.readString(mf);
+        Files.writeString(mf, text.replaceFirst("\"steps\" :", "\"steps\" : [ ],\n  \"steps\" :"));
+        assertRefused(CliTest.run("compare", ref().toString(), c.toString()), mf, "Duplicate field 'steps'");
+    }
+
+    @Test
+    void aManifestThatIsNotUtf8IsRefused() throws IOException {
+        Path c = cand(), mf = c.resolve("manifest.json");
+        byte[] b = Files.readAllBytes(mf);
+        int at = indexOf(b, "synthetic".getBytes(StandardCharsets.US_ASCII));
+        b[at] = (byte) 0xc3; // a lead byte followed by ASCII: malformed
+        Files.write(mf, b);
+        assertRefused(CliTest.run("compare", ref().toString(), c.toString()), mf, "not valid UTF-8");
+    }
+
+    @Test
+    void numHiddenLayersBelowTheLayersPresentIsRefused() throws IOException {
+        Path c = cand(), mf = c.resolve("manifest.json");
+        Files.writeString(mf, Files.readString(mf).replace("\"num_hidden_layers\" : " + SyntheticDump.LAYERS, "\"num_hidden_layers\" : 2"));
+        assertRefused(CliTest.run("compare", ref().toString(), c.toString()), mf, "\"model.num_hidden_layers\" is 2", "layers.2.");
+    }
+
+    @Test
+    void numHiddenLayersAboveTheLayersPresentIsIncompleteNotAMatch() throws IOException {
+        Path c = cand(), r = ref();
+        for (Path d : new Path[]{c, r}) {
+            Path mf = d.resolve("manifest.json");
+            Files.writeString(mf, Files.readString(mf).replace("\"num_hidden_layers\" : " + SyntheticDump.LAYERS, "\"num_hidden_layers\" : 6"));
+        }
+        var run = CliTest.run("compare", r.toString(), c.toString());
+        assertThat(run.code()).as(run.out() + run.err()).isEqualTo(Main.INCOMPLETE);
+        assertThat(run.out()).contains("INCOMPLETE").contains("declares 6 layers but holds no point of layers 3–5");
+    }
+
+    @Test
+    void aStepFileLinkedFromOutsideTheDumpFolderIsRefused() throws IOException {
+        Path c = cand(), f = c.resolve("step-0001.safetensors");
+        Path outside = tmp.resolve("elsewhere.safetensors");
+        Files.move(f, outside);
+        Files.createSymbolicLink(f, outside);
+        assertRefused(CliTest.run("compare", ref().toString(), c.toString()), f, "outside the dump folder");
+    }
+
+    @Test
+    void aLinkThatStaysInsideTheFolderIsFine() throws IOException {
+        Path c = cand(), f = c.resolve("step-0001.safetensors");
+        Files.move(f, c.resolve("real-0001.bin"));
+        Files.createSymbolicLink(f, Path.of("real-0001.bin"));
+        var r = CliTest.run("compare", ref().toString(), c.toString());
+        assertThat(r.code()).as(r.out() + r.err()).isEqualTo(Main.MATCH);
+    }
+
+    static int indexOf(byte[] hay, byte[] needle) {
+        outer:
+        for (int i = 0; i + needle.length <= hay.length; i++) {
+            for (int j = 0; j < needle.length; j++) if (hay[i + j] != needle[j]) continue outer;
+            return i;
+        }
+        return -1;
+    }
+}
