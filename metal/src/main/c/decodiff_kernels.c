@@ -21,7 +21,7 @@
 #define TILE_TOKENS 6
 #define COL_BLOCK 512
 
-int32_t decodiff_abi_version(void) { return 1; }
+int32_t decodiff_abi_version(void) { return 2; }
 
 int32_t decodiff_cpu_supported(void) {
     __builtin_cpu_init();
@@ -126,6 +126,26 @@ KERNEL int64_t decodiff_stream_read(const uint8_t *p, int64_t n) {
     return _mm512_reduce_add_epi32(_mm512_add_epi32(_mm512_add_epi32(a, b), _mm512_add_epi32(c, d)));
 }
 
+/*
+ * The fp32 FMA peak yardstick: `iterations` rounds of FMA_CHAINS independent 16-lane fused multiply-adds kept in
+ * registers (no memory traffic), so it runs at the core's FMA throughput: FMA_CHAINS · 32 flops per iteration. The
+ * chains start from different values so the compiler cannot merge them. Returns a checksum.
+ */
+#define FMA_CHAINS 12
+int32_t decodiff_fma_chains(void) { return FMA_CHAINS; }
+
+#define CHAIN(k) __m512 a##k = _mm512_set1_ps(1.0f + 0.1f * (k))
+#define STEP(k) a##k = _mm512_fmadd_ps(a##k, m, c)
+KERNEL float decodiff_fma_loop(int64_t iterations) {
+    CHAIN(0); CHAIN(1); CHAIN(2); CHAIN(3); CHAIN(4); CHAIN(5); CHAIN(6); CHAIN(7); CHAIN(8); CHAIN(9); CHAIN(10); CHAIN(11);
+    const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
+    for (int64_t i = 0; i < iterations; i++) {
+        STEP(0); STEP(1); STEP(2); STEP(3); STEP(4); STEP(5); STEP(6); STEP(7); STEP(8); STEP(9); STEP(10); STEP(11);
+    }
+    __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)), _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
+    return sum_lanes(_mm512_add_ps(s, _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11))));
+}
+
 /* y[r] = W[r]·x for r in [from, to); W is [*, cols] bf16, row-major. */
 KERNEL void decodiff_matvec_bf16(const uint16_t *w, int64_t cols, int32_t from, int32_t to, const float *x, float *y) {
     int64_t r = from;
@@ -179,6 +199,42 @@ KERNEL static void wide4(const float *w, const float *x, int64_t n, float *acc, 
     _mm512_storeu_ps(acc + 3 * L, s3);
 }
 
+/*
+ * The lane sums of sixteen accumulators at once: a[k·16 ..] for k < 16 (four tokens × ROWS rows, token-major),
+ * each summed in lane order from 0.0f exactly as sum_lanes does, written to y[(k / ROWS)·ystride + k % ROWS].
+ * A 16 × 16 transpose puts lane l of every accumulator in one vector, so sixteen vector additions replace 256
+ * dependent scalar ones (which cost prefill's GEMM about a tenth of its time).
+ */
+KERNEL static void sum_lanes16(const float *a, float *y, int64_t ystride) {
+    __m512 r[L], t[L];
+    for (int k = 0; k < L; k++) r[k] = _mm512_loadu_ps(a + k * L);
+    for (int k = 0; k < L; k += 2) {
+        t[k] = _mm512_unpacklo_ps(r[k], r[k + 1]);
+        t[k + 1] = _mm512_unpackhi_ps(r[k], r[k + 1]);
+    }
+    for (int k = 0; k < L; k += 4) {
+        r[k] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[k]), _mm512_castps_pd(t[k + 2])));
+        r[k + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[k]), _mm512_castps_pd(t[k + 2])));
+        r[k + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[k + 1]), _mm512_castps_pd(t[k + 3])));
+        r[k + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[k + 1]), _mm512_castps_pd(t[k + 3])));
+    }
+    for (int k = 0; k < L; k += 8)
+        for (int j = 0; j < 4; j++) {
+            t[k + j] = _mm512_shuffle_f32x4(r[k + j], r[k + 4 + j], 0x88);
+            t[k + 4 + j] = _mm512_shuffle_f32x4(r[k + j], r[k + 4 + j], 0xdd);
+        }
+    for (int j = 0; j < 8; j++) {
+        r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
+        r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xdd);
+    }
+    /* r[l] now holds lane l of every accumulator (accumulator k in lane k). */
+    __m512 s = _mm512_setzero_ps();
+    for (int l = 0; l < L; l++) s = _mm512_add_ps(s, r[l]);
+    float sums[L];
+    _mm512_storeu_ps(sums, s);
+    for (int j = 0; j < 4; j++) memcpy(y + j * ystride, sums + j * ROWS, ROWS * sizeof(float));
+}
+
 int32_t decodiff_matmul_acc_floats_per_token(void) { return ROWS * L; }
 
 /* acc: scratch of tokens·ROWS·16 floats (any alignment). */
@@ -196,14 +252,18 @@ KERNEL void decodiff_matmul_bf16(const uint16_t *w, int64_t cols, int32_t rows, 
             for (; t + TILE_TOKENS <= tokens; t += TILE_TOKENS) tile4x6(wide, x + t * cols + c0, cols, n, acc + t * ROWS * L, c0 == 0);
             for (; t < tokens; t++) wide4(wide, x + t * cols + c0, n, acc + t * ROWS * L, c0 == 0);
         }
-        for (int t = 0; t < tokens; t++) {
+        /* The lane sums, four tokens at a time where there are four, then the scalar tail of each row. */
+        int grouped = bound > 0 ? tokens - tokens % 4 : 0, t = 0;
+        for (; t < grouped; t += 4) sum_lanes16(acc + t * ROWS * L, y + (int64_t) t * rows + r, rows);
+        for (; t < tokens; t++)
+            for (int i = 0; i < ROWS; i++) y[(int64_t) t * rows + r + i] = bound == 0 ? 0.0f : sum_lanes(_mm512_loadu_ps(acc + (t * ROWS + i) * L));
+        for (t = 0; bound < cols && t < tokens; t++)
             for (int i = 0; i < ROWS; i++) {
-                float s = bound == 0 ? 0.0f : sum_lanes(_mm512_loadu_ps(acc + (t * ROWS + i) * L));
                 const uint16_t *row = w + (r + i) * cols;
+                float s = y[(int64_t) t * rows + r + i];
                 for (int64_t c = bound; c < cols; c++) s += bf16(row[c]) * x[t * cols + c];
                 y[(int64_t) t * rows + r + i] = s;
             }
-        }
     }
     for (; r < to; r++)
         for (int t = 0; t < tokens; t++) y[(int64_t) t * rows + r] = dot1(w + r * cols, cols, x + t * cols);

@@ -88,6 +88,8 @@ class WeightMatrixTest {
             assertThat(NativeKernels.available()).as(NativeKernels.status()).isTrue();
         if (NativeKernels.expectedHere() && new java.io.File("/usr/bin/gcc").exists())
             assertThat(NativeKernels.class.getResource(NativeKernels.RESOURCE)).as("gcc is here, so the build must have compiled the kernels").isNotNull();
+        if (NativeKernels.available())
+            assertThat(NativeKernels.fmaPeakGflops(1000)).as("the FMA yardstick runs with the kernels").isFinite().isPositive();
     }
 
     /** Subnormal weights and activations, signed zeros, infinities and NaN go through both paths alike (no flush-to-zero). */
