@@ -19,4 +19,16 @@ public final class Home {
     }
 
     public static Path defaultReference() { return get().resolve(DEFAULT_CASE); }
+
+    /** decodiff's version, from the build ("dev" when run from classes without it). */
+    public static String version() {
+        try (var in = Home.class.getResourceAsStream("/decodiff-version.properties")) {
+            if (in == null) return "dev";
+            var p = new java.util.Properties();
+            p.load(in);
+            return p.getProperty("version", "dev");
+        } catch (java.io.IOException e) {
+            return "dev";
+        }
+    }
 }

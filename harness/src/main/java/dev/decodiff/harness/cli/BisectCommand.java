@@ -44,11 +44,12 @@ final class BisectCommand implements Callable<Integer> {
     public Integer call() {
         Path refDir = referenceArgs.dir();
         output.checkTargets(OutputPaths.withBundledData(refDir, referenceArgs.model()));
-        var ref = DumpReader.open(refDir);
+        var ref = referenceArgs.open();
         var profile = referenceArgs.profile(ref);
         Path modelDir = referenceArgs.locateModel(ref).dir();
         var options = engine.options();
         try (var m = Gemma4Model.load(modelDir)) {
+            dev.decodiff.harness.live.EngineSetup.checkKvFits(m, options);
             var result = new Bisector(m, options, ref, profile).run();
             // A culprit confirmed on the reference's own input: rule the kernels in or out at the op level.
             var opLevel = result.exitCode() == Main.DIVERGENCE && !noOps ? OpLevel.check() : null;

@@ -63,7 +63,7 @@ final class CompareCommand implements Callable<Integer> {
         NumericOptions.finiteAtLeast("--near-tie", nearTie, 0);
         Path refDir = referenceArgs.dir();
         output.checkTargets(OutputPaths.withBundledData(refDir, candidate, referenceArgs.model()));
-        var ref = DumpReader.open(refDir);
+        var ref = referenceArgs.open();
         var profile = referenceArgs.profile(ref);
         if (spec.commandLine().getParseResult().hasMatchedOption("--near-tie")) profile = profile.withNearTie(nearTie);
         ComparisonResult result;

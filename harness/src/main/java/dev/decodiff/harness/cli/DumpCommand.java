@@ -10,6 +10,7 @@ import dev.decodiff.harness.dump.DumpReader;
 import dev.decodiff.harness.dump.DumpWriter;
 import dev.decodiff.harness.dump.PointSelection;
 import dev.decodiff.harness.live.CapturingProbe;
+import dev.decodiff.harness.live.EngineSetup;
 import dev.decodiff.harness.live.LiveStep;
 import dev.decodiff.harness.live.ModelLocator;
 import dev.decodiff.harness.report.ProgressBar;
@@ -89,8 +90,9 @@ final class DumpCommand implements Callable<Integer> {
         if (ref != null) ModelLocator.check(model, ModelLocator.identity(model), ref.manifest(), ref.manifestFile(), allowMismatch);
         int[] prompt = ref != null ? null : promptIds();
         try (var m = Gemma4Model.load(model)) {
+            dev.decodiff.harness.live.EngineSetup.checkKvFits(m, options);
             var modelInfo = new DumpManifest.Model(modelType(model), m.config().numLayers(), m.configSha256(), m.weightsSha256());
-            var producer = new DumpManifest.Producer("decodiff", new Main.Version().getVersion()[0].split(" ")[1], "float32", "decodiff-java");
+            var producer = EngineSetup.producer(options, spec.commandLine().getParseResult().originalArgs());
             checkSelection(globs, ref != null ? ref.allPoints() : contractNames(m.config().numLayers()));
             DumpWriter w;
             if (ref != null) {

@@ -51,7 +51,10 @@ final class InspectCommand implements Callable<Integer> {
         var m = d.manifest();
         out.println("dump " + path + "  (format " + m.format() + " v" + m.version() + ")");
         var p = m.producer();
-        if (p != null) out.println("  producer   " + join(p.name(), p.version(), p.dtype(), p.attention()));
+        if (p != null) {
+            out.println("  producer   " + p.describe() + (p.attention() == null ? "" : ", attention " + p.attention()));
+            if (p.options() != null) out.println("  made by    decodiff " + String.join(" ", p.options()));
+        }
         var mm = m.model();
         out.println("  model      " + mm.modelType() + ", " + mm.numHiddenLayers() + " layers");
         out.println("  config     sha256 " + mm.configSha256());
@@ -132,12 +135,6 @@ final class InspectCommand implements Callable<Integer> {
         } catch (SafetensorsException e) {
             throw new BadInputException(e.getMessage(), e);
         }
-    }
-
-    static String join(String... xs) {
-        var l = new ArrayList<String>();
-        for (String x : xs) if (x != null && !x.isBlank()) l.add(x);
-        return String.join(", ", l);
     }
 
     static String abbreviate(List<Integer> t) {

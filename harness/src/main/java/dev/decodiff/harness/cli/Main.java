@@ -94,16 +94,7 @@ public final class Main implements Runnable {
     public static final class Version implements CommandLine.IVersionProvider {
         @Override
         public String[] getVersion() {
-            String v = "dev";
-            try (var in = Main.class.getResourceAsStream("/decodiff-version.properties")) {
-                if (in != null) {
-                    var p = new java.util.Properties();
-                    p.load(in);
-                    v = p.getProperty("version", v);
-                }
-            } catch (java.io.IOException ignored) {
-                // fall back to "dev"
-            }
+            String v = dev.decodiff.harness.Home.version();
             return new String[]{"decodiff " + v + " (dump format v1; Java " + Runtime.version() + ")",
                     "bf16 kernels: " + dev.decodiff.metal.NativeKernels.status()};
         }

@@ -84,6 +84,7 @@ final class RunCommand implements Callable<Integer> {
             if (positions > max && !beyondMaxPositions)
                 throw new BadInputException(model.resolve("config.json"), "max_position_embeddings is " + max + " but the prompt ("
                         + prompt.length + " tokens) and -n " + n + " need " + positions + " positions; lower -n, or pass --beyond-max-positions to run anyway");
+            dev.decodiff.harness.live.EngineSetup.checkKvFits(m, options);
             var session = m.newSession(options);
             long t0 = System.nanoTime();
             float[] logits;

@@ -50,6 +50,7 @@ final class SelfCheckCommand implements Callable<Integer> {
         var options = engine.options();
         long t0 = System.nanoTime();
         try (var m = Gemma4Model.load(dir)) {
+            dev.decodiff.harness.live.EngineSetup.checkKvFits(m, options);
             var check = new SelfCheck(m, options);
             int[] tokens = check.defaultTokens();
             int prompt = check.defaultPromptLength();

@@ -22,6 +22,9 @@ public interface CandidateSource extends AutoCloseable {
     /** The point globs the source was explicitly limited to (a dump's selected_points), or null when it holds every point. */
     default java.util.List<String> selectedPoints() { return null; }
 
+    /** Who computed the candidate and how (engine, kernels, KV cache, faults), or null when unknown. */
+    default dev.decodiff.harness.dump.DumpManifest.Producer producer() { return null; }
+
     /** Anything the source learned that the report should mention (e.g. how the observer check was settled), or null. */
     default String note() { return null; }
 

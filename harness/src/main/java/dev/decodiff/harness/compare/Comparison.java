@@ -136,7 +136,7 @@ public final class Comparison {
         var completeness = completeness(ref, cand, onlyRef, onlyCand, notes);
         return new ComparisonResult(ref.dir().toString(), cand.describe(), ref.manifest(), steps, List.copyOf(cells),
                 List.copyOf(tokens), List.copyOf(onlyRef), List.copyOf(onlyCand), first, failure, observer, List.copyOf(notes),
-                profile, (System.nanoTime() - t0) / 1e9, completeness);
+                profile, (System.nanoTime() - t0) / 1e9, completeness, cand.producer());
     }
 
     /**
@@ -249,6 +249,7 @@ public final class Comparison {
             @Override public StepTensors step(int s) { return cand.readStep(s); }
             @Override public List<String> gaps() { return cand.gaps(); }
             @Override public List<String> selectedPoints() { return cand.manifest().selectedPoints(); }
+            @Override public DumpManifest.Producer producer() { return cand.manifest().producer(); }
         };
     }
 

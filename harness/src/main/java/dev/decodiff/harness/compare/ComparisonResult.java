@@ -18,7 +18,7 @@ public record ComparisonResult(
         String reference, String candidate, DumpManifest referenceManifest, int stepsCompared,
         List<CellStats> cells, List<TokenAgreement> tokens, List<String> onlyInReference, List<String> onlyInCandidate,
         FirstDivergence firstDivergence, EngineFailure engineFailure, String observerEffect, List<String> notes, ToleranceProfile profile,
-        double seconds, Completeness completeness) {
+        double seconds, Completeness completeness, DumpManifest.Producer candidateProducer) {
 
     /** Exit codes of the verdicts (the CLI's Main repeats them). */
     public static final int EXIT_MATCH = 0, EXIT_DIVERGENCE = 1, EXIT_INCOMPLETE = 3;

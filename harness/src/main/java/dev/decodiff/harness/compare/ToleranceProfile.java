@@ -4,6 +4,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.decodiff.engine.CapturePoints;
 import dev.decodiff.harness.BadInputException;
+import dev.decodiff.harness.NearestName;
 
 import java.io.IOException;
 import java.nio.file.Files;
@@ -26,6 +27,9 @@ import java.util.regex.Pattern;
 public final class ToleranceProfile {
     public static final double DEFAULT_TOLERANCE = 1e-4;
     public static final double DEFAULT_NEAR_TIE = 0.01;
+
+    /** The keys a profile file may hold ("description" and "calibration" are notes calibrate writes). */
+    static final List<String> TOP_LEVEL_KEYS = List.of("default", "near_tie", "points", "description", "calibration");
 
     /** Defaults per point kind for fp32 against fp32. */
     public static final Map<String, Double> DEFAULT_KINDS = defaultKinds();
@@ -71,6 +75,12 @@ public final class ToleranceProfile {
             throw new BadInputException(file, why + "; a tolerance profile looks like {\"default\": 1e-4, \"points\": {\"logits\": 2e-4}}");
         }
         if (root == null || !root.isObject()) throw new BadInputException(file, "must be a JSON object like {\"default\": 1e-4, \"points\": {…}}");
+        for (var it = root.fieldNames(); it.hasNext(); ) {
+            String key = it.next();
+            if (!TOP_LEVEL_KEYS.contains(key))
+                throw new BadInputException(file, "unknown key \"" + key + "\" (did you mean \"" + NearestName.to(key, TOP_LEVEL_KEYS)
+                        + "\"?); a profile has " + String.join(", ", TOP_LEVEL_KEYS.stream().map(k -> "\"" + k + "\"").toList()));
+        }
         double fallback = positive(file, root, "default", DEFAULT_TOLERANCE);
         double nearTie = root.has("near_tie") ? nonNegative(file, root.get("near_tie"), "near_tie") : DEFAULT_NEAR_TIE;
         var kinds = new LinkedHashMap<>(DEFAULT_KINDS);
@@ -84,6 +94,7 @@ public final class ToleranceProfile {
                 var e = it.next();
                 double tol = positive(file, pts, e.getKey(), 0);
                 String key = e.getKey();
+                checkPointKey(file, key);
                 if (key.contains("*") || key.contains("?")) globs.add(Map.entry(glob(key), tol));
                 else if (CapturePoints.layerOf(key) >= 0) names.put(key, tol);
                 else kinds.put(key, tol);
@@ -91,6 +102,23 @@ public final class ToleranceProfile {
         }
         globs.sort(Comparator.comparingInt((Map.Entry<Pattern, Double> e) -> e.getKey().pattern().length()).reversed());
         return new ToleranceProfile(file.toString(), fallback, nearTie, kinds, names, globs);
+    }
+
+    /**
+     * A key of "points" must name a point decodiff knows: a kind ("attn.out"), or a layer point ("layers.3.attn.out").
+     * A misspelled one would otherwise set nothing and leave the default silently in force. Globs are free-form
+     * (a producer's own points can be reached through them).
+     */
+    private static void checkPointKey(Path file, String key) {
+        if (key.contains("*") || key.contains("?")) return;
+        int layer = CapturePoints.layerOf(key);
+        String kind = layer >= 0 ? CapturePoints.kindOf(key) : key;
+        boolean known = layer >= 0 ? CapturePoints.LAYER_SUFFIXES.contains(kind) : DEFAULT_KINDS.containsKey(key);
+        if (known) return;
+        var valid = new ArrayList<String>(DEFAULT_KINDS.keySet());
+        if (layer >= 0) valid.replaceAll(k -> CapturePoints.LAYER_SUFFIXES.contains(k) ? CapturePoints.layer(layer, k) : k);
+        throw new BadInputException(file, "\"points\" has an unknown point \"" + key + "\" (did you mean \"" + NearestName.to(key, valid)
+                + "\"?); keys are point kinds (" + String.join(", ", DEFAULT_KINDS.keySet()) + "), layer points like \"layers.3.attn.out\", or globs");
     }
 
     private static double positive(Path file, JsonNode obj, String key, double dflt) {
@@ -102,7 +130,7 @@ public final class ToleranceProfile {
     }
 
     private static double nonNegative(Path file, JsonNode n, String key) {
-        if (!n.isNumber() || n.asDouble() < 0) throw new BadInputException(file, "\"" + key + "\" must be a number ≥ 0, got " + n);
+        if (!n.isNumber() || !(n.asDouble() >= 0) || !Double.isFinite(n.asDouble())) throw new BadInputException(file, "\"" + key + "\" must be a finite number ≥ 0, got " + n);
         return n.asDouble();
     }
 

@@ -36,14 +36,59 @@ public record DumpManifest(
         selectedPoints = selectedPoints == null ? null : List.copyOf(selectedPoints);
     }
 
-    /** Who wrote the dump and how it computed (free-form beyond name/version; dtype "float32" or "bfloat16" …). */
+    /**
+     * Who wrote the dump and how it computed (free-form beyond name/version; dtype "float32" or "bfloat16" …). The
+     * provenance fields are optional for other producers; decodiff writes them all: the engine, the kernels it ran
+     * on, the KV cache's storage types, the catalog faults switched on, and the options of the command that wrote it.
+     * A dump with faults or a lossy KV cache is not an exact computation and is refused as a reference unless asked.
+     */
     @JsonIgnoreProperties(ignoreUnknown = true)
-    @JsonPropertyOrder({"name", "version", "dtype", "attention"})
+    @JsonInclude(JsonInclude.Include.NON_NULL)
+    @JsonPropertyOrder({"name", "version", "dtype", "attention", "engine", "kernels", "kv_cache", "faults", "options"})
     public record Producer(
             @JsonProperty("name") String name,
             @JsonProperty("version") String version,
             @JsonProperty("dtype") String dtype,
-            @JsonProperty("attention") String attention) {}
+            @JsonProperty("attention") String attention,
+            @JsonProperty("engine") String engine,
+            @JsonProperty("kernels") String kernels,
+            @JsonProperty("kv_cache") KvCache kvCache,
+            @JsonProperty("faults") List<String> faults,
+            @JsonProperty("options") List<String> options) {
+
+        public Producer {
+            faults = faults == null ? null : List.copyOf(faults);
+            options = options == null ? null : List.copyOf(options);
+        }
+
+        /** A producer that states only who it is and its dtype (other producers; older decodiff dumps). */
+        public Producer(String name, String version, String dtype, String attention) {
+            this(name, version, dtype, attention, null, null, null, null, null);
+        }
+
+        /** Catalog faults were switched on: the numbers are wrong on purpose. */
+        public boolean faulted() { return faults != null && !faults.isEmpty(); }
+
+        /** The KV cache stored keys or values in a lossy type (bf16, q8_0, q4_0): the numbers carry its rounding. */
+        public boolean lossyKvCache() { return kvCache != null && !(kvCache.exact()); }
+
+        /** One line for report headers: "decodiff 0.1.0, float32, engine decodiff-java, kernels …, KV cache q8_0/q8_0, faults ring-wrap". */
+        public String describe() {
+            var parts = new java.util.ArrayList<String>();
+            if (name != null) parts.add(version == null ? name : name + " " + version);
+            if (dtype != null) parts.add(dtype);
+            if (engine != null) parts.add("engine " + engine);
+            if (kernels != null) parts.add("kernels " + kernels);
+            if (kvCache != null) parts.add("KV cache " + kvCache.keys() + "/" + kvCache.values());
+            if (faulted()) parts.add("faults " + String.join(",", faults));
+            return String.join(", ", parts);
+        }
+    }
+
+    /** How a producer's KV cache stored keys and values ("f32" is exact; "bf16", "q8_0", "q4_0" round). */
+    public record KvCache(@JsonProperty("keys") String keys, @JsonProperty("values") String values) {
+        public boolean exact() { return "f32".equals(keys) && "f32".equals(values); }
+    }
 
     /** Which checkpoint produced the dump: two dumps are comparable only when these agree. */
     @JsonIgnoreProperties(ignoreUnknown = true)

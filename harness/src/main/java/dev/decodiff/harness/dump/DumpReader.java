@@ -234,8 +234,7 @@ public final class DumpReader {
         DumpManifest.Producer producer = null;
         if (p != null && !p.isNull()) {
             if (!p.isObject()) throw v.fail("\"producer\" must be an object");
-            producer = new DumpManifest.Producer(p.path("name").asText(null), p.path("version").asText(null),
-                    p.path("dtype").asText(null), p.path("attention").asText(null));
+            producer = ProducerFields.read(p, v::fail);
         }
 
         JsonNode m = root.get("model");

@@ -1,13 +1,51 @@
 package dev.decodiff.harness.live;
 
 import dev.decodiff.engine.EngineOptions;
+import dev.decodiff.engine.Fault;
+import dev.decodiff.engine.Gemma4Model;
+import dev.decodiff.harness.BadInputException;
+import dev.decodiff.harness.Home;
+import dev.decodiff.harness.dump.DumpManifest;
+import dev.decodiff.metal.NativeKernels;
 import dev.decodiff.engine.KvType;
 
 import java.util.ArrayList;
+import java.util.List;
 
 /** How an engine run differs from the exact default (catalog faults, a lossy KV cache), in words for report headers. */
 public final class EngineSetup {
+    /** decodiff's own Java engine, as dumps name it. */
+    public static final String ENGINE = "decodiff-java";
+
     private EngineSetup() {}
+
+    /**
+     * The provenance decodiff's engine writes into a dump (or reports for a live run): version, kernels, KV cache
+     * types, faults, and the options of the command that ran it (null for a live run inside compare).
+     */
+    public static DumpManifest.Producer producer(EngineOptions o, List<String> commandOptions) {
+        var faults = o.faults().stream().map(Fault::id).sorted().toList();
+        return new DumpManifest.Producer("decodiff", Home.version(), "float32", ENGINE, ENGINE, NativeKernels.status(),
+                new DumpManifest.KvCache(o.keyType().id(), o.valueType().id()), faults, commandOptions);
+    }
+
+    /**
+     * Refuses KV cache types that cannot store this checkpoint's rows (q8_0 and q4_0 quantize blocks of 32 values,
+     * so every layer's nkv·d must be a multiple of 32) as bad input, before any session is built.
+     */
+    public static void checkKvFits(Gemma4Model model, EngineOptions o) {
+        var c = model.config();
+        for (var type : List.of(o.keyType(), o.valueType())) {
+            if (type == KvType.F32 || type == KvType.BF16) continue;
+            for (int i = 0; i < c.numLayers(); i++) {
+                var l = c.layer(i);
+                int row = l.kvHeads() * l.headDim();
+                if (row % KvType.BLOCK != 0)
+                    throw new BadInputException(model.directory(), "--kv-cache " + type.id() + " stores rows in blocks of " + KvType.BLOCK
+                            + " values, but layer " + i + " has rows of nkv·d = " + row + "; use f32 or bf16 with this checkpoint");
+            }
+        }
+    }
 
     /** "" when the run is the exact default. */
     public static String describe(EngineOptions o) {

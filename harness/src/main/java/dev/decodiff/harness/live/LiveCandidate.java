@@ -37,6 +37,7 @@ public final class LiveCandidate implements CandidateSource {
 
     public LiveCandidate(Gemma4Model model, EngineOptions options, DumpManifest reference, Predicate<String> wanted,
                          boolean checkObserverEffect) {
+        EngineSetup.checkKvFits(model, options);
         this.model = model;
         this.reference = reference;
         this.options = options;
@@ -55,6 +56,8 @@ public final class LiveCandidate implements CandidateSource {
     }
 
     @Override public String describe() { return description; }
+
+    @Override public DumpManifest.Producer producer() { return EngineSetup.producer(options, null); }
 
     @Override public int stepCount() { return reference.stepCount(); }
 

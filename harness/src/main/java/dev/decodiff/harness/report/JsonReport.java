@@ -41,6 +41,9 @@ public final class JsonReport {
         o.put("observer_effect", r.observerEffect());
         o.put("reference", r.reference());
         o.put("candidate", r.candidate());
+        var producers = o.putObject("producers");
+        producers.set("reference", JSON.valueToTree(r.referenceManifest().producer()));
+        producers.set("candidate", JSON.valueToTree(r.candidateProducer()));
         var steps = o.putObject("steps");
         steps.put("compared", r.stepsCompared());
         steps.put("reference", r.referenceSteps());

@@ -47,10 +47,10 @@ public final class TerminalReport {
         DumpManifest m = r.referenceManifest();
         sb.append(st.bold("decodiff compare")).append('\n');
         var p = m.producer();
-        String prod = p == null ? "" : "  (" + String.join(", ", nonNull(p.name() == null ? null : p.name() + (p.version() == null ? "" : " " + p.version()),
-                p.dtype(), m.model().modelType(), m.model().numHiddenLayers() + " layers")) + ")";
+        String prod = "  (" + String.join(", ", nonNull(p == null ? null : p.describe(), m.model().modelType(), m.model().numHiddenLayers() + " layers")) + ")";
         sb.append("  reference  ").append(r.reference()).append(prod).append('\n');
-        sb.append("  candidate  ").append(r.candidate()).append('\n');
+        var cp = r.candidateProducer();
+        sb.append("  candidate  ").append(r.candidate()).append(cp == null || cp.describe().isEmpty() ? "" : "  (" + cp.describe() + ")").append('\n');
         int decode = m.stepCount() - 1;
         sb.append("  ").append(r.stepsCompared()).append(" of ").append(m.stepCount()).append(" steps (prompt ")
                 .append(m.promptLength()).append(" tokens + ").append(decode).append(" decode), ")

@@ -59,4 +59,32 @@ class ToleranceProfileTest {
         assertThatThrownBy(() -> ToleranceProfile.load(b)).isInstanceOf(BadInputException.class).hasMessageContaining("positive");
         assertThatThrownBy(() -> ToleranceProfile.load(tmp.resolve("none.json"))).isInstanceOf(BadInputException.class);
     }
+
+    private void assertRefused(String json, String... fragments) throws IOException {
+        Path f = Files.writeString(tmp.resolve("bad.json"), json);
+        assertThatThrownBy(() -> ToleranceProfile.load(f)).isInstanceOf(BadInputException.class)
+                .hasMessageStartingWith(f.toString()).hasMessageContainingAll(fragments);
+    }
+
+    @Test
+    void aMisspelledKeyIsRefusedWithTheNearestValidName() throws IOException {
+        assertRefused("{\"defualt\": 1e-3}", "unknown key \"defualt\"", "did you mean \"default\"");
+        assertRefused("{\"near-tie\": 0.1}", "did you mean \"near_tie\"");
+        assertRefused("{\"point\": {\"logits\": 1e-3}}", "did you mean \"points\"");
+        assertRefused("{\"points\": {\"attn.ot\": 1e-3}}", "unknown point \"attn.ot\"", "did you mean \"attn.out\"");
+        assertRefused("{\"points\": {\"logit\": 1e-3}}", "did you mean \"logits\"");
+        assertRefused("{\"points\": {\"layers.3.attn.vread\": 1e-3}}", "did you mean \"layers.3.attn.v_read\"");
+        assertRefused("{\"near_tie\": 1e999}", "\"near_tie\" must be a finite number");
+        assertRefused("{\"default\": 1e999}", "must be a positive number");
+    }
+
+    @Test
+    void globsAndTheNotesCalibrateWritesAreAccepted() throws IOException {
+        Path f = Files.writeString(tmp.resolve("ok.json"), """
+                {"description": "x", "calibration": {"factor": 3}, "default": 1e-3,
+                 "points": {"my.producer.*": 1e-2, "layers.2.moe.out": 1e-3, "ple": 1e-4}}""");
+        var p = ToleranceProfile.load(f);
+        assertThat(p.tolerance("my.producer.point")).isEqualTo(1e-2);
+        assertThat(p.tolerance("layers.2.moe.out")).isEqualTo(1e-3);
+    }
 }
