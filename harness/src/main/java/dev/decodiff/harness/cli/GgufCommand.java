@@ -3,6 +3,7 @@ package dev.decodiff.harness.cli;
 import dev.decodiff.llamacpp.gguf.GgmlType;
 import dev.decodiff.llamacpp.gguf.GgufOutputType;
 import dev.decodiff.llamacpp.gguf.HfToGguf;
+import dev.decodiff.llamacpp.gguf.KvSharing;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 
@@ -51,6 +52,13 @@ final class GgufCommand implements Callable<Integer> {
         o.printf(Locale.ROOT, "wrote %s: gemma4, %d tensors (%s), %d metadata keys, %s, %.1fs%n", out,
                 plan.tensors().size(), types, plan.metadata().size(),
                 vocab ? "vocabulary from tokenizer.json" : "no vocabulary (token ids only)", (System.nanoTime() - start) / 1e9);
+        var mismatches = KvSharing.llamaCppMismatches(plan.metadata());
+        if (!mismatches.isEmpty()) {
+            var err = spec.commandLine().getErr();
+            err.println("decodiff: warning: llama.cpp " + dev.decodiff.llamacpp.ffi.LlamaCppHome.RELEASE + " pairs KV-shared layers with their sources by position, not by type: "
+                    + String.join("; ", mismatches.stream().map(Object::toString).toList()) + ".");
+            err.flush();
+        }
         o.flush();
         return Main.MATCH;
     }

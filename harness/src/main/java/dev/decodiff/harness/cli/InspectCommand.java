@@ -26,9 +26,9 @@ import java.util.TreeMap;
 import java.util.concurrent.Callable;
 
 @Command(name = "inspect", mixinStandardHelpOptions = true,
-        description = "Describes a checkpoint (config per layer, tensors, bytes, dtypes, hashes), a dump (manifest, steps, points) or a .safetensors file.")
+        description = "Describes a checkpoint (config per layer, tensors, bytes, dtypes, hashes), a dump (manifest, steps, points), a .safetensors or a .gguf file (metadata and tensors).")
 final class InspectCommand implements Callable<Integer> {
-    @Parameters(paramLabel = "PATH", description = "A checkpoint folder, a dump folder or a .safetensors file.")
+    @Parameters(paramLabel = "PATH", description = "A checkpoint folder, a dump folder, a .safetensors or a .gguf file.")
     Path path;
 
     @picocli.CommandLine.Spec
@@ -41,7 +41,8 @@ final class InspectCommand implements Callable<Integer> {
         if (Files.isDirectory(path) && Files.isRegularFile(path.resolve(DumpManifest.FILE_NAME))) dump(out);
         else if (Files.isDirectory(path) && Files.isRegularFile(path.resolve("config.json"))) checkpoint(out);
         else if (Files.isRegularFile(path) && path.toString().endsWith(".safetensors")) file(out, path);
-        else throw new BadInputException(path, "is neither a dump (manifest.json), a checkpoint (config.json) nor a .safetensors file");
+        else if (Files.isRegularFile(path) && path.toString().endsWith(".gguf")) dev.decodiff.llamacpp.gguf.GgufReport.print(dev.decodiff.llamacpp.gguf.GgufFile.read(path), out);
+        else throw new BadInputException(path, "is neither a dump (manifest.json), a checkpoint (config.json), a .safetensors nor a .gguf file");
         out.flush();
         return Main.MATCH;
     }

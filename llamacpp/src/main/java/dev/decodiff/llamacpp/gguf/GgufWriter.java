@@ -10,6 +10,7 @@ import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
+import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -50,15 +51,11 @@ public final class GgufWriter {
     public static void write(Path target, Map<String, GgufValue> metadata, List<Tensor> tensors, boolean replace) {
         if (!replace && Files.exists(target)) throw new GgufException(target, "already exists; pass --force to replace it");
         Path dir = target.toAbsolutePath().getParent();
-        Path tmp;
+        // Created like any new file (the umask decides its mode, unlike createTempFile's 0600), under a name no one else uses.
+        Path tmp = dir.resolve("." + target.getFileName() + "." + java.util.UUID.randomUUID() + ".partial");
         try {
             Files.createDirectories(dir);
-            tmp = Files.createTempFile(dir, "." + target.getFileName() + ".", ".partial");
-        } catch (IOException e) {
-            throw new GgufException(target, "cannot create a file beside it: " + e.getMessage(), e);
-        }
-        try {
-            try (var out = new DataSink(new BufferedOutputStream(Files.newOutputStream(tmp), 1 << 20))) {
+            try (var out = new DataSink(new BufferedOutputStream(Files.newOutputStream(tmp, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE), 1 << 20))) {
                 writeHeader(out, metadata, layout(tensors));
                 for (var t : tensors) {
                     long start = out.count();
