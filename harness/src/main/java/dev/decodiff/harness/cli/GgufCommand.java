@@ -12,10 +12,11 @@ import java.util.Locale;
 import java.util.concurrent.Callable;
 
 @Command(name = "gguf", mixinStandardHelpOptions = true,
-        description = {"Converts a Hugging Face Gemma 4 checkpoint folder into the GGUF file llama.cpp's own converter writes",
-                "(architecture gemma4), so that llama.cpp can run it. F32 copies the weights exactly; norms, 1-D tensors",
-                "and the MoE router stay F32 at every --type. Without tokenizer.json the file has no vocabulary",
-                "(tokenizer model 'none'): llama.cpp then takes token ids only, which is all a comparison needs."})
+        description = {"Converts a Hugging Face Gemma 4 checkpoint into a GGUF file for llama.cpp.",
+                "It holds what llama.cpp's own converter writes. f32 (the default) copies the weights",
+                "exactly; norms, 1-D tensors and the MoE router stay F32 at every --type.",
+                "Without tokenizer.json the file has no vocabulary: llama.cpp then takes",
+                "token ids, which is all a comparison needs. See docs/engines/llama.cpp.md."})
 final class GgufCommand implements Callable<Integer> {
     @Option(names = "--model", required = true, paramLabel = "HFDIR", description = "Checkpoint folder (config.json + *.safetensors).")
     Path model;
@@ -41,6 +42,7 @@ final class GgufCommand implements Callable<Integer> {
         } catch (IllegalArgumentException e) {
             throw new picocli.CommandLine.ParameterException(spec.commandLine(), e.getMessage());
         }
+        OutputPaths.refuseOverlap("--out", out, OutputPaths.withBundledData(model));
         long start = System.nanoTime();
         var plan = HfToGguf.convert(model, out, t, force);
         var o = spec.commandLine().getOut();

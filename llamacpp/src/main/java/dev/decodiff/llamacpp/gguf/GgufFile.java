@@ -239,7 +239,7 @@ public final class GgufFile {
         void requireCount(long n, long minBytesEach, String what) {
             if (n < 0 || n > remaining() / minBytesEach)
                 throw new GgufException(path, "claims " + Long.toUnsignedString(n) + " " + what + ", more than its "
-                        + seg.byteSize() + " bytes can hold (corrupted file?)");
+                        + seg.byteSize() + " bytes can hold (truncated or corrupted file?)");
         }
 
         long u32(String what) { need(4, what); long v = Integer.toUnsignedLong(seg.get(I32, pos)); pos += 4; return v; }

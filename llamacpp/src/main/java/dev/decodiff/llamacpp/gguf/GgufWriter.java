@@ -5,6 +5,8 @@ import java.io.IOException;
 import java.io.OutputStream;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.nio.channels.Channels;
+import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.Files;
@@ -55,7 +57,8 @@ public final class GgufWriter {
         Path tmp = dir.resolve("." + target.getFileName() + "." + java.util.UUID.randomUUID() + ".partial");
         try {
             Files.createDirectories(dir);
-            try (var out = new DataSink(new BufferedOutputStream(Files.newOutputStream(tmp, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE), 1 << 20))) {
+            try (var ch = FileChannel.open(tmp, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE)) {
+                var out = new DataSink(new BufferedOutputStream(Channels.newOutputStream(ch), 1 << 20));
                 writeHeader(out, metadata, layout(tensors));
                 for (var t : tensors) {
                     long start = out.count();
@@ -65,6 +68,8 @@ public final class GgufWriter {
                         throw new IllegalStateException("tensor '" + t.name() + "' wrote " + written + " bytes, its shape needs " + t.byteSize());
                     out.pad(ALIGNMENT);
                 }
+                out.flush();
+                ch.force(true);
             }
             if (replace) Files.move(tmp, target, StandardCopyOption.REPLACE_EXISTING, StandardCopyOption.ATOMIC_MOVE);
             else Files.move(tmp, target);
@@ -163,6 +168,8 @@ public final class GgufWriter {
             long n = GgufFile.align(count, alignment) - count;
             for (long i = 0; i < n; i++) u8(0);
         }
+
+        void flush() throws IOException { out.flush(); }
 
         @Override
         public void close() throws IOException { out.close(); }
