@@ -13,10 +13,10 @@ import java.util.concurrent.Callable;
 
 @Command(name = "gguf", mixinStandardHelpOptions = true,
         description = {"Converts a Hugging Face Gemma 4 checkpoint into a GGUF file for llama.cpp.",
-                "It holds what llama.cpp's own converter writes. f32 (the default) copies the weights",
-                "exactly; norms, 1-D tensors and the MoE router stay F32 at every --type.",
-                "Without tokenizer.json the file has no vocabulary: llama.cpp then takes",
-                "token ids, which is all a comparison needs. See docs/engines/llama.cpp.md."})
+                "It holds what llama.cpp's own converter writes. f32 (the default) copies",
+                "the weights exactly; norms, 1-D tensors and the MoE router stay F32 at every",
+                "--type. Without tokenizer.json the file has no vocabulary: llama.cpp then",
+                "takes token ids, which is all a comparison needs. See docs/engines/llama.cpp.md."})
 final class GgufCommand implements Callable<Integer> {
     @Option(names = "--model", required = true, paramLabel = "HFDIR", description = "Checkpoint folder (config.json + *.safetensors).")
     Path model;
