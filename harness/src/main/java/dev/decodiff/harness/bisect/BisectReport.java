@@ -34,6 +34,11 @@ public final class BisectReport {
         sb.append("  compare's first divergence: step ").append(fd.step()).append(", ").append(fd.point())
                 .append(fd.cell() != null ? ", rel L2 " + Fmt.sci(fd.relL2()) : "").append('\n');
         sb.append(String.format(Locale.ROOT, "  bisected in %.2fs%n%n", r.seconds()));
+        if (r.kvRounding() != null) {
+            sb.append(st.yellow("KV-CACHE ROUNDING (expected noise of " + r.kvRounding() + ", not a bug)")).append('\n')
+                    .append(Fmt.wrap(r.conclusion(), 100, "  ")).append('\n');
+            return sb.toString();
+        }
 
         int s = fd.step();
         sb.append(st.bold("Local vs accumulated error at step " + s)).append('\n');
@@ -246,6 +251,7 @@ public final class BisectReport {
             case "match" -> "MATCH";
             case "culprit" -> "CULPRIT";
             case "engine_threw" -> "ENGINE THREW";
+            case "kv_cache_rounding" -> "KV-CACHE ROUNDING";
             default -> "DIVERGENCE";
         };
         h.append("<div class=\"verdict ").append(r.verdict()).append("\"><span class=\"badge\">").append(badge).append("</span>");

@@ -17,10 +17,12 @@ import java.util.List;
  * @param substitutions inside the culprit layer, in causal order, single tensors then pairs
  * @param transplant   the culprit cell with the reference's cache for steps &lt; t, for t = 0…step
  * @param cacheVerdict one sentence: does the step compute wrongly, or was the cache corrupted earlier
+ * @param kvRounding   the lossy KV cache types ("q8_0/q8_0") when the divergence is their expected rounding (the same
+ *                     run with an exact f32 cache is within tolerance), else null
  */
 public record BisectResult(ComparisonResult compare, Culprit culprit, List<LayerRow> layers, List<ModelRow> modelPoints,
                            List<Substitution> substitutions, List<TransplantRow> transplant, String cacheVerdict,
-                           String diagnosis, String conclusion, List<String> notes, double seconds) {
+                           String diagnosis, String conclusion, List<String> notes, double seconds, String kvRounding) {
 
     /** The first cell, in causal order, that is wrong when its layer gets the reference's input and cache. */
     public record Culprit(int step, Integer layer, String point, CellStats local) {}
@@ -71,6 +73,7 @@ public record BisectResult(ComparisonResult compare, Culprit culprit, List<Layer
     public String verdict() {
         if (!diverged()) return "match";
         if (culprit != null) return "culprit";
+        if (kvRounding != null) return "kv_cache_rounding";
         return compare.firstDivergence() == null ? "engine_threw" : "inconclusive";
     }
 

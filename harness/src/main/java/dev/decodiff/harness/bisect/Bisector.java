@@ -3,6 +3,7 @@ package dev.decodiff.harness.bisect;
 import dev.decodiff.engine.CapturePoints;
 import dev.decodiff.engine.EngineOptions;
 import dev.decodiff.engine.Gemma4Model;
+import dev.decodiff.engine.KvType;
 import dev.decodiff.engine.Sampler;
 import dev.decodiff.harness.BadInputException;
 import dev.decodiff.harness.compare.CellStats;
@@ -95,6 +96,8 @@ public final class Bisector {
                     + "divergence to bisect: the exception is the finding.", t0);
         if (fd == null)
             return withoutBisection(compare, "No divergence: every cell of every step is within tolerance, so there is nothing to bisect.", t0);
+        var rounding = kvRounding(compare, fd, t0);
+        if (rounding != null) return rounding;
         try {
             return bisectAt(compare, fd, t0);
         } catch (EngineThrewException e) {
@@ -103,8 +106,31 @@ public final class Bisector {
         }
     }
 
+    /**
+     * A lossy KV cache (bf16, q8_0, q4_0) rounds every key and value it stores: against fp32 tolerances that is a
+     * divergence, but not a bug. The control is the same run with an exact f32 cache: when it is within tolerance, the
+     * divergence is the cache type's rounding and bisect says so instead of naming a culprit. When the control diverges
+     * too, there is a real fault underneath and bisect proceeds as usual (null).
+     */
+    private BisectResult kvRounding(ComparisonResult compare, FirstDivergence fd, long t0) {
+        if (options.keyType() == KvType.F32 && options.valueType() == KvType.F32) return null;
+        var exact = options.withKvTypes(KvType.F32, KvType.F32);
+        ComparisonResult control;
+        try (var source = LiveCandidate.forPoints(model, exact, ref.manifest(), ref.allPoints(), false)) {
+            control = Comparison.run(ref, source, new Comparison.Options(profile, false, null));
+        }
+        if (control.firstDivergence() != null || control.engineFailure() != null) return null;
+        String types = options.keyType().id() + "/" + options.valueType().id();
+        String conclusion = String.format(Locale.ROOT, "Compare's first divergence is step %d, %s (rel L2 %.2e against %.2e), with the KV cache"
+                        + " stored as %s (keys/values). The same run with an exact f32 cache keeps every cell within tolerance, so this is the"
+                        + " expected rounding of the %s cache, not a bug: no culprit to bisect. Judge a %s cache with tolerances made for"
+                        + " it (decodiff calibrate, docs/tolerances.md; drift per type in docs/kv-cache.md), or bisect with --kv-cache f32.",
+                fd.step(), fd.point(), fd.cell().relL2(), fd.cell().tolerance(), types, types, types);
+        return new BisectResult(compare, null, List.of(), List.of(), List.of(), List.of(), null, null, conclusion, List.of(), secs(t0), types);
+    }
+
     private static BisectResult withoutBisection(ComparisonResult compare, String conclusion, long t0) {
-        return new BisectResult(compare, null, List.of(), List.of(), List.of(), List.of(), null, null, conclusion, List.of(), secs(t0));
+        return new BisectResult(compare, null, List.of(), List.of(), List.of(), List.of(), null, null, conclusion, List.of(), secs(t0), null);
     }
 
     private BisectResult bisectAt(ComparisonResult compare, FirstDivergence fd, long t0) {
@@ -160,7 +186,7 @@ public final class Bisector {
 
             String conclusion = conclusion(fd, culprit, layers, subs, cacheVerdict);
             return new BisectResult(compare, culprit, layers, modelRows, subs, transplant, cacheVerdict, diagnosis, conclusion,
-                    List.copyOf(notes), secs(t0));
+                    List.copyOf(notes), secs(t0), null);
         }
     }
 
