@@ -20,10 +20,12 @@ SRC_SHA256=a0d9dd80eacd2ab1cfe71aee57ac8a806487fd70b3d2a38fbec637752d9e5c5f
 
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/decodiff/llama.cpp-$VERSION"
 lib="$cache/lib"
+# llama.cpp's Python converter and gguf-py, beside the cache (the GGUF converter's tests run its Gemma 4 code).
+conv="$cache-converter"
 
 # .complete holds the layout of the cache; an older layout is fetched again.
 LAYOUT=2
-if [ -f "$cache/.complete" ] && [ "$(cat "$cache/.complete")" = "$LAYOUT" ]; then
+if [ -f "$cache/.complete" ] && [ "$(cat "$cache/.complete")" = "$LAYOUT" ] && [ -f "$conv/.complete" ]; then
   echo "$lib"
   exit 0
 fi
@@ -77,6 +79,12 @@ git clone -q --bare "$work/package/llama/gitRelease.bundle" "$work/src.git"
 git --git-dir="$work/src.git" archive HEAD include ggml/include src/models/gemma4.cpp src/llama-graph.cpp models/ggml-vocab-llama-spm.gguf LICENSE \
   | tar x -C "$stage/src"
 cp "$work/package/llama/llama.cpp.info.json" "$stage/src/"
+rm -rf "$conv.partial"
+mkdir -p "$conv.partial"
+git --git-dir="$work/src.git" archive HEAD conversion gguf-py LICENSE | tar x -C "$conv.partial"
+echo 1 > "$conv.partial/.complete"
+rm -rf "$conv"
+mv "$conv.partial" "$conv"
 echo "$LAYOUT" > "$stage/.complete"
 rm -rf "$cache"
 mv "$stage" "$cache"

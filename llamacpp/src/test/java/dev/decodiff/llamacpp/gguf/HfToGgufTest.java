@@ -105,6 +105,30 @@ class HfToGgufTest {
         assertThat(GgufFile.read(out).tensors()).isNotEmpty();
     }
 
+    @Test
+    void theVocabularyListsTokenizerJsonsTokensByIdWithScoresAndTypesAsTheConverterWrites() throws Exception {
+        Path out = tmp.resolve("v.gguf");
+        HfToGguf.convert(Checkpoints.dir("gemma4-tiny"), out, GgufOutputType.F32, false);
+        var m = GgufFile.read(out).metadata();
+        var tok = new com.fasterxml.jackson.databind.ObjectMapper().readTree(Checkpoints.dir("gemma4-tiny").resolve("tokenizer.json").toFile());
+        var tokens = m.get("tokenizer.ggml.tokens").asList();
+        var types = m.get("tokenizer.ggml.token_type").asList();
+        assertThat(tokens).hasSize(tok.get("model").get("vocab").size());
+        tok.get("model").get("vocab").fields().forEachRemaining(e -> assertThat(tokens.get(e.getValue().asInt())).isEqualTo(e.getKey()));
+        assertThat(new java.util.HashSet<Object>(m.get("tokenizer.ggml.scores").asList())).isEqualTo(java.util.Set.of(-1000.0f));
+        // gguf-py TokenType: 1 NORMAL, 3 CONTROL (tokenizer_config.json's pad/eos/bos/unk), 6 BYTE (<0xNN>)
+        assertThat(types.subList(0, 4)).isEqualTo(List.of(3L, 3L, 3L, 3L));
+        assertThat(types.get(tokens.indexOf("<0x0A>"))).isEqualTo(6L);
+        assertThat(types.get(tokens.indexOf("<start_of_turn>"))).as("special in tokenizer.json, not named in tokenizer_config.json").isEqualTo(1L);
+        var merges = m.get("tokenizer.ggml.merges").asList();
+        var first = tok.get("model").get("merges").get(0);
+        assertThat(merges).hasSize(tok.get("model").get("merges").size());
+        assertThat(merges.getFirst()).isEqualTo(first.get(0).asText() + " " + first.get(1).asText());
+        assertThat(m.get("tokenizer.ggml.bos_token_id").asLong()).isEqualTo(2);
+        assertThat(m.get("tokenizer.ggml.eos_token_id").asLong()).isEqualTo(1);
+        assertThat(m.get("tokenizer.ggml.add_bos_token").asBoolean()).as("Gemma4Model sets it whatever tokenizer_config says").isTrue();
+    }
+
     static String ggufPyName(String hf) {
         var m = LAYER.matcher(hf);
         if (m.matches()) return "blk." + m.group(1) + "." + GGUF_PY.get(m.group(2));
