@@ -154,7 +154,7 @@ public final class DumpReader {
 
     // ---------------------------------------------------------------- validation
 
-    private static Set<String> checkStepFile(Path dir, Path f, Path mf) {
+    static Set<String> checkStepFile(Path dir, Path f, Path mf) {
         if (!Files.isRegularFile(f))
             throw new BadInputException(f, "missing, but " + mf.getFileName() + " names it; the dump is incomplete — re-create it (or fix its manifest)");
         checkInside(dir, f);

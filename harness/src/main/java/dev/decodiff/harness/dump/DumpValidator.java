@@ -1,0 +1,185 @@
+package dev.decodiff.harness.dump;
+
+import dev.decodiff.engine.CapturePoints;
+import dev.decodiff.harness.BadInputException;
+import dev.decodiff.metal.SafetensorsException;
+import dev.decodiff.metal.SafetensorsFile;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
+
+/**
+ * Format conformance of a dump, rule by rule (docs/dump-format.md), for producers other than decodiff: unlike
+ * {@link DumpReader#open}, which stops at the first problem, this lists every problem it can find. The manifest comes
+ * first: when it cannot be read, nothing else can be checked.
+ */
+public final class DumpValidator {
+    private DumpValidator() {}
+
+    /** The outcome: problems make the dump invalid; notes (producer-specific points, …) do not. */
+    public record Result(Path dir, DumpManifest manifest, List<String> problems, List<String> notes, Set<String> points) {
+        public boolean valid() { return problems.isEmpty(); }
+    }
+
+    public static Result validate(Path dir) {
+        var problems = new ArrayList<String>();
+        var notes = new ArrayList<String>();
+        if (!Files.isDirectory(dir)) {
+            problems.add(dir + ": " + (Files.exists(dir) ? "is a file" : "does not exist") + "; a dump is a folder holding manifest.json and the step files");
+            return new Result(dir, null, problems, notes, Set.of());
+        }
+        Path mf = dir.resolve(DumpManifest.FILE_NAME);
+        if (!Files.isRegularFile(mf)) {
+            problems.add(mf + ": missing; a dump folder needs manifest.json");
+            return new Result(dir, null, problems, notes, Set.of());
+        }
+        DumpManifest m;
+        try {
+            m = DumpReader.parseManifest(mf);
+        } catch (BadInputException e) {
+            problems.add(BadInputException.oneLine(e.getMessage()));
+            return new Result(dir, null, problems, notes, Set.of());
+        }
+        if (!m.complete())
+            problems.add(mf + ": no completeness mark (\"complete\": true, written last by the producer once every step is on disk)");
+
+        var stepPoints = new ArrayList<Map<String, long[]>>();
+        for (int s = 0; s < m.stepCount(); s++) stepPoints.add(checkStep(dir, mf, m, s, problems));
+
+        var all = new LinkedHashSet<String>();
+        stepPoints.forEach(p -> all.addAll(p.keySet()));
+        checkLayers(mf, m, all, problems);
+        checkSelection(mf, m, all, problems);
+        checkSamePointsEveryStep(m, stepPoints, all, problems);
+        checkWidthsAgreeAcrossSteps(m, stepPoints, problems);
+        var unknown = all.stream().filter(p -> !isContractName(p)).toList();
+        if (!unknown.isEmpty())
+            notes.add(unknown.size() + " point(s) outside the contract names (kept, listed by compare as not compared): "
+                    + String.join(", ", unknown.subList(0, Math.min(8, unknown.size()))) + (unknown.size() > 8 ? ", …" : ""));
+        return new Result(dir, m, List.copyOf(problems), List.copyOf(notes), Set.copyOf(all));
+    }
+
+    /** One step file: readable, inside the folder, float tensors, and each contract point in its shape. */
+    private static Map<String, long[]> checkStep(Path dir, Path mf, DumpManifest m, int s, List<String> problems) {
+        var shapes = new LinkedHashMap<String, long[]>();
+        Path f = dir.resolve(m.step(s).file());
+        try {
+            DumpReader.checkStepFile(dir, f, mf);
+        } catch (BadInputException e) {
+            problems.add(BadInputException.oneLine(e.getMessage()));
+            return shapes;
+        }
+        try (var sf = SafetensorsFile.open(f)) {
+            for (var t : sf.tensors().values()) {
+                shapes.put(t.name(), t.shape().clone());
+                String why = shapeProblem(t.name(), t.shape(), m, s);
+                if (why != null) problems.add(f + ": tensor '" + t.name() + "' has shape " + Arrays.toString(t.shape()) + "; " + why);
+            }
+        } catch (SafetensorsException e) {
+            problems.add(BadInputException.oneLine(e.getMessage()));
+        }
+        return shapes;
+    }
+
+    /**
+     * The shape rule of a contract point at step s (T = tokens the step fed, p = its last position), or null when it
+     * holds; names outside the contract are not checked.
+     */
+    static String shapeProblem(String point, long[] shape, DumpManifest m, int s) {
+        var st = m.step(s);
+        long T = st.length(), positions = st.end();
+        String kind = CapturePoints.kindOf(point);
+        int layer = CapturePoints.layerOf(point);
+        if (layer < 0) {
+            return switch (point) {
+                case CapturePoints.EMBED, CapturePoints.FINAL_NORM -> rows(shape, 2, T, "[T, hidden]");
+                case CapturePoints.PLE -> shape.length != 3 || shape[0] != T || shape[1] != m.model().numHiddenLayers()
+                        ? "expected [T, num_hidden_layers, P] = [" + T + ", " + m.model().numHiddenLayers() + ", P]" : null;
+                case CapturePoints.LOGITS -> shape.length != 1 || shape[0] < 1 ? "expected [vocab] (the logits of the step's last position)" : null;
+                default -> null;
+            };
+        }
+        return switch (kind) {
+            case CapturePoints.Q, CapturePoints.K, CapturePoints.V -> rows(shape, 3, T, "[T, heads, head_dim]");
+            case CapturePoints.K_READ, CapturePoints.V_READ -> shape.length != 3 || shape[0] < 1 || shape[0] > positions
+                    ? "expected [C, kv_heads, head_dim] with 1 ≤ C ≤ " + positions + " (the positions the step's last query reads)" : null;
+            case CapturePoints.ATTN_OUT, CapturePoints.MLP_OUT, CapturePoints.MOE_OUT, CapturePoints.OUT -> rows(shape, 2, T, "[T, width]");
+            default -> null;
+        };
+    }
+
+    private static String rows(long[] shape, int rank, long T, String form) {
+        if (shape.length != rank || shape[0] != T) return "expected " + form + " with T = " + T + " (the tokens this step fed)";
+        for (long d : shape) if (d < 1) return "expected " + form + " with no empty axis";
+        return null;
+    }
+
+    private static void checkLayers(Path mf, DumpManifest m, Set<String> points, List<String> problems) {
+        int declared = m.model().numHiddenLayers();
+        var present = new TreeSet<Integer>();
+        for (String p : points) {
+            int l = CapturePoints.layerOf(p);
+            if (l >= declared) problems.add(mf + ": \"model.num_hidden_layers\" is " + declared + " but the steps hold '" + p + "' (layer " + l + ")");
+            if (l >= 0) present.add(l);
+        }
+        if (m.selectedPoints() == null && !present.isEmpty() && present.headSet(declared).size() < declared) {
+            var absent = new ArrayList<Integer>();
+            for (int l = 0; l < declared; l++) if (!present.contains(l)) absent.add(l);
+            problems.add(mf + ": declares " + declared + " layers but no step holds a point of layer(s) "
+                    + dev.decodiff.harness.report.Fmt.ranges(absent, 0) + ", and no selected_points explains it");
+        }
+    }
+
+    private static void checkSelection(Path mf, DumpManifest m, Set<String> points, List<String> problems) {
+        if (m.selectedPoints() == null) return;
+        var sel = PointSelection.of(m.selectedPoints());
+        var outside = points.stream().filter(p -> !sel.test(p)).toList();
+        if (!outside.isEmpty())
+            problems.add(mf + ": selected_points " + sel + " does not select " + String.join(", ", outside.subList(0, Math.min(6, outside.size())))
+                    + (outside.size() > 6 ? ", …" : "") + ", yet the steps hold it; record the selection the producer really used");
+    }
+
+    /** A point present in some steps but not others is a hole a comparison would report as missing. */
+    private static void checkSamePointsEveryStep(DumpManifest m, List<Map<String, long[]>> steps, Set<String> all, List<String> problems) {
+        for (int s = 0; s < steps.size(); s++) {
+            if (steps.get(s).isEmpty()) continue; // unreadable: already a problem
+            var lacking = new ArrayList<String>();
+            for (String p : all) if (!steps.get(s).containsKey(p)) lacking.add(p);
+            if (!lacking.isEmpty())
+                problems.add(m.step(s).file() + ": lacks " + lacking.size() + " point(s) other steps hold: "
+                        + String.join(", ", lacking.subList(0, Math.min(6, lacking.size()))) + (lacking.size() > 6 ? ", …" : ""));
+        }
+    }
+
+    /** Every axis but the first (rows, or read positions) is a property of the model: it cannot change from step to step. */
+    private static void checkWidthsAgreeAcrossSteps(DumpManifest m, List<Map<String, long[]>> steps, List<String> problems) {
+        var first = new LinkedHashMap<String, long[]>();
+        var firstStep = new LinkedHashMap<String, Integer>();
+        for (int s = 0; s < steps.size(); s++) {
+            for (var e : steps.get(s).entrySet()) {
+                long[] shape = e.getValue();
+                long[] tail = e.getKey().equals(CapturePoints.LOGITS) ? shape : Arrays.copyOfRange(shape, Math.min(1, shape.length), shape.length);
+                var seen = first.putIfAbsent(e.getKey(), tail);
+                firstStep.putIfAbsent(e.getKey(), s);
+                if (seen != null && !Arrays.equals(seen, tail))
+                    problems.add(m.step(s).file() + ": tensor '" + e.getKey() + "' has shape " + Arrays.toString(shape)
+                            + " but its trailing axes were " + Arrays.toString(seen) + " at step " + firstStep.get(e.getKey()));
+            }
+        }
+    }
+
+    static boolean isContractName(String p) {
+        if (p.equals(CapturePoints.EMBED) || p.equals(CapturePoints.PLE) || p.equals(CapturePoints.FINAL_NORM) || p.equals(CapturePoints.LOGITS))
+            return true;
+        int layer = CapturePoints.layerOf(p);
+        return layer >= 0 && p.equals(CapturePoints.layer(layer, CapturePoints.kindOf(p))) && CapturePoints.LAYER_SUFFIXES.contains(CapturePoints.kindOf(p));
+    }
+}
