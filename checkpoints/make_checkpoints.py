@@ -12,7 +12,7 @@ Two stages, both reproducible from --seed:
       random init (not transformers' default init), optionally a short training run on the corpus so
       greedy continuations are not degenerate and top-2 margins are larger, then
       save_pretrained(safe_serialization=True) in bfloat16, plus the tokenizer files.
-      Prints config.json, every tensor name/shape/dtype and the sha256s (DESIGN.md section 4).
+      Prints config.json, every tensor name/shape/dtype and the sha256s (docs/dump-format.md).
 
 The tokenizer is committed, so `models` reuses checkpoints/tokenizer/ when it exists.
 """
@@ -53,7 +53,7 @@ def sha256_file(path):
 
 
 def weights_sha256(folder):
-    """DESIGN.md section 4: sha256 of the *.safetensors files' bytes, concatenated in file-name order."""
+    """docs/dump-format.md: sha256 of the *.safetensors files' bytes, concatenated in file-name order."""
     h = hashlib.sha256()
     for p in sorted(glob.glob(os.path.join(folder, "*.safetensors"))):
         with open(p, "rb") as f:

@@ -2,7 +2,7 @@ package dev.decodiff.engine;
 
 import java.util.List;
 
-/** Capture-point names (a contract shared with other producers: DESIGN.md §3) and their causal order. */
+/** Capture-point names (a contract shared with other producers: docs/dump-format.md) and their causal order. */
 public final class CapturePoints {
     public static final String EMBED = "embed";
     public static final String PLE = "ple";

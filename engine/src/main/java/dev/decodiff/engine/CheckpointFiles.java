@@ -118,7 +118,7 @@ public final class CheckpointFiles implements AutoCloseable {
 
     public boolean has(String name) { return byName.containsKey(prefix + name) || byName.containsKey(name); }
 
-    /** sha256 of the *.safetensors files' bytes concatenated in file-name order (DESIGN.md §4). */
+    /** sha256 of the *.safetensors files' bytes concatenated in file-name order (docs/dump-format.md). */
     public String weightsSha256() {
         var files = new ArrayList<>(shardPaths());
         files.sort(java.util.Comparator.comparing(p -> p.getFileName().toString()));

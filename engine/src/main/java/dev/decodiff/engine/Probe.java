@@ -1,7 +1,7 @@
 package dev.decodiff.engine;
 
 /**
- * Sees the tensors at every capture point of DESIGN.md §3 while the engine runs, and may replace them
+ * Sees the tensors at every capture point of docs/dump-format.md while the engine runs, and may replace them
  * (the substitution that bisect uses to prove a cause). With no probe attached the engine skips all of this.
  *
  * <p>Data handed to {@link #capture} is a private copy in row-major order; a returned replacement must have

@@ -66,6 +66,8 @@ final class InspectCommand implements Callable<Integer> {
             try { bytes += Files.size(d.stepFile(s)); } catch (IOException e) { /* checked on open */ }
         }
         out.println("  steps      " + d.stepCount() + " (" + human(bytes) + " on disk)");
+        out.println("  complete   " + (m.complete() ? "yes (the producer marked it finished)" : "NO: " + String.join("; ", d.gaps())));
+        if (m.selectedPoints() != null) out.println("  selection  --points " + String.join(",", m.selectedPoints()) + " (other points left out by choice)");
         out.println();
         out.println("  step  start  len  next_token  top2_margin  points");
         for (var st : m.steps())

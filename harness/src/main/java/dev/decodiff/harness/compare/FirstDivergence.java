@@ -3,7 +3,7 @@ package dev.decodiff.harness.compare;
 import java.util.List;
 
 /**
- * The first failure in causal order (step, then DESIGN.md §3's order inside the step): a cell over tolerance or with
+ * The first failure in causal order (step, then docs/dump-format.md's order inside the step): a cell over tolerance or with
  * NaN/Inf, or — when every cell passes — a greedy token that flips by more than a near-tie. {@code upstream} are the
  * cells just before it in the same step, whose margins show where the numbers were still clean.
  */

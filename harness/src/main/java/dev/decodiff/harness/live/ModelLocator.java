@@ -11,7 +11,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
 
-/** Finds checkpoints and checks that a checkpoint is the one a reference dump was made from (DESIGN.md §4 hashes). */
+/** Finds checkpoints and checks that a checkpoint is the one a reference dump was made from (docs/dump-format.md hashes). */
 public final class ModelLocator {
     private ModelLocator() {}
 
