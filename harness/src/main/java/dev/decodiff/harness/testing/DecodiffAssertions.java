@@ -2,6 +2,8 @@ package dev.decodiff.harness.testing;
 
 import dev.decodiff.harness.compare.Comparison;
 import dev.decodiff.harness.compare.ComparisonResult;
+import dev.decodiff.harness.compare.ToleranceProfile;
+import dev.decodiff.harness.dump.DumpReader;
 
 import java.nio.file.Path;
 
@@ -27,7 +29,8 @@ public final class DecodiffAssertions {
         DumpAssert(Path actual) { super(actual, DumpAssert.class); }
 
         public ComparisonAssert matchesReference(Path reference) {
-            var r = Comparison.compareDumps(reference, actual, Comparison.Options.defaults());
+            var profile = ToleranceProfile.forReference(DumpReader.open(reference).manifest().producer());
+            var r = Comparison.compareDumps(reference, actual, new Comparison.Options(profile, false, null));
             return new ComparisonAssert(r).isMatch();
         }
     }

@@ -14,13 +14,14 @@ import java.nio.file.Path;
  * paragraph: where the run diverged, how far, what was still clean, and the diagnosis.
  */
 public final class EngineRunAssert extends AbstractAssert<EngineRunAssert, EngineRun> {
-    private ToleranceProfile profile = ToleranceProfile.defaults();
+    /** null: the profile the reference calls for (the CLI's rule: bf16 noise floor for a bfloat16 reference, else fp32). */
+    private ToleranceProfile profile;
     private boolean observerCheck = true;
     private ComparisonResult last;
 
     EngineRunAssert(EngineRun actual) { super(actual, EngineRunAssert.class); }
 
-    /** Judges with this tolerance profile instead of the fp32 defaults. */
+    /** Judges with this tolerance profile instead of the one the reference's dtype calls for. */
     public EngineRunAssert withTolerances(ToleranceProfile p) {
         this.profile = p;
         return this;
@@ -59,7 +60,8 @@ public final class EngineRunAssert extends AbstractAssert<EngineRunAssert, Engin
     private ComparisonResult compare(ReferenceDump ref) {
         var reader = ref.reader();
         try (var src = LiveCandidate.forPoints(actual.model(), actual.options(), reader.manifest(), reader.allPoints(), observerCheck)) {
-            last = Comparison.run(reader, src, new Comparison.Options(profile, false, null));
+            var p = profile != null ? profile : ToleranceProfile.forReference(reader.manifest().producer());
+            last = Comparison.run(reader, src, new Comparison.Options(p, false, null));
         }
         return last;
     }
