@@ -1,0 +1,103 @@
+package dev.decodiff.llamacpp;
+
+import dev.decodiff.llamacpp.ffi.LlamaContext;
+import dev.decodiff.llamacpp.ffi.LlamaCppException;
+import dev.decodiff.llamacpp.ffi.LlamaCppHome;
+import dev.decodiff.llamacpp.ffi.LlamaLibrary;
+import dev.decodiff.llamacpp.ffi.LlamaModel;
+
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.List;
+import java.util.Map;
+import java.util.function.Predicate;
+
+/**
+ * llama.cpp running a Gemma 4 GGUF step by step (one sequence, positions given by the caller), optionally capturing
+ * decodiff's points from its graph. Without capture it is a plain decode loop (for timing: no callback at all).
+ */
+public final class LlamaCppRunner implements AutoCloseable {
+    /** A captured tensor: row-major fp32 in the capture point's shape. */
+    public record Captured(String point, int[] shape, float[] data) {}
+
+    /** One step: the captured tensors by point, the last position's logits, and the points not captured with why. */
+    public record Step(Map<String, Captured> tensors, float[] logits, Map<String, String> notCaptured) {}
+
+    private final LlamaModel model;
+    private final LlamaContext context;
+    private final StepCapture capture;
+    private final Predicate<String> wanted;
+    private boolean checkedNames;
+
+    private LlamaCppRunner(LlamaModel model, LlamaContext context, StepCapture capture, Predicate<String> wanted) {
+        this.model = model;
+        this.context = context;
+        this.capture = capture;
+        this.wanted = wanted;
+    }
+
+    /**
+     * Loads {@code gguf} (a Gemma 4 GGUF) and makes a context. {@code wanted}: the capture points to record, or null
+     * for a plain decode loop.
+     */
+    public static LlamaCppRunner open(Path gguf, LlamaContext.Options options, Predicate<String> wanted) {
+        var lib = LlamaLibrary.get();
+        var model = LlamaModel.load(lib, gguf, false);
+        try {
+            if (!model.architecture().equals("gemma4"))
+                throw new LlamaCppException(gguf + " holds a '" + model.architecture() + "' model; decodiff compares Gemma 4 (architecture 'gemma4')");
+            var capture = wanted == null ? null : new StepCapture(wanted);
+            return new LlamaCppRunner(model, new LlamaContext(model, options, capture), capture, wanted);
+        } catch (RuntimeException e) {
+            model.close();
+            throw e;
+        }
+    }
+
+    /** "llama.cpp v0.5.0 (node-llama-cpp 3.22.1, libggml-cpu-zen4.so)". */
+    public static String describeRelease() {
+        return "llama.cpp " + LlamaCppHome.RELEASE + " (node-llama-cpp " + LlamaCppHome.PACKAGE_VERSION + ", " + LlamaLibrary.get().backend() + ")";
+    }
+
+    public LlamaModel model() { return model; }
+
+    public LlamaContext.Options options() { return context.options(); }
+
+    /**
+     * Feeds {@code tokens} at positions start… and returns the step's captures. {@code expected}: the points this step
+     * must give (those of the reference); one the graph did not emit is an error naming the graph names looked for.
+     */
+    public Step step(int[] tokens, int start, Collection<String> expected) {
+        if (capture == null) throw new IllegalStateException("this runner was opened without capture");
+        float[] logits = context.decode(tokens, start, true);
+        var step = capture.take(logits);
+        if (!checkedNames) {
+            checkedNames = true;
+            List<String> missing = new ArrayList<>();
+            for (String p : expected)
+                if (wanted.test(p) && !step.tensors().containsKey(p) && !step.notCaptured().containsKey(p))
+                    missing.add(p + " (graph name " + String.join(" or ", GraphNames.graphNamesFor(p)) + ")");
+            if (!missing.isEmpty())
+                throw new LlamaCppException("llama.cpp's graph emitted no tensor for " + String.join(", ", missing)
+                        + ": this llama.cpp release names its tensors differently from " + LlamaCppHome.RELEASE
+                        + "; update the table in GraphNames (and docs/engines/llama.cpp.md) for it, or run scripts/llamacpp.sh to use " + LlamaCppHome.RELEASE);
+        }
+        return step;
+    }
+
+    /** Feeds {@code tokens} at positions start… without any capture and returns the last position's logits. */
+    public float[] decode(int[] tokens, int start) { return context.decode(tokens, start, false); }
+
+    /** Empties the KV cache. */
+    public void reset() { context.clear(); }
+
+    @Override
+    public void close() {
+        try {
+            context.close();
+        } finally {
+            model.close();
+        }
+    }
+}

@@ -1,0 +1,167 @@
+package dev.decodiff.llamacpp;
+
+import dev.decodiff.engine.CapturePoints;
+import dev.decodiff.llamacpp.ffi.GgmlTensor;
+import dev.decodiff.llamacpp.ffi.LlamaCppException;
+import dev.decodiff.llamacpp.ffi.LlamaContext;
+
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.function.Predicate;
+
+/**
+ * The eval-callback side of a llama.cpp step: asks for the graph tensors that give the wanted capture points
+ * ({@link GraphNames}), copies them out in decodiff's shapes, and rebuilds k_read/v_read from the cache views the
+ * attention read. One instance serves every step of a run; {@link #take()} hands over a step's tensors.
+ */
+final class StepCapture implements LlamaContext.Tap {
+    private final Predicate<String> wanted;
+    private Map<String, LlamaCppRunner.Captured> tensors = new LinkedHashMap<>();
+    private Map<String, String> notCaptured = new LinkedHashMap<>();
+    private final Map<Integer, float[][]> kViews = new HashMap<>();
+    private final Map<Integer, long[]> kShapes = new HashMap<>();
+    private final Map<Integer, boolean[]> visible = new HashMap<>();
+
+    StepCapture(Predicate<String> wanted) { this.wanted = wanted; }
+
+    @Override
+    public boolean wants(String name) {
+        var p = GraphNames.parse(name);
+        var e = GraphNames.entry(p);
+        if (e.isPresent()) return wanted.test(GraphNames.point(e.get(), p.layer()));
+        if (p.layer() >= 0 && (p.base().equals(GraphNames.KQ) || p.base().equals(GraphNames.KQ_SOFT_MAX) || p.base().equals(GraphNames.KQV)))
+            return wantsReads(p.layer());
+        return false;
+    }
+
+    private boolean wantsReads(int layer) {
+        return wanted.test(CapturePoints.layer(layer, CapturePoints.K_READ)) || wanted.test(CapturePoints.layer(layer, CapturePoints.V_READ));
+    }
+
+    @Override
+    public void take(GgmlTensor t) {
+        var p = GraphNames.parse(t.name());
+        var e = GraphNames.entry(p);
+        if (e.isPresent()) {
+            String point = GraphNames.point(e.get(), p.layer());
+            tensors.put(point, shaped(point, e.get().shape(), t));
+            return;
+        }
+        int layer = p.layer();
+        switch (p.base()) {
+            case GraphNames.KQ -> readCache(layer, t.src(0), true);
+            case GraphNames.KQ_SOFT_MAX -> readMask(layer, t.src(1));
+            case GraphNames.KQV -> {
+                readCache(layer, t.src(0), false);
+                assembleReads(layer);
+            }
+            default -> { }
+        }
+    }
+
+    /** A graph tensor in the capture point's row-major shape (ggml's ne reversed). */
+    private static LlamaCppRunner.Captured shaped(String point, GraphNames.Shape shape, GgmlTensor t) {
+        long[] ne = t.ne();
+        float[] data = t.toFloats();
+        int[] s = switch (shape) {
+            case ROWS_2D -> new int[]{(int) (ne[1] * ne[2] * ne[3]), (int) ne[0]};
+            case ROWS_3D -> new int[]{(int) (ne[2] * ne[3]), (int) ne[1], (int) ne[0]};
+            case LAST_ROW -> new int[]{(int) ne[0]};
+        };
+        if (shape == GraphNames.Shape.LAST_ROW) {
+            int v = (int) ne[0];
+            data = java.util.Arrays.copyOfRange(data, data.length - v, data.length);
+        } else if (ne[3] != 1 || (shape == GraphNames.Shape.ROWS_2D && ne[2] != 1)) {
+            throw new LlamaCppException("graph tensor '" + t.name() + "' has ne " + java.util.Arrays.toString(ne)
+                    + ", not the layout decodiff maps to " + point + "; the graph of this llama.cpp release differs from the table in GraphNames");
+        }
+        return new LlamaCppRunner.Captured(point, s, data);
+    }
+
+    /** The K (from kq) or V (from kqv) cache view the attention multiplied with, kept until the step's reads are built. */
+    private void readCache(int layer, GgmlTensor view, boolean keys) {
+        if (view == null) throw new LlamaCppException("graph node " + (keys ? GraphNames.KQ : GraphNames.KQV) + "-" + layer + " has no source 0");
+        try {
+            float[] values = view.toFloats();
+            kViews.computeIfAbsent(layer, l -> new float[2][])[keys ? 0 : 1] = values;
+            if (keys) kShapes.put(layer, view.ne());
+        } catch (LlamaCppException e) {
+            String why = "the " + (keys ? "K" : "V") + " cache could not be read back (" + e.getMessage() + ")";
+            notCaptured.put(CapturePoints.layer(layer, keys ? CapturePoints.K_READ : CapturePoints.V_READ), why);
+        }
+    }
+
+    /** The cells the step's last position attends to: the finite entries of the mask's last row. */
+    private void readMask(int layer, GgmlTensor mask) {
+        if (mask == null) throw new LlamaCppException("graph node " + GraphNames.KQ_SOFT_MAX + "-" + layer + " has no mask (source 1)");
+        long[] ne = mask.ne();
+        float[] m = mask.toFloats();
+        int cells = (int) ne[0];
+        // rows beyond the step's tokens are padding (-inf everywhere); the last real row is the last with a finite entry
+        int row = (int) (m.length / cells) - 1;
+        while (row > 0 && !anyFinite(m, row * cells, cells)) row--;
+        boolean[] v = new boolean[cells];
+        for (int c = 0; c < cells; c++) v[c] = m[row * cells + c] != Float.NEGATIVE_INFINITY;
+        visible.put(layer, v);
+    }
+
+    private static boolean anyFinite(float[] m, int from, int n) {
+        for (int i = from; i < from + n; i++) if (m[i] != Float.NEGATIVE_INFINITY) return true;
+        return false;
+    }
+
+    /**
+     * k_read and v_read [C, nkv, d] from the cache views: K is mul_mat's src0 [d, cells, nkv] (row-major [nkv][cell][d]),
+     * V is [cells, d, nkv] (row-major [nkv][d][cell]). The cache holds one cell per position from 0 (a single sequence,
+     * a full-size sliding-window cache), so the visible cells in cell order are the positions read, in order.
+     */
+    private void assembleReads(int layer) {
+        float[][] kv = kViews.remove(layer);
+        long[] kne = kShapes.remove(layer);
+        boolean[] vis = visible.remove(layer);
+        String kPoint = CapturePoints.layer(layer, CapturePoints.K_READ), vPoint = CapturePoints.layer(layer, CapturePoints.V_READ);
+        if (kv == null || kne == null || vis == null) return;
+        int d = (int) kne[0], cells = (int) kne[1], heads = (int) kne[2];
+        if (vis.length != cells)
+            throw new LlamaCppException("layer " + layer + ": the mask covers " + vis.length + " cells but the K view " + cells
+                    + "; the attention of this llama.cpp release differs from what GraphNames reads");
+        int c = 0;
+        for (boolean b : vis) if (b) c++;
+        if (kv[0] != null && wanted.test(kPoint)) {
+            float[] out = new float[c * heads * d];
+            int r = 0;
+            for (int cell = 0; cell < cells; cell++) {
+                if (!vis[cell]) continue;
+                for (int h = 0; h < heads; h++)
+                    System.arraycopy(kv[0], (h * cells + cell) * d, out, (r * heads + h) * d, d);
+                r++;
+            }
+            tensors.put(kPoint, new LlamaCppRunner.Captured(kPoint, new int[]{c, heads, d}, out));
+        }
+        if (kv[1] != null && wanted.test(vPoint)) {
+            if (kv[1].length != (long) cells * d * heads)
+                throw new LlamaCppException("layer " + layer + ": the V view holds " + kv[1].length + " values, expected " + cells + "×" + d + "×" + heads);
+            float[] out = new float[c * heads * d];
+            int r = 0;
+            for (int cell = 0; cell < cells; cell++) {
+                if (!vis[cell]) continue;
+                for (int h = 0; h < heads; h++)
+                    for (int j = 0; j < d; j++) out[(r * heads + h) * d + j] = kv[1][(h * d + j) * cells + cell];
+                r++;
+            }
+            tensors.put(vPoint, new LlamaCppRunner.Captured(vPoint, new int[]{c, heads, d}, out));
+        }
+    }
+
+    /** This step's tensors and the points that could not be captured (with why); resets for the next step. */
+    LlamaCppRunner.Step take(float[] logits) {
+        var step = new LlamaCppRunner.Step(tensors, logits, notCaptured);
+        tensors = new LinkedHashMap<>();
+        notCaptured = new LinkedHashMap<>();
+        kViews.clear();
+        kShapes.clear();
+        visible.clear();
+        return step;
+    }
+}
