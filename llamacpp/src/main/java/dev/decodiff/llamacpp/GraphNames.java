@@ -26,7 +26,6 @@ public final class GraphNames {
             new Entry("Vcur_normed", CapturePoints.V, true, Shape.ROWS_3D, "values after the unweighted RMS norm, as stored"),
             new Entry("kqv_out", CapturePoints.ATTN_OUT, true, Shape.ROWS_2D, "attention output, heads concatenated, before wo"),
             new Entry("ffn_out", CapturePoints.MLP_OUT, true, Shape.ROWS_2D, "dense layers: the MLP output before ffn_post_norm"),
-            new Entry("ffn_down", CapturePoints.MLP_OUT, true, Shape.ROWS_2D, "MoE layers: the dense branch before ffn_post_norm_1"),
             new Entry("ffn_moe_out", CapturePoints.MOE_OUT, true, Shape.ROWS_2D, "MoE layers: the experts' weighted sum before ffn_post_norm_2"),
             new Entry("l_out", CapturePoints.OUT, true, Shape.ROWS_2D, "residual stream leaving the layer (after layer_output_scale)"),
             new Entry("result_norm", CapturePoints.FINAL_NORM, false, Shape.ROWS_2D, "after output_norm (every position is an output)"),
@@ -38,6 +37,12 @@ public final class GraphNames {
      * of the last row of the mask, source 1 of "kq_soft_max-il".
      */
     public static final String KQ = "kq", KQ_SOFT_MAX = "kq_soft_max", KQV = "kqv";
+
+    /**
+     * MoE layers leave their dense MLP output unnamed (build_ffn names "ffn_down" only with a bias): it is the
+     * matrix product whose weight is this tensor, i.e. the node {@code mul_mat(blk.il.ffn_down.weight, ·)}.
+     */
+    public static String denseDownWeight(int layer) { return "blk." + layer + ".ffn_down.weight"; }
 
     private GraphNames() {}
 
@@ -68,6 +73,7 @@ public final class GraphNames {
         var names = new ArrayList<String>();
         for (var e : ENTRIES)
             if (e.kind().equals(kind) && e.perLayer() == (layer >= 0)) names.add(e.perLayer() ? e.graphName() + "-" + layer : e.graphName());
+        if (kind.equals(CapturePoints.MLP_OUT)) names.add("mul_mat(" + denseDownWeight(layer) + ", ·)");
         if (CapturePoints.isCacheRead(kind)) names.addAll(List.of(KQ + "-" + layer, KQ_SOFT_MAX + "-" + layer, KQV + "-" + layer));
         return names;
     }

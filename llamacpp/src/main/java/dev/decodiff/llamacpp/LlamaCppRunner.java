@@ -43,6 +43,7 @@ public final class LlamaCppRunner implements AutoCloseable {
      */
     public static LlamaCppRunner open(Path gguf, LlamaContext.Options options, Predicate<String> wanted) {
         var lib = LlamaLibrary.get();
+        Gemma4Limits.check(gguf, dev.decodiff.llamacpp.ffi.GgufPreflight.check(gguf));
         var model = LlamaModel.load(lib, gguf, false);
         try {
             if (!model.architecture().equals("gemma4"))
@@ -88,6 +89,9 @@ public final class LlamaCppRunner implements AutoCloseable {
 
     /** Feeds {@code tokens} at positions start… without any capture and returns the last position's logits. */
     public float[] decode(int[] tokens, int start) { return context.decode(tokens, start, false); }
+
+    /** As {@link #decode}, with every position an output, as in a capturing step (for a like-for-like comparison). */
+    public float[] decodeAllOutputs(int[] tokens, int start) { return context.decode(tokens, start, true); }
 
     /** Empties the KV cache. */
     public void reset() { context.clear(); }

@@ -26,13 +26,29 @@ final class StepCapture implements LlamaContext.Tap {
     StepCapture(Predicate<String> wanted) { this.wanted = wanted; }
 
     @Override
-    public boolean wants(String name) {
-        var p = GraphNames.parse(name);
+    public boolean wants(GgmlTensor t) {
+        var p = GraphNames.parse(t.name());
         var e = GraphNames.entry(p);
         if (e.isPresent()) return wanted.test(GraphNames.point(e.get(), p.layer()));
+        int moeLayer = denseMlpOfMoeLayer(t);
+        if (moeLayer >= 0) return wanted.test(CapturePoints.layer(moeLayer, CapturePoints.MLP_OUT));
         if (p.layer() >= 0 && (p.base().equals(GraphNames.KQ) || p.base().equals(GraphNames.KQ_SOFT_MAX) || p.base().equals(GraphNames.KQV)))
             return wantsReads(p.layer());
         return false;
+    }
+
+    /** The layer whose unnamed dense-MLP product this is (a MoE layer's mul_mat with blk.N.ffn_down.weight), or -1. */
+    private static int denseMlpOfMoeLayer(GgmlTensor t) {
+        // reached only for names the table does not map: in a dense layer this product is "ffn_out-N", mapped by name
+        var w = t.src(0);
+        if (w == null || t.op() != GgmlTensor.OP_MUL_MAT) return -1;
+        String n = w.name();
+        if (!n.startsWith("blk.") || !n.endsWith(".ffn_down.weight")) return -1;
+        try {
+            return Integer.parseInt(n.substring(4, n.length() - ".ffn_down.weight".length()));
+        } catch (NumberFormatException ex) {
+            return -1;
+        }
     }
 
     private boolean wantsReads(int layer) {
@@ -46,6 +62,12 @@ final class StepCapture implements LlamaContext.Tap {
         if (e.isPresent()) {
             String point = GraphNames.point(e.get(), p.layer());
             tensors.put(point, shaped(point, e.get().shape(), t));
+            return;
+        }
+        int moeLayer = denseMlpOfMoeLayer(t);
+        if (moeLayer >= 0) {
+            String point = CapturePoints.layer(moeLayer, CapturePoints.MLP_OUT);
+            tensors.put(point, shaped(point, GraphNames.Shape.ROWS_2D, t));
             return;
         }
         int layer = p.layer();

@@ -7,6 +7,7 @@ import dev.decodiff.harness.compare.ComparisonResult;
 import dev.decodiff.harness.compare.ToleranceProfile;
 import dev.decodiff.harness.dump.DumpReader;
 import dev.decodiff.harness.live.LiveCandidate;
+import dev.decodiff.harness.llamacpp.LlamaCppCandidate;
 import dev.decodiff.harness.report.HtmlReport;
 import dev.decodiff.harness.report.JsonReport;
 import dev.decodiff.harness.report.ProgressBar;
@@ -32,7 +33,8 @@ import java.util.concurrent.Callable;
                 "Examples:",
                 "  decodiff compare                                   # bundled default case, live engine",
                 "  decodiff compare reference-dumps/gemma4-tiny/long out/mine --json",
-                "  decodiff compare --fault k-eq-v-rotated-keys --html report.html"})
+                "  decodiff compare --fault k-eq-v-rotated-keys --html report.html",
+                "  decodiff compare --engine llama.cpp                # llama.cpp on the same case (docs/engines/llama.cpp.md)"})
 final class CompareCommand implements Callable<Integer> {
     @Mixin
     ReferenceArgs referenceArgs = new ReferenceArgs();
@@ -52,6 +54,9 @@ final class CompareCommand implements Callable<Integer> {
     @Mixin
     EngineFlags engine = new EngineFlags();
 
+    @picocli.CommandLine.Mixin
+    LlamaCppFlags llamaCpp = new LlamaCppFlags();
+
     @Option(names = "--no-observer-check", description = "Live run only: skip the second, probe-free run that checks the probes change nothing.")
     boolean noObserverCheck;
 
@@ -67,20 +72,42 @@ final class CompareCommand implements Callable<Integer> {
         var profile = referenceArgs.profile(ref);
         if (spec.commandLine().getParseResult().hasMatchedOption("--near-tie")) profile = profile.withNearTie(nearTie);
         ComparisonResult result;
+        boolean viaLlamaCpp = llamaCpp.isLlamaCpp();
         if (candidate != null) {
-            if (referenceArgs.model() != null || !engine.isDefault())
-                throw new BadInputException("--model, --fault and --kv-cache apply to a live run; drop them, or drop CANDIDATE to run the engine");
+            if (referenceArgs.model() != null || !engine.isDefault() || viaLlamaCpp)
+                throw new BadInputException("--model, --fault, --kv-cache and --engine apply to a live run; drop them, or drop CANDIDATE to run the engine");
             var cand = DumpReader.open(candidate);
             var notes = Comparison.checkIdentity(ref.manifest(), ref.manifestFile(), cand.manifest(), cand.manifestFile(), referenceArgs.allowMismatch());
             try (var bar = new ProgressBar("comparing", ref.stepCount())) {
                 result = Comparison.run(ref, Comparison.dumpSource(cand), new Comparison.Options(profile, referenceArgs.allowMismatch(), bar::update), notes);
             }
+        } else if (viaLlamaCpp) {
+            boolean profileGiven = referenceArgs.tolerance != null;
+            result = llamaCpp(ref, profile, profileGiven);
         } else {
             result = live(ref, profile);
         }
         var r = result;
         output.deliver(spec, () -> JsonReport.render(r), () -> TerminalReport.render(r, Terminal.colourStdout()), () -> HtmlReport.render(r));
         return result.exitCode();
+    }
+
+    /** llama.cpp on the reference's checkpoint (as GGUF), teacher-forced; half-precision weights are judged by the bf16 profile. */
+    private ComparisonResult llamaCpp(DumpReader ref, ToleranceProfile profile, boolean profileGiven) {
+        var notes = new ArrayList<String>();
+        var located = referenceArgs.locateModel(ref);
+        if (located.note() != null) notes.add(located.note());
+        var options = llamaCpp.options(engine, ref.manifest().tokens().size());
+        Path gguf = llamaCpp.resolveGguf(located.dir());
+        try (var source = LlamaCppCandidate.open(gguf, llamaCpp.describeSource(gguf, located.dir()), options, ref.manifest(),
+                ref.allPoints(), !noObserverCheck);
+             var bar = new ProgressBar("running llama.cpp", ref.stepCount())) {
+            if (!profileGiven && ToleranceProfile.isHalfPrecision(source.weightDtype())) {
+                profile = ToleranceProfile.bf16().withNearTie(profile.nearTie());
+                notes.add("llama.cpp runs " + source.weightDtype() + " weights: judged by the bf16 tolerance profile");
+            }
+            return Comparison.run(ref, source, new Comparison.Options(profile, referenceArgs.allowMismatch(), bar::update), notes);
+        }
     }
 
     private ComparisonResult live(DumpReader ref, ToleranceProfile profile) {

@@ -86,7 +86,8 @@ public final class Main implements Runnable {
 
     static boolean isBadInput(Throwable ex) {
         return ex instanceof BadInputException || ex instanceof CheckpointException || ex instanceof SafetensorsException
-                || ex instanceof dev.decodiff.llamacpp.gguf.GgufException || ex instanceof UncheckedIOException || ex instanceof java.nio.file.NoSuchFileException;
+                || ex instanceof dev.decodiff.llamacpp.gguf.GgufException
+                || ex instanceof dev.decodiff.llamacpp.ffi.LlamaCppException || ex instanceof UncheckedIOException || ex instanceof java.nio.file.NoSuchFileException;
     }
 
     static String oneLine(String s) { return BadInputException.oneLine(s); }

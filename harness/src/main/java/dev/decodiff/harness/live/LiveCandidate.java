@@ -92,7 +92,7 @@ public final class LiveCandidate implements CandidateSource {
         return new LiveStep(s, st.start(), st.length(), captured, Sampler.argmax(logits), LiveStep.top2Margin(logits), "live engine, step " + s);
     }
 
-    static String observerDifference(int step, float[] base, float[] probed) {
+    public static String observerDifference(int step, float[] base, float[] probed) {
         if (base.length != probed.length) return "logits length differs at step " + step;
         int differing = 0;
         double max = 0;

@@ -15,7 +15,7 @@ public final class GgmlTensor {
     /** ggml_type values this reader converts (ggml/include/ggml.h). */
     public static final int F32 = 0, F16 = 1, BF16 = 30;
     private static final long NAME = offset(TENSOR, "name"), NE = offset(TENSOR, "ne"), NB = offset(TENSOR, "nb"),
-            TYPE = offset(TENSOR, "type"), BUFFER = offset(TENSOR, "buffer"), SRC = offset(TENSOR, "src");
+            TYPE = offset(TENSOR, "type"), OP = offset(TENSOR, "op"), BUFFER = offset(TENSOR, "buffer"), SRC = offset(TENSOR, "src");
 
     private final LlamaLibrary lib;
     private final MemorySegment t;
@@ -26,6 +26,11 @@ public final class GgmlTensor {
     }
 
     public String name() { return t.getString(NAME); }
+
+    /** enum ggml_op value of GGML_OP_MUL_MAT in this release (ggml/include/ggml.h). */
+    public static final int OP_MUL_MAT = 29;
+
+    public int op() { return t.get(ValueLayout.JAVA_INT, OP); }
 
     public int type() { return t.get(ValueLayout.JAVA_INT, TYPE); }
 

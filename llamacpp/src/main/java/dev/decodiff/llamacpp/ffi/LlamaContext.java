@@ -22,9 +22,9 @@ import static java.lang.foreign.ValueLayout.JAVA_BOOLEAN;
  * through llama.cpp's eval callback ({@code cb_eval}); without one it is a plain decode loop (for timing).
  */
 public final class LlamaContext implements AutoCloseable {
-    /** Receives named graph tensors during {@link #decode}: asked first, then handed each tensor it wanted. */
+    /** Receives graph tensors during {@link #decode}: asked first (before it is computed), then handed each one it wanted. */
     public interface Tap {
-        boolean wants(String name);
+        boolean wants(GgmlTensor tensor);
 
         void take(GgmlTensor tensor);
     }
@@ -122,7 +122,7 @@ public final class LlamaContext implements AutoCloseable {
         if (tapFailure != null) return false;
         try {
             var t = new GgmlTensor(lib, tensor);
-            if (ask) return tap.wants(t.name());
+            if (ask) return tap.wants(t);
             tap.take(t);
             return true;
         } catch (Throwable e) {

@@ -91,6 +91,18 @@ public final class LlamaModel implements AutoCloseable {
         }
     }
 
+    /** The weights' precision as a dump's producer dtype, from general.file_type (llama_ftype): float32, float16, bfloat16. */
+    public String weightDtype() {
+        String ft = meta("general.file_type");
+        if (ft == null) return "unknown";
+        return switch (ft.strip()) {
+            case "0" -> "float32";
+            case "1" -> "float16";
+            case "32" -> "bfloat16";
+            default -> "llama_ftype " + ft.strip();
+        };
+    }
+
     @Override
     public void close() {
         if (model == null) return;
