@@ -143,7 +143,12 @@ final class StepCapture implements LlamaContext.Tap {
         long[] kne = kShapes.remove(layer);
         boolean[] vis = visible.remove(layer);
         String kPoint = CapturePoints.layer(layer, CapturePoints.K_READ), vPoint = CapturePoints.layer(layer, CapturePoints.V_READ);
-        if (kv == null || kne == null || vis == null) return;
+        if (kv == null || kne == null || vis == null) {
+            // without the K view (a cache type that cannot be decoded) the cells read cannot be located
+            for (String pt : new String[]{kPoint, vPoint})
+                if (wanted.test(pt)) notCaptured.putIfAbsent(pt, "the K cache view could not be read back, so the cells read are unknown");
+            return;
+        }
         int d = (int) kne[0], cells = (int) kne[1], heads = (int) kne[2];
         if (vis.length != cells)
             throw new LlamaCppException("layer " + layer + ": the mask covers " + vis.length + " cells but the K view " + cells

@@ -98,7 +98,7 @@ final class CompareCommand implements Callable<Integer> {
         var located = referenceArgs.locateModel(ref);
         if (located.note() != null) notes.add(located.note());
         var options = llamaCpp.options(engine, ref.manifest().tokens().size());
-        Path gguf = llamaCpp.resolveGguf(located.dir());
+        Path gguf = llamaCpp.resolveGguf(located.dir(), referenceArgs.allowMismatch());
         try (var source = LlamaCppCandidate.open(gguf, llamaCpp.describeSource(gguf, located.dir()), options, ref.manifest(),
                 ref.allPoints(), !noObserverCheck);
              var bar = new ProgressBar("running llama.cpp", ref.stepCount())) {

@@ -8,9 +8,12 @@ import dev.decodiff.harness.BadInputException;
 import dev.decodiff.harness.dump.DumpManifest;
 import dev.decodiff.harness.dump.DumpReader;
 import dev.decodiff.harness.dump.DumpWriter;
+import dev.decodiff.harness.dump.CapturedTensor;
 import dev.decodiff.harness.dump.PointSelection;
 import dev.decodiff.harness.live.CapturingProbe;
 import dev.decodiff.harness.live.EngineSetup;
+import dev.decodiff.llamacpp.LlamaCppRunner;
+import dev.decodiff.llamacpp.ffi.LlamaCppException;
 import dev.decodiff.harness.live.LiveStep;
 import dev.decodiff.harness.live.ModelLocator;
 import dev.decodiff.harness.report.ProgressBar;
@@ -31,7 +34,9 @@ import java.util.function.Predicate;
         description = {"Runs the engine and writes a dump v1 (manifest.json + one safetensors file per step), step by step.",
                 "With --reference it is teacher-forced on that dump's tokens and records the points the reference has;",
                 "with --prompt/--tokens it decodes greedily for -n steps and records every point (or --points)."},
-        footer = {"", "Example: decodiff dump --model checkpoints/gemma4-tiny --reference reference-dumps/gemma4-tiny/long --out out/mine"})
+        footer = {"", "Examples:",
+                "  decodiff dump --model checkpoints/gemma4-tiny --reference reference-dumps/gemma4-tiny/long --out out/mine",
+                "  decodiff dump --engine llama.cpp --model checkpoints/gemma4-tiny --reference reference-dumps/gemma4-tiny/long --out out/llama"})
 final class DumpCommand implements Callable<Integer> {
     @Option(names = "--model", required = true, paramLabel = "DIR", description = "Checkpoint folder (config.json + *.safetensors).")
     Path model;
@@ -70,6 +75,9 @@ final class DumpCommand implements Callable<Integer> {
     @picocli.CommandLine.Mixin
     EngineFlags engine = new EngineFlags();
 
+    @picocli.CommandLine.Mixin
+    LlamaCppFlags llamaCpp = new LlamaCppFlags();
+
     @picocli.CommandLine.Spec
     picocli.CommandLine.Model.CommandSpec spec;
 
@@ -85,10 +93,12 @@ final class DumpCommand implements Callable<Integer> {
             globs = sel;
             selected = sel.globs();
         }
-        var options = engine.options();
+        boolean viaLlamaCpp = llamaCpp.isLlamaCpp();
+        var options = viaLlamaCpp ? null : engine.options();
         DumpReader ref = source.reference != null ? DumpReader.open(source.reference) : null;
         if (ref != null) ModelLocator.check(model, ModelLocator.identity(model), ref.manifest(), ref.manifestFile(), allowMismatch);
         int[] prompt = ref != null ? null : promptIds();
+        if (viaLlamaCpp) return dumpLlamaCpp(globs, selected, ref, prompt);
         try (var m = Gemma4Model.load(model)) {
             dev.decodiff.harness.live.EngineSetup.checkKvFits(m, options);
             var modelInfo = new DumpManifest.Model(modelType(model), m.config().numLayers(), m.configSha256(), m.weightsSha256());
@@ -163,6 +173,59 @@ final class DumpCommand implements Callable<Integer> {
         var t = probe.take().values();
         if (t.isEmpty()) throw noPointMatched();
         return t;
+    }
+
+    /** The same dump, produced by llama.cpp on the checkpoint's GGUF (producer "llama.cpp", its release). */
+    private Integer dumpLlamaCpp(Predicate<String> globs, List<String> selected, DumpReader ref, int[] prompt) {
+        var id = ModelLocator.identity(model);
+        int n = ref != null ? (steps == null ? ref.stepCount() : Math.min(steps, ref.stepCount())) : steps == null ? 16 : steps;
+        int total = ref != null ? ref.manifest().tokens().size() : prompt.length + n;
+        var options = llamaCpp.options(engine, total);
+        Path gguf = llamaCpp.resolveGguf(model, allowMismatch);
+        Set<String> refPoints = ref != null ? ref.allPoints() : Set.of();
+        Predicate<String> wanted = ref != null ? p -> refPoints.contains(p) && globs.test(p) : globs;
+        DumpWriter w;
+        try (var r = LlamaCppRunner.open(gguf, options, wanted)) {
+            var modelInfo = new DumpManifest.Model(modelType(model), r.model().layerCount(), id.configSha256(), id.weightsSha256());
+            var producer = LlamaCppFlags.producer(r.model().weightDtype(), options, spec.commandLine().getParseResult().originalArgs());
+            checkSelection(globs, ref != null ? ref.allPoints() : contractNames(r.model().layerCount()));
+            var tokens = new ArrayList<Integer>();
+            if (ref != null) tokens.addAll(ref.manifest().tokens());
+            else for (int t : prompt) tokens.add(t);
+            w = DumpWriter.create(out, force, producer, modelInfo, tokens, ref != null ? ref.manifest().promptLength() : prompt.length, selected);
+            int[] feed = prompt;
+            int start = 0;
+            try (var bar = new ProgressBar("dumping (llama.cpp)", n)) {
+                for (int s = 0; s < n; s++) {
+                    if (ref != null) {
+                        feed = ref.manifest().stepTokens(s);
+                        start = ref.manifest().step(s).start();
+                    }
+                    var step = r.step(feed, start, ref != null ? ref.points(s) : Set.of());
+                    int next = Sampler.argmax(step.logits());
+                    if (ref == null) {
+                        tokens.add(next);
+                        w.setTokens(tokens);
+                    }
+                    var captured = new ArrayList<CapturedTensor>();
+                    for (var c : step.tensors().values()) captured.add(CapturedTensor.of(c.point(), c.shape(), c.data()));
+                    if (captured.isEmpty()) throw noPointMatched();
+                    w.writeStep(start, feed.length, captured, next, LiveStep.top2Margin(step.logits()));
+                    if (!step.notCaptured().isEmpty())
+                        spec.commandLine().getErr().println("decodiff: step " + s + ": not captured from llama.cpp: " + step.notCaptured());
+                    start += feed.length;
+                    feed = new int[]{next};
+                    bar.update(s + 1);
+                }
+            }
+            w.finish();
+        } catch (LlamaCppException e) {
+            throw new BadInputException(e.getMessage(), e);
+        }
+        var err = spec.commandLine().getErr();
+        err.println("decodiff: wrote " + w.stepsWritten() + " steps (llama.cpp) to " + out);
+        err.flush();
+        return Main.MATCH;
     }
 
     private int[] promptIds() {

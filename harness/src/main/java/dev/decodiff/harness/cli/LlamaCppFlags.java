@@ -62,10 +62,21 @@ public final class LlamaCppFlags {
         }
     }
 
-    /** The GGUF to run: --gguf as given, else {@code checkpoint} converted (cached). */
-    Path resolveGguf(Path checkpoint) {
+    /**
+     * The GGUF to run: --gguf as given (checked against the checkpoint's config.json unless {@code allowMismatch}),
+     * else {@code checkpoint} converted (cached).
+     */
+    Path resolveGguf(Path checkpoint, boolean allowMismatch) {
         if (gguf != null) {
             if (ggufType != null) throw new BadInputException("--gguf-type applies to the on-the-fly conversion; drop it with --gguf");
+            try {
+                var diff = dev.decodiff.llamacpp.GgufMatch.differences(gguf, dev.decodiff.engine.Gemma4Config.read(checkpoint.resolve("config.json")));
+                if (!diff.isEmpty() && !allowMismatch)
+                    throw new BadInputException(gguf, "is not a GGUF of " + checkpoint + " (" + String.join(", ", diff)
+                            + "); pass the GGUF of the reference's checkpoint (decodiff gguf --model " + checkpoint + " --out FILE), or --allow-mismatch");
+            } catch (dev.decodiff.llamacpp.ffi.LlamaCppException e) {
+                throw new BadInputException(e.getMessage(), e);
+            }
             return gguf;
         }
         GgufOutputType t;
@@ -83,7 +94,11 @@ public final class LlamaCppFlags {
     }
 
     /** The dump producer entry of a llama.cpp dump. */
-    static DumpManifest.Producer producer(String fileType, LlamaContext.Options o) {
-        return new DumpManifest.Producer(LLAMA_CPP, dev.decodiff.llamacpp.ffi.LlamaCppHome.RELEASE, fileType, "ggml-cpu, " + LlamaContext.describe(o));
+    static DumpManifest.Producer producer(String fileType, LlamaContext.Options o, java.util.List<String> commandOptions) {
+        var lib = dev.decodiff.llamacpp.ffi.LlamaLibrary.get();
+        return new DumpManifest.Producer(LLAMA_CPP, dev.decodiff.llamacpp.ffi.LlamaCppHome.RELEASE + " (node-llama-cpp "
+                + dev.decodiff.llamacpp.ffi.LlamaCppHome.PACKAGE_VERSION + ")", fileType, o.flashAttention() ? "flash" : "eager",
+                "llama.cpp, " + o.threads() + " thread" + (o.threads() == 1 ? "" : "s"), lib.backend(),
+                new DumpManifest.KvCache(o.typeK(), o.typeV()), null, commandOptions);
     }
 }

@@ -13,7 +13,9 @@ import static dev.decodiff.llamacpp.ffi.LlamaLayouts.offset;
  */
 public final class GgmlTensor {
     /** ggml_type values this reader converts (ggml/include/ggml.h). */
-    public static final int F32 = 0, F16 = 1, BF16 = 30;
+    public static final int F32 = 0, F16 = 1, Q4_0 = 2, Q8_0 = 8, BF16 = 30;
+    /** Elements per block of q4_0/q8_0, and the bytes of one block (an fp16 scale, then the quants: ggml-common.h). */
+    private static final int QK = 32, Q4_0_BYTES = 18, Q8_0_BYTES = 34;
     private static final long NAME = offset(TENSOR, "name"), NE = offset(TENSOR, "ne"), NB = offset(TENSOR, "nb"),
             TYPE = offset(TENSOR, "type"), OP = offset(TENSOR, "op"), BUFFER = offset(TENSOR, "buffer"), SRC = offset(TENSOR, "src");
 
@@ -61,20 +63,26 @@ public final class GgmlTensor {
         return n;
     }
 
-    /** The values in row-major order of {@link #shape()} (element [i3][i2][i1][i0]), as fp32. */
+    /** The values in row-major order of {@link #shape()} (element [i3][i2][i1][i0]), as fp32; q8_0/q4_0 dequantized. */
     public float[] toFloats() {
         int type = type();
         int size = switch (type) {
             case F32 -> 4;
             case F16, BF16 -> 2;
+            case Q8_0 -> Q8_0_BYTES;
+            case Q4_0 -> Q4_0_BYTES;
             default -> throw new LlamaCppException("tensor '" + name() + "' has ggml type " + type
-                    + ", which decodiff does not decode (it reads f32, f16 and bf16 tensors)");
+                    + ", which decodiff does not decode (it reads f32, f16, bf16, q8_0 and q4_0 tensors)");
         };
         if (t.get(ValueLayout.ADDRESS, BUFFER).equals(MemorySegment.NULL))
             throw new LlamaCppException("tensor '" + name() + "' has no backend buffer at the callback (not computed)");
         long[] ne = ne(), nb = nb();
-        long span = size;
-        for (int d = 0; d < 4; d++) span += (ne[d] - 1) * nb[d];
+        boolean blocks = type == Q8_0 || type == Q4_0;
+        if (blocks && (nb[0] != size || ne[0] % QK != 0))
+            throw new LlamaCppException("tensor '" + name() + "' is a strided view of quantized blocks, which decodiff does not decode");
+        // ggml_nbytes: the bytes from the first element to the end of the last
+        long span = blocks ? ne[0] / QK * size : size;
+        for (int d = blocks ? 1 : 0; d < 4; d++) span += (ne[d] - 1) * nb[d];
         long n = elements();
         float[] out = new float[Math.toIntExact(n)];
         try (var arena = Arena.ofConfined()) {
@@ -85,7 +93,12 @@ public final class GgmlTensor {
                 for (long i2 = 0; i2 < ne[2]; i2++)
                     for (long i1 = 0; i1 < ne[1]; i1++) {
                         long row = i3 * nb[3] + i2 * nb[2] + i1 * nb[1];
-                        for (long i0 = 0; i0 < ne[0]; i0++) out[k++] = read(buf, row + i0 * nb[0], type);
+                        if (blocks) {
+                            for (long b = 0; b < ne[0] / QK; b++) dequantize(buf, row + b * size, type, out, k + (int) b * QK);
+                            k += (int) ne[0];
+                        } else {
+                            for (long i0 = 0; i0 < ne[0]; i0++) out[k++] = read(buf, row + i0 * nb[0], type);
+                        }
                     }
         } catch (LlamaCppException e) {
             throw e;
@@ -93,6 +106,20 @@ public final class GgmlTensor {
             throw new LlamaCppException("cannot copy tensor '" + name() + "' out of llama.cpp: " + e, e);
         }
         return out;
+    }
+
+    /** One block of 32: q8_0 is d·q (q signed bytes); q4_0 is d·(q−8), low nibbles the first 16, high the last 16. */
+    private static void dequantize(MemorySegment buf, long at, int type, float[] out, int to) {
+        float d = Float.float16ToFloat(buf.get(ValueLayout.JAVA_SHORT_UNALIGNED, at));
+        if (type == Q8_0) {
+            for (int j = 0; j < QK; j++) out[to + j] = d * buf.get(ValueLayout.JAVA_BYTE, at + 2 + j);
+        } else {
+            for (int j = 0; j < QK / 2; j++) {
+                int q = buf.get(ValueLayout.JAVA_BYTE, at + 2 + j) & 0xff;
+                out[to + j] = d * ((q & 0x0f) - 8);
+                out[to + j + QK / 2] = d * ((q >> 4) - 8);
+            }
+        }
     }
 
     private static float read(MemorySegment buf, long at, int type) {

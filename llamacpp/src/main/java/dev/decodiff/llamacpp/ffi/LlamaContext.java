@@ -48,8 +48,8 @@ public final class LlamaContext implements AutoCloseable {
             case "f32" -> GgmlTensor.F32;
             case "f16" -> GgmlTensor.F16;
             case "bf16" -> GgmlTensor.BF16;
-            case "q8_0" -> 8;
-            case "q4_0" -> 2;
+            case "q8_0" -> GgmlTensor.Q8_0;
+            case "q4_0" -> GgmlTensor.Q4_0;
             default -> throw new IllegalArgumentException("unknown KV-cache type '" + name + "' (f32, f16, bf16, q8_0, q4_0)");
         };
     }

@@ -40,6 +40,14 @@ public record LlamaCppHome(Path lib) {
         return check(cache.resolve("lib"), "the cache of scripts/llamacpp.sh");
     }
 
+    /**
+     * Whether this run must have llama.cpp: a library folder was configured (./run-tests does), so its absence is an
+     * error rather than a reason to skip the llama.cpp tests.
+     */
+    public static boolean configured() {
+        return System.getProperty(PROPERTY) != null || System.getenv(ENV) != null;
+    }
+
     /** Whether {@link #locate()} would find a llama.cpp (without loading it). */
     public static boolean available() {
         try {

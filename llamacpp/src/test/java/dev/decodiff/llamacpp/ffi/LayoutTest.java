@@ -41,6 +41,20 @@ class LayoutTest {
                 fields++;
             }
         }
+        // the enum values the bindings pass or compare, under their C names
+        var constants = new java.util.LinkedHashMap<String, Long>();
+        constants.put("GGML_TYPE_F32", (long) GgmlTensor.F32);
+        constants.put("GGML_TYPE_F16", (long) GgmlTensor.F16);
+        constants.put("GGML_TYPE_BF16", (long) GgmlTensor.BF16);
+        constants.put("GGML_TYPE_Q8_0", (long) LlamaContext.ggmlType("q8_0"));
+        constants.put("GGML_TYPE_Q4_0", (long) LlamaContext.ggmlType("q4_0"));
+        constants.put("GGML_OP_MUL_MAT", (long) GgmlTensor.OP_MUL_MAT);
+        constants.put("LLAMA_FLASH_ATTN_TYPE_DISABLED", 0L);
+        constants.put("LLAMA_FLASH_ATTN_TYPE_ENABLED", 1L);
+        constants.put("GGML_LOG_LEVEL_WARN", (long) LlamaLog.WARN);
+        constants.put("GGML_LOG_LEVEL_ERROR", (long) LlamaLog.ERROR);
+        constants.put("GGML_LOG_LEVEL_CONT", (long) LlamaLog.CONT);
+        for (var k : constants.keySet()) c.append("  printf(\"%s %ld\\n\", \"").append(k).append("\", (long) ").append(k).append(");\n");
         c.append("  return 0;\n}\n");
         Path prog = tmp.resolve("layouts.c"), exe = tmp.resolve("layouts");
         Files.writeString(prog, c);
@@ -53,7 +67,8 @@ class LayoutTest {
             String[] kv = line.split(" ");
             fromC.put(kv[0], Long.parseLong(kv[1]));
         }
-        assertThat(fromC).hasSize(LlamaLayouts.ALL.size() + fields);
+        assertThat(fromC).hasSize(LlamaLayouts.ALL.size() + fields + constants.size());
+        constants.forEach((k, v) -> assertThat(v).as(k).isEqualTo(fromC.get(k)));
         for (StructLayout s : LlamaLayouts.ALL) {
             String struct = s.name().orElseThrow();
             assertThat(s.byteSize()).as("sizeof(struct %s)", struct).isEqualTo(fromC.get(struct));

@@ -10,8 +10,7 @@ public final class LlamaCppTestSupport {
     private LlamaCppTestSupport() {}
 
     public static LlamaCppHome requireHome() {
-        if (System.getenv(LlamaCppHome.ENV) != null || System.getProperty(LlamaCppHome.PROPERTY) != null)
-            return LlamaCppHome.locate();
+        if (LlamaCppHome.configured()) return LlamaCppHome.locate();
         Assumptions.assumeTrue(LlamaCppHome.available(),
                 "llama.cpp is not set up: run scripts/llamacpp.sh (./run-tests does) to run the llama.cpp tests");
         return LlamaCppHome.locate();

@@ -1,0 +1,102 @@
+package dev.decodiff.tests;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.decodiff.llamacpp.ffi.LlamaCppHome;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * `decodiff compare --engine llama.cpp` end to end on the bundled checkpoints, asserting what docs/engines/llama.cpp.md
+ * reports: the first divergence at layers.0.mlp.out of the prefill (llama.cpp's GELU goes through fp16; proved in
+ * LlamaCppGeluTest) with every upstream cell at fp32 agreement, a match against the bf16 reference under its noise
+ * floor, and the KV-sharing checkpoint refused (llama.cpp would abort on it).
+ */
+class LlamaCppCompareTest {
+    static final ObjectMapper JSON = new ObjectMapper();
+    static Path root;
+
+    @TempDir
+    Path tmp;
+
+    @BeforeAll
+    static void setUp() {
+        Assumptions.assumeTrue(LlamaCppHome.configured() || LlamaCppHome.available(), "llama.cpp is not set up: run scripts/llamacpp.sh");
+        root = ReferenceCases.repoRoot();
+        System.setProperty("decodiff.home", root.toString());
+    }
+
+    static JsonNode json(Cli r) throws Exception {
+        assertThat(r.out()).as(r.toString()).startsWith("{");
+        return JSON.readTree(r.out());
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @ValueSource(strings = {"gemma4-tiny/long", "gemma4-tiny/short", "gemma4-tiny-moe/long"})
+    void llamaCppDivergesFirstAtTheFirstMlpOutputByFp16GeluNoiseWithEverythingUpstreamExact(String refCase) throws Exception {
+        var r = Cli.run("compare", root.resolve("reference-dumps/" + refCase).toString(), "--engine", "llama.cpp", "--json");
+        assertThat(r.code()).as(r.toString()).isEqualTo(1);
+        var j = json(r);
+        var fd = j.get("first_divergence");
+        assertThat(fd.get("step").asInt()).isZero();
+        assertThat(fd.get("point").asText()).isEqualTo("layers.0.mlp.out");
+        // fp16 rounding of GELU's input and output: relative 2^-11 per element at most, a few 1e-4 in L2
+        assertThat(fd.get("rel_l2").asDouble()).isBetween(1e-4, 1e-3);
+        assertThat(j.get("observer_effect").asText()).isEqualTo("none");
+        assertThat(j.get("tokens").get("flip").asInt()).isZero();
+        assertThat(j.get("only_in_reference")).as("every reference point, k_read and v_read included, is captured").isEmpty();
+        // the cells just upstream (q, k, v, k_read, v_read, attn.out of layer 0) agree to fp32 noise
+        assertThat(fd.get("upstream")).isNotEmpty();
+        for (var u : fd.get("upstream")) assertThat(u.get("rel_l2").asDouble()).as(u.toString()).isLessThan(2e-6);
+    }
+
+    @Test
+    void llamaCppMatchesTheBf16ReferenceUnderItsNoiseFloor() throws Exception {
+        var r = Cli.run("compare", root.resolve("reference-dumps/gemma4-tiny/long-bf16").toString(), "--engine", "llama.cpp", "--json",
+                "--no-observer-check");
+        assertThat(r.code()).as(r.toString()).isZero();
+        var j = json(r);
+        assertThat(j.get("tolerance_profile").asText()).isEqualTo("built-in bf16 noise floor");
+        assertThat(j.get("verdict").asText()).isEqualTo("match");
+    }
+
+    @Test
+    void theKvSharingCheckpointIsRefusedBeforeLlamaCppCouldAbortTheJvm() {
+        var r = Cli.run("compare", root.resolve("reference-dumps/gemma4-tiny-ple/short").toString(), "--engine", "llama.cpp");
+        assertThat(r.code()).as(r.toString()).isEqualTo(2);
+        assertThat(r.err()).contains("shared sliding layer 4 reads the cache of layer 3").contains("takes layer 2")
+                .contains("GGML_ASSERT").doesNotContain("internal error");
+    }
+
+    @Test
+    void aGgufOfAnotherCheckpointIsRefusedNotCompared() {
+        var r0 = Cli.run("gguf", "--model", root.resolve("checkpoints/gemma4-tiny-moe").toString(), "--out", tmp.resolve("moe.gguf").toString());
+        assertThat(r0.code()).as(r0.toString()).isZero();
+        var r = Cli.run("compare", "--engine", "llama.cpp", "--gguf", tmp.resolve("moe.gguf").toString());
+        assertThat(r.code()).as(r.toString()).isEqualTo(2);
+        assertThat(r.err()).contains(tmp.resolve("moe.gguf").toString()).contains("expert_count").contains("is not a GGUF of");
+    }
+
+    @Test
+    void badLlamaCppInputIsOneLineAndExit2() throws Exception {
+        Path notGguf = Files.writeString(tmp.resolve("x.gguf"), "hello");
+        var r = Cli.run("compare", "--engine", "llama.cpp", "--gguf", notGguf.toString());
+        assertThat(r.code()).as(r.toString()).isEqualTo(2);
+        assertThat(r.err()).contains(notGguf.toString()).contains("is not a GGUF file");
+        var f = Cli.run("compare", "--engine", "llama.cpp", "--fault", "k-eq-v-rotated-keys");
+        assertThat(f.code()).isEqualTo(2);
+        assertThat(f.err()).contains("--fault").contains("does not apply to --engine llama.cpp");
+        var e = Cli.run("compare", "--engine", "vllm");
+        assertThat(e.code()).isEqualTo(2);
+        assertThat(e.err()).contains("--engine must be decodiff or llama.cpp");
+    }
+}
