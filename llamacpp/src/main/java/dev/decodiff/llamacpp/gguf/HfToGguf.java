@@ -6,6 +6,10 @@ import dev.decodiff.engine.CheckpointFiles;
 import dev.decodiff.metal.TensorView;
 
 import java.io.IOException;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -15,6 +19,9 @@ import java.util.ArrayList;
  * into the GGUF llama.cpp's own conversion would write, in F32 (exact), BF16 or F16.
  */
 public final class HfToGguf {
+    /** Changes whenever the files this converter writes change; a cache of converted files should key on it. */
+    public static final int REVISION = 1;
+
     private HfToGguf() {}
 
     /** The plan of a checkpoint folder: metadata and tensor infos, no data read. */
@@ -46,21 +53,52 @@ public final class HfToGguf {
     }
 
     private static GgufWriter.TensorData data(Gemma4GgufPlan.Planned p, CheckpointFiles files) {
-        if (p.values() != null) return sink -> { for (float v : p.values()) put(sink, p.type(), v); };
+        if (p.values() != null) return sink -> writeChunk(sink, p.type(), p.values(), p.values().length);
         TensorView src = files.all().get(p.source());
         long n = p.elementCount();
         if (!src.dtype().isFloat()) throw new GgufException(files.dir(), "tensor '" + p.source() + "' is " + src.dtype() + ", not a float tensor");
         if (n > src.elementCount()) throw new IllegalStateException(p.name() + " plans more elements than " + p.source() + " has");
-        return sink -> { for (long i = 0; i < n; i++) put(sink, p.type(), src.getFloat(i)); };
+        return sink -> {
+            var values = new float[CHUNK];
+            var halves = new short[CHUNK];
+            for (long i = 0; i < n; i += CHUNK) {
+                int m = (int) Math.min(CHUNK, n - i);
+                widen(src, i, m, values, halves);
+                writeChunk(sink, p.type(), values, m);
+            }
+        };
     }
 
-    private static void put(GgufWriter.DataSink sink, GgmlType type, float v) throws IOException {
+    private static final int CHUNK = 1 << 16;
+    private static final ValueLayout.OfFloat F32_LE = ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+    private static final ValueLayout.OfShort I16_LE = ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+
+    /** Elements [from, from + m) of a checkpoint tensor as floats (bf16 and f16 widened exactly). */
+    private static void widen(TensorView src, long from, int m, float[] out, short[] halves) {
+        var seg = src.data();
+        switch (src.dtype()) {
+            case F32 -> MemorySegment.copy(seg, F32_LE, from * 4, out, 0, m);
+            case BF16 -> {
+                MemorySegment.copy(seg, I16_LE, from * 2, halves, 0, m);
+                for (int k = 0; k < m; k++) out[k] = Float.intBitsToFloat((halves[k] & 0xffff) << 16);
+            }
+            case F16 -> {
+                MemorySegment.copy(seg, I16_LE, from * 2, halves, 0, m);
+                for (int k = 0; k < m; k++) out[k] = Float.float16ToFloat(halves[k]);
+            }
+            default -> throw new IllegalStateException("tensor '" + src.name() + "' has non-float dtype " + src.dtype());
+        }
+    }
+
+    private static void writeChunk(GgufWriter.DataSink sink, GgmlType type, float[] values, int m) throws IOException {
+        var buf = ByteBuffer.allocate(m * (type == GgmlType.F32 ? 4 : 2)).order(ByteOrder.LITTLE_ENDIAN);
         switch (type) {
-            case F32 -> sink.f32(v);
-            case F16 -> sink.u16(Float.floatToFloat16(v));
-            case BF16 -> sink.u16(toBf16(v));
+            case F32 -> buf.asFloatBuffer().put(values, 0, m);
+            case F16 -> { for (int k = 0; k < m; k++) buf.putShort(2 * k, Float.floatToFloat16(values[k])); }
+            case BF16 -> { for (int k = 0; k < m; k++) buf.putShort(2 * k, toBf16(values[k])); }
             default -> throw new IllegalArgumentException("cannot write " + type);
         }
+        sink.bytes(buf.array());
     }
 
     /**

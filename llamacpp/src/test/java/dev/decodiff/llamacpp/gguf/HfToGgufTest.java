@@ -82,6 +82,22 @@ class HfToGgufTest {
     }
 
     @Test
+    void aBf16ConversionKeepsTheCheckpointsBf16WeightsBitForBitAndNormsInF32() {
+        Path out = tmp.resolve("moe-bf16.gguf");
+        HfToGguf.convert(Checkpoints.dir("gemma4-tiny-moe"), out, GgufOutputType.BF16, false);
+        var gguf = GgufFile.read(out);
+        try (var st = SafetensorsFile.open(Checkpoints.dir("gemma4-tiny-moe").resolve("model.safetensors"))) {
+            for (var t : st.tensors().values()) {
+                String g = ggufPyName(t.name());
+                boolean matrix = t.rank() >= 2 && !g.endsWith("ffn_gate_inp.weight");
+                assertThat(gguf.tensor(g).type()).as(g).isEqualTo(matrix ? GgmlType.BF16 : GgmlType.F32);
+                assertThat(java.util.Arrays.mismatch(gguf.floats(g), t.toFloats())).as(g).isEqualTo(-1);
+            }
+        }
+        assertThat(gguf.metadata().get("general.file_type").asLong()).isEqualTo(32);
+    }
+
+    @Test
     void theFullLayersRopeFreqsRotateTheFirstQuarterOfEachHalfAndFreezeTheRest() {
         Path out = tmp.resolve("t.gguf");
         HfToGguf.convert(Checkpoints.dir("gemma4-tiny"), out, GgufOutputType.F32, false);
