@@ -5,6 +5,7 @@ import dev.decodiff.engine.CapturePoints;
 import dev.decodiff.engine.Gemma4Model;
 import dev.decodiff.engine.Sampler;
 import dev.decodiff.harness.BadInputException;
+import dev.decodiff.harness.compare.EngineThrewException;
 import dev.decodiff.harness.dump.DumpManifest;
 import dev.decodiff.harness.dump.DumpReader;
 import dev.decodiff.harness.dump.DumpWriter;
@@ -100,53 +101,70 @@ final class DumpCommand implements Callable<Integer> {
         int[] prompt = ref != null ? null : promptIds();
         if (viaLlamaCpp) return dumpLlamaCpp(globs, selected, ref, prompt);
         try (var m = Gemma4Model.load(model)) {
-            dev.decodiff.harness.live.EngineSetup.checkKvFits(m, options);
-            var modelInfo = new DumpManifest.Model(modelType(model), m.config().numLayers(), m.configSha256(), m.weightsSha256());
-            var producer = EngineSetup.producer(options, spec.commandLine().getParseResult().originalArgs());
-            checkSelection(globs, ref != null ? ref.allPoints() : contractNames(m.config().numLayers()));
-            DumpWriter w;
-            if (ref != null) {
-                Set<String> refPoints = ref.allPoints();
-                Predicate<String> g = globs;
-                var probe = new CapturingProbe(p -> refPoints.contains(p) && g.test(p));
-                var rm = ref.manifest();
-                int n = steps == null ? rm.stepCount() : Math.min(steps, rm.stepCount());
-                w = DumpWriter.create(out, force, producer, modelInfo, rm.tokens(), rm.promptLength(), selected);
-                var session = m.newSession(options.withProbe(probe));
-                try (var bar = new ProgressBar("dumping", n)) {
-                    for (int s = 0; s < n; s++) {
-                        var st = rm.step(s);
-                        float[] logits = session.forward(rm.stepTokens(s));
-                        w.writeStep(st.start(), st.length(), captured(probe), Sampler.argmax(logits), LiveStep.top2Margin(logits));
-                        bar.update(s + 1);
+            return dump(m, globs, selected, options, ref, prompt);
+        } catch (EngineThrewException e) {
+            var err = spec.commandLine().getErr();
+            int s = e.failure().step();
+            err.println("decodiff: " + e.failure().sentence() + "; " + out + " keeps the " + s + (s == 1 ? " step" : " steps")
+                    + " before it, not marked complete");
+            err.flush();
+            return Main.DIVERGENCE;
+        }
+    }
+
+    /** Writes the dump; an engine that throws ends it with the steps written so far (not marked complete). */
+    private int dump(Gemma4Model m, Predicate<String> globs, List<String> selected, dev.decodiff.engine.EngineOptions options,
+                     DumpReader ref, int[] prompt) {
+        EngineSetup.checkKvFits(m, options);
+        var modelInfo = new DumpManifest.Model(modelType(model), m.config().numLayers(), m.configSha256(), m.weightsSha256());
+        var producer = EngineSetup.producer(options, spec.commandLine().getParseResult().originalArgs());
+        checkSelection(globs, ref != null ? ref.allPoints() : contractNames(m.config().numLayers()));
+        DumpWriter w;
+        if (ref != null) {
+            Set<String> refPoints = ref.allPoints();
+            Predicate<String> g = globs;
+            var probe = new CapturingProbe(p -> refPoints.contains(p) && g.test(p));
+            var rm = ref.manifest();
+            int n = steps == null ? rm.stepCount() : Math.min(steps, rm.stepCount());
+            w = DumpWriter.create(out, force, producer, modelInfo, rm.tokens(), rm.promptLength(), selected);
+            var session = m.newSession(options.withProbe(probe));
+            try (var bar = new ProgressBar("dumping", n)) {
+                for (int s = 0; s < n; s++) {
+                    var st = rm.step(s);
+                    try (var step = streaming(w, probe)) {
+                        float[] logits = forward(session, s, rm.stepTokens(s));
+                        commit(step, st.start(), st.length(), Sampler.argmax(logits), LiveStep.top2Margin(logits));
                     }
+                    bar.update(s + 1);
                 }
-            } else {
-                int n = steps == null ? 16 : steps;
-                var probe = new CapturingProbe(globs);
-                var tokens = new ArrayList<Integer>();
-                for (int t : prompt) tokens.add(t);
-                w = DumpWriter.create(out, force, producer, modelInfo, tokens, prompt.length, selected);
-                var session = m.newSession(options.withProbe(probe));
-                int[] feed = prompt;
-                try (var bar = new ProgressBar("dumping", n)) {
-                    for (int s = 0; s < n; s++) {
-                        int start = session.position();
-                        float[] logits = session.forward(feed);
+            }
+        } else {
+            int n = steps == null ? 16 : steps;
+            var probe = new CapturingProbe(globs);
+            var tokens = new ArrayList<Integer>();
+            for (int t : prompt) tokens.add(t);
+            w = DumpWriter.create(out, force, producer, modelInfo, tokens, prompt.length, selected);
+            var session = m.newSession(options.withProbe(probe));
+            int[] feed = prompt;
+            try (var bar = new ProgressBar("dumping", n)) {
+                for (int s = 0; s < n; s++) {
+                    int start = session.position();
+                    try (var step = streaming(w, probe)) {
+                        float[] logits = forward(session, s, feed);
                         int next = Sampler.argmax(logits);
                         tokens.add(next);
                         w.setTokens(tokens);
-                        w.writeStep(start, feed.length, captured(probe), next, LiveStep.top2Margin(logits));
-                        feed = new int[]{next};
-                        bar.update(s + 1);
+                        commit(step, start, feed.length, next, LiveStep.top2Margin(logits));
                     }
+                    feed = new int[]{tokens.getLast()};
+                    bar.update(s + 1);
                 }
             }
-            w.finish();
-            var err = spec.commandLine().getErr();
-            err.println("decodiff: wrote " + w.stepsWritten() + " steps to " + out);
-            err.flush();
         }
+        w.finish();
+        var err = spec.commandLine().getErr();
+        err.println("decodiff: wrote " + w.stepsWritten() + " steps to " + out);
+        err.flush();
         return Main.MATCH;
     }
 
@@ -169,10 +187,27 @@ final class DumpCommand implements Callable<Integer> {
     }
 
     /** The step's tensors; none at all means --points matched no point, which would write a dump of empty steps. */
-    private java.util.Collection<dev.decodiff.harness.dump.CapturedTensor> captured(CapturingProbe probe) {
-        var t = probe.take().values();
-        if (t.isEmpty()) throw noPointMatched();
-        return t;
+    /** One step of the engine; an exception from the engine becomes a finding about it, not an internal error. */
+    private static float[] forward(dev.decodiff.engine.InferenceSession session, int step, int[] tokens) {
+        try {
+            return session.forward(tokens);
+        } catch (BadInputException e) {
+            throw e;
+        } catch (RuntimeException e) {
+            throw new EngineThrewException(step, e);
+        }
+    }
+
+    /** The next step, its tensors written as the engine produces them (the heap holds one tensor, not a step). */
+    private static DumpWriter.StepWriter streaming(DumpWriter w, CapturingProbe probe) {
+        var step = w.beginStep();
+        probe.sendTo(step::add);
+        return step;
+    }
+
+    private void commit(DumpWriter.StepWriter step, int start, int length, int next, double margin) {
+        if (step.isEmpty()) throw noPointMatched();
+        step.commit(start, length, next, margin);
     }
 
     /** The same dump, produced by llama.cpp on the checkpoint's GGUF (producer "llama.cpp", its release). */

@@ -61,7 +61,7 @@ public final class CellKernel {
         return r.dtype() == DType.F32 && c.dtype() == DType.F32 && loadable(r.data()) && loadable(c.data());
     }
 
-    private static boolean loadable(MemorySegment seg) {
+    static boolean loadable(MemorySegment seg) {
         var base = seg.heapBase();
         return base.isEmpty() || base.get() instanceof byte[];
     }

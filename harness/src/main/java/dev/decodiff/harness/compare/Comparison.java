@@ -12,6 +12,8 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collection;
 import java.util.Comparator;
+import java.util.HashMap;
+import java.util.HashSet;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Objects;
@@ -95,27 +97,19 @@ public final class Comparison {
         FirstDivergence first = null;
         EngineFailure failure = null;
         int steps = Math.min(ref.stepCount(), cand.stepCount());
-        try (var closer = new StepCloser()) {
+        try (var closer = new StepCloser(); var staging = new NativeStaging()) {
             for (int s = 0; s < steps; s++) {
                 StepTensors r = ref.readStep(s), c = null;
                 try {
+                    var stepCells = new ArrayList<CellStats>();
                     try {
-                        c = cand.step(s);
+                        c = cand instanceof StreamingCandidate live
+                                ? streamStep(s, r, live, opt, notes, staging, stepCells, onlyRef, onlyCand)
+                                : wholeStep(s, r, cand, opt, notes, stepCells, onlyRef, onlyCand);
                     } catch (EngineThrewException e) {
                         failure = e.failure();
                         break;
                     }
-                    var shared = new ArrayList<String>();
-                    for (String p : r.points()) {
-                        if (c.points().contains(p)) shared.add(p);
-                        else onlyRef.add(p);
-                    }
-                    for (String p : c.points()) if (!r.points().contains(p)) onlyCand.add(p);
-                    var common = sortedCausally(shared);
-                    var stepCells = new ArrayList<CellStats>();
-                    var sums = parallelSums(common, r, c);
-                    int k = 0;
-                    for (String p : common) stepCells.add(cell(s, p, r, c, profile.tolerance(p), opt.allowMismatch(), notes, sums[k++]));
                     cells.addAll(stepCells);
                     var tok = TokenAgreement.of(s, r.nextToken(), c.nextToken(), r.top2Margin(), profile.nearTie());
                     tokens.add(tok);
@@ -169,6 +163,58 @@ public final class Comparison {
         return new Completeness(ref.stepCount(), cand.stepCount(), missingInCand, missingInRef, excluded, gaps);
     }
 
+    /** Step s of a candidate that hands over a whole step (a dump): every shared cell, in causal order. */
+    private static StepTensors wholeStep(int s, StepTensors r, CandidateSource cand, Options opt, List<String> notes,
+                                         List<CellStats> stepCells, Set<String> onlyRef, Set<String> onlyCand) {
+        var c = cand.step(s);
+        var shared = new ArrayList<String>();
+        for (String p : r.points()) {
+            if (c.points().contains(p)) shared.add(p);
+            else onlyRef.add(p);
+        }
+        for (String p : c.points()) if (!r.points().contains(p)) onlyCand.add(p);
+        var common = sortedCausally(shared);
+        var sums = parallelSums(common, r, c);
+        int k = 0;
+        for (String p : common)
+            stepCells.add(cell(s, p, r.tensor(p), c.tensor(p), r.origin(), c.origin(), opt.profile().tolerance(p), opt.allowMismatch(),
+                    notes, sums[k++]));
+        return c;
+    }
+
+    /**
+     * Step s of a streaming candidate (the live engine): each tensor is compared against the mapped reference as the
+     * engine produces it and then let go, so the heap holds one tensor, not a step. Only the candidate's tensor of the
+     * causally first failing cell is kept, for the diagnosis. The cells are the same, in the same causal order, with
+     * the same sums ({@link CellKernel}'s are the same bits however a tensor is staged or split).
+     */
+    private static StepTensors streamStep(int s, StepTensors r, StreamingCandidate live, Options opt, List<String> notes,
+                                          NativeStaging staging, List<CellStats> stepCells, Set<String> onlyRef, Set<String> onlyCand) {
+        var seen = new HashSet<String>();
+        var kept = new TensorView[1];
+        String origin = live.describe() + ", step " + s;
+        var end = live.stream(s, ct -> {
+            String p = ct.name();
+            seen.add(p);
+            if (!r.points().contains(p)) {
+                onlyCand.add(p);
+                return;
+            }
+            var rt = r.tensor(p);
+            var sums = Arrays.equals(rt.shape(), ct.shape()) && rt.dtype() == ct.dtype()
+                    ? StepSums.of(new TensorView[]{rt}, new TensorView[]{staging.stage(ct)})[0] : null;
+            var cell = cell(s, p, rt, ct, r.origin(), origin, opt.profile().tolerance(p), opt.allowMismatch(), notes, sums);
+            stepCells.add(cell);
+            if (cell.failed() && (kept[0] == null || CAUSAL.compare(p, kept[0].name()) < 0)) kept[0] = ct;
+        });
+        for (String p : r.points()) if (!seen.contains(p)) onlyRef.add(p);
+        var order = new HashMap<String, Integer>();
+        var causal = sortedCausally(seen);
+        for (int i = 0; i < causal.size(); i++) order.put(causal.get(i), i);
+        stepCells.sort(Comparator.comparingInt(c -> order.get(c.point())));
+        return new StreamedStep(r, kept[0], end);
+    }
+
     private static FirstDivergence firstIn(List<CellStats> stepCells, TokenAgreement tok, StepTensors r, StepTensors c) {
         for (int i = 0; i < stepCells.size(); i++) {
             var cell = stepCells.get(i);
@@ -201,28 +247,27 @@ public final class Comparison {
         return StepSums.of(rv, cv);
     }
 
-    private static CellStats cell(int s, String p, StepTensors r, StepTensors c, double tol, boolean allowMismatch, List<String> notes,
-                                  CellKernel.Sums pre) {
-        TensorView rt = r.tensor(p), ct = c.tensor(p);
+    private static CellStats cell(int s, String p, TensorView rt, TensorView ct, String rOrigin, String cOrigin, double tol,
+                                  boolean allowMismatch, List<String> notes, CellKernel.Sums pre) {
         if (!Arrays.equals(rt.shape(), ct.shape())) {
             String kind = CapturePoints.kindOf(p);
             boolean readAxisOnly = CapturePoints.isCacheRead(kind) && rt.rank() == ct.rank() && rt.rank() >= 1
                     && Arrays.equals(Arrays.copyOfRange(rt.shape(), 1, rt.rank()), Arrays.copyOfRange(ct.shape(), 1, ct.rank()));
             if (readAxisOnly) return CellStats.shapeMismatch(s, p, rt.shape(), ct.shape(), tol);
-            throw new BadInputException(c.origin() + ": tensor '" + p + "' has shape " + Arrays.toString(ct.shape())
-                    + " but the reference's (" + r.origin() + ") is " + Arrays.toString(rt.shape())
+            throw new BadInputException(cOrigin + ": tensor '" + p + "' has shape " + Arrays.toString(ct.shape())
+                    + " but the reference's (" + rOrigin + ") is " + Arrays.toString(rt.shape())
                     + "; both sides must store capture points in the shapes of docs/dump-format.md");
         }
         if (rt.dtype() != ct.dtype()) {
-            String what = "tensor '" + p + "' is " + ct.dtype() + " but the reference's (" + r.origin() + ") is " + rt.dtype();
+            String what = "tensor '" + p + "' is " + ct.dtype() + " but the reference's (" + rOrigin + ") is " + rt.dtype();
             if (!allowMismatch)
-                throw new BadInputException(c.origin() + ": " + what + "; store both sides in the same dtype (float32), or pass --allow-mismatch");
+                throw new BadInputException(cOrigin + ": " + what + "; store both sides in the same dtype (float32), or pass --allow-mismatch");
             if (notes.stream().noneMatch(n -> n.startsWith("dtype")))
                 notes.add("dtype differs (" + ct.dtype() + " vs " + rt.dtype() + ", first at step " + s + " " + p + "): compared anyway (--allow-mismatch)");
         }
         var sums = pre != null ? pre : CellKernel.sums(rt, ct);
         if (sums.nonFiniteRef() > 0)
-            throw new BadInputException(r.origin() + ": reference tensor '" + p + "' holds " + sums.nonFiniteRef()
+            throw new BadInputException(rOrigin + ": reference tensor '" + p + "' holds " + sums.nonFiniteRef()
                     + " NaN/Inf values; a reference must be finite — re-create it (float32)");
         return CellStats.of(s, p, rt.shape(), sums, tol);
     }

@@ -82,19 +82,59 @@ public final class DumpWriter {
 
     /** Writes the next step's tensors, then the manifest that lists it. */
     public void writeStep(int start, int length, Collection<CapturedTensor> tensors, Integer nextToken, Double top2Margin) {
-        int index = steps.size();
-        String file = DumpManifest.stepFileName(index);
-        var w = new SafetensorsWriter();
-        for (var t : tensors) w.add(t.point(), t.shape(), t.data());
-        try {
-            w.write(dir.resolve(file), Map.of("format", "decodiff-dump", "step", Integer.toString(index)));
-        } catch (IOException e) {
-            throw new UncheckedIOException(dir.resolve(file) + ": cannot write: " + e.getMessage(), e);
+        try (var step = new StepWriter(new SafetensorsWriter())) {
+            for (var t : tensors) step.add(t);
+            step.commit(start, length, nextToken, top2Margin);
         }
-        if (top2Margin != null && !Double.isFinite(top2Margin)) top2Margin = null; // JSON has no NaN/Inf
-        steps.add(new DumpManifest.Step(index, start, length, file, nextToken, top2Margin));
-        manifest = manifest.withSteps(steps);
-        writeManifest();
+    }
+
+    /**
+     * The next step, written tensor by tensor as the engine produces them: each goes to disk at once, so a step of any
+     * size costs the heap one tensor. {@link StepWriter#commit} writes the step file and the manifest that lists it;
+     * closing a step that was not committed (the engine threw) leaves nothing behind.
+     */
+    public StepWriter beginStep() {
+        Path spill = dir.resolve(DumpManifest.stepFileName(steps.size()) + ".data.partial");
+        try {
+            return new StepWriter(SafetensorsWriter.spillingTo(spill));
+        } catch (IOException e) {
+            throw new UncheckedIOException(spill + ": cannot write: " + e.getMessage(), e);
+        }
+    }
+
+    /** One step being written; see {@link #beginStep}. */
+    public final class StepWriter implements AutoCloseable {
+        private final SafetensorsWriter writer;
+
+        private StepWriter(SafetensorsWriter writer) { this.writer = writer; }
+
+        public void add(CapturedTensor t) { writer.add(t.point(), t.shape(), t.data()); }
+
+        public boolean isEmpty() { return writer.isEmpty(); }
+
+        /** Writes the step file, then the manifest that lists it. */
+        public void commit(int start, int length, Integer nextToken, Double top2Margin) {
+            int index = steps.size();
+            String file = DumpManifest.stepFileName(index);
+            try {
+                writer.write(dir.resolve(file), Map.of("format", "decodiff-dump", "step", Integer.toString(index)));
+            } catch (IOException e) {
+                throw new UncheckedIOException(dir.resolve(file) + ": cannot write: " + e.getMessage(), e);
+            }
+            if (top2Margin != null && !Double.isFinite(top2Margin)) top2Margin = null; // JSON has no NaN/Inf
+            steps.add(new DumpManifest.Step(index, start, length, file, nextToken, top2Margin));
+            manifest = manifest.withSteps(steps);
+            writeManifest();
+        }
+
+        @Override
+        public void close() {
+            try {
+                writer.close();
+            } catch (IOException e) {
+                throw new UncheckedIOException(dir + ": cannot remove a step's spill file: " + e.getMessage(), e);
+            }
+        }
     }
 
     /** Marks the dump complete: call once, after the last step; nothing may be written after it. */

@@ -5,13 +5,17 @@ import dev.decodiff.engine.Gemma4Model;
 import dev.decodiff.engine.InferenceSession;
 import dev.decodiff.engine.Sampler;
 import dev.decodiff.harness.BadInputException;
-import dev.decodiff.harness.compare.CandidateSource;
 import dev.decodiff.harness.compare.EngineThrewException;
+import dev.decodiff.harness.compare.StreamingCandidate;
+import dev.decodiff.harness.dump.CapturedTensor;
 import dev.decodiff.harness.dump.DumpManifest;
 import dev.decodiff.harness.dump.StepTensors;
+import dev.decodiff.metal.TensorView;
 
+import java.util.LinkedHashMap;
 import java.util.Locale;
 import java.util.Set;
+import java.util.function.Consumer;
 import java.util.function.Predicate;
 
 /**
@@ -19,7 +23,7 @@ import java.util.function.Predicate;
  * [start, start+length), recording only the wanted points. With the observer-effect check on, a second session
  * without any probe runs in lockstep and its logits must be bit-identical to the probed session's at every step.
  */
-public final class LiveCandidate implements CandidateSource {
+public final class LiveCandidate implements StreamingCandidate {
     private final Gemma4Model model;
     private final DumpManifest reference;
     private final CapturingProbe probe;
@@ -63,10 +67,24 @@ public final class LiveCandidate implements CandidateSource {
 
     @Override
     public StepTensors step(int s) {
+        var captured = new LinkedHashMap<String, CapturedTensor>();
+        var end = run(s, t -> captured.put(t.point(), t));
+        var st = reference.step(s);
+        return new LiveStep(s, st.start(), st.length(), captured, end.nextToken(), end.top2Margin(), end.origin());
+    }
+
+    /** Step s with each captured tensor handed to {@code sink} as the engine produces it: nothing of the step is held here. */
+    @Override
+    public StepEnd stream(int s, Consumer<TensorView> sink) {
+        return run(s, t -> sink.accept(t.view()));
+    }
+
+    private StepEnd run(int s, Consumer<CapturedTensor> sink) {
         if (s != next) throw new IllegalStateException("live steps run in order: asked for " + s + ", next is " + next);
         next++;
         int[] tokens = reference.stepTokens(s);
         float[] logits;
+        probe.sendTo(sink);
         try {
             logits = probed.forward(tokens);
         } catch (IllegalArgumentException e) {
@@ -76,8 +94,9 @@ public final class LiveCandidate implements CandidateSource {
             throw e;
         } catch (RuntimeException e) {
             throw new EngineThrewException(s, e);
+        } finally {
+            probe.sendTo(null);
         }
-        var captured = probe.take();
         if (plain != null) {
             float[] base;
             try {
@@ -88,8 +107,7 @@ public final class LiveCandidate implements CandidateSource {
             if (observer.equals("none")) observer = observerDifference(s, base, logits);
         }
         completed = s + 1;
-        var st = reference.step(s);
-        return new LiveStep(s, st.start(), st.length(), captured, Sampler.argmax(logits), LiveStep.top2Margin(logits), "live engine, step " + s);
+        return new StepEnd(Sampler.argmax(logits), LiveStep.top2Margin(logits), "live engine, step " + s);
     }
 
     public static String observerDifference(int step, float[] base, float[] probed) {
@@ -117,7 +135,7 @@ public final class LiveCandidate implements CandidateSource {
     public String observerEffect() {
         if (observer.equals("none") || observer.equals("not_checked") || confirmed) return observer;
         confirmed = true;
-        var probe2 = new CapturingProbe(wanted);
+        var probe2 = CapturingProbe.discarding(wanted);
         var probedAgain = model.newSession(options.withProbe(probe2));
         var plainA = model.newSession(options.withProbe(null));
         var plainB = model.newSession(options.withProbe(null));
@@ -127,7 +145,6 @@ public final class LiveCandidate implements CandidateSource {
             int[] tokens = reference.stepTokens(s);
             float[] a = plainA.forward(tokens);
             float[] p = probedAgain.forward(tokens);
-            probe2.take();
             float[] b = plainB.forward(tokens);
             String selfDiff = observerDifference(s, a, b);
             if (!selfDiff.equals("none")) {

@@ -103,6 +103,21 @@ class EngineThrowsTest {
     }
 
     @Test
+    void dumpKeepsTheStepsBeforeTheThrowAndLeavesNoHalfWrittenStep() throws Exception {
+        Path out = home.resolve("threw-dump");
+        var r = run("dump", "--model", model.toString(), "--tokens", "2,5,9,13", "-n", "3", "--fault", "cache-drops-first-position",
+                "--out", out.toString());
+        assertThat(r.code()).as(r.out() + r.err()).isEqualTo(1);
+        assertThat(r.err().strip().lines()).as(r.err()).hasSize(1);
+        assertThat(r.err()).contains("the engine threw at step 1: IllegalStateException: position 0 is no longer in the cache")
+                .contains("keeps the 1 step before it");
+        try (var files = Files.list(out)) {
+            assertThat(files.map(f -> f.getFileName().toString()).sorted().toList()).containsExactly("manifest.json", "step-0000.safetensors");
+        }
+        assertThat(DumpReader.open(out).stepCount()).isEqualTo(1);
+    }
+
+    @Test
     void aWorkerThreadsWrapperIsSeenThrough() {
         var cause = new IllegalStateException("position 3 is no longer in the cache");
         var f = EngineFailure.of(2, new CompletionException(cause));
