@@ -168,4 +168,17 @@ class OutputSafetyTest {
             assertThat(s.map(p -> p.getFileName().toString()).toList()).noneMatch(n -> n.endsWith(".partial"));
         }
     }
+
+    @Test
+    void aProfileOrReportInAReadOnlyPlaceFailsWithTheReasonAndNoFile() throws Exception {
+        Path ref = ref();
+        Path twin = SyntheticDump.write(tmp.resolve("twin"), SyntheticDump.NONE);
+        // /proc takes no new files, not even from root: a read-only place wherever the tests run
+        Path profile = Path.of("/proc/decodiff-test/profile.json");
+        var r = run("calibrate", ref.toString(), twin.toString(), "--out", profile.toString());
+        assertRefused(r, profile.toString(), "cannot write the profile");
+        Path html = Path.of("/proc/decodiff-test/report.html");
+        assertRefused(run("compare", ref.toString(), twin.toString(), "--html", html.toString()), html.toString(), "cannot write the HTML report");
+        assertThat(Files.exists(profile.getParent())).isFalse();
+    }
 }
