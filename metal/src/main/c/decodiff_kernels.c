@@ -268,3 +268,87 @@ KERNEL void decodiff_matmul_bf16(const uint16_t *w, int64_t cols, int32_t rows, 
     for (; r < to; r++)
         for (int t = 0; t < tokens; t++) y[(int64_t) t * rows + r] = dot1(w + r * cols, cols, x + t * cols);
 }
+
+/*
+ * The opt-in bf16 matmul (--matmul bf16): activations already rounded to bf16 (by the caller, round to nearest even),
+ * multiplied with the bf16 weights by AVX512-BF16 dot products (vdpbf16ps: each 32-bit lane adds two bf16 products),
+ * as llama.cpp multiplies bf16 weights. Not exact: the rounded activations and the instruction's own accumulation
+ * (it treats subnormal inputs as zero) differ from the fp32 path by about bf16's precision; decodiff measures that
+ * drift against the fp32 reference instead of assuming it. Deterministic: a fixed order for every sum.
+ */
+#define KERNEL_BF16 __attribute__((target("avx512f,avx512bw,avx512bf16")))
+#define PAIRS 32 /* bf16 elements per vector */
+
+int32_t decodiff_cpu_bf16dot(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512bf16") ? 1 : 0;
+}
+
+/* Elements [c, c + n) of a bf16 row as one vector, n <= 32, the rest zero (a product with zero adds nothing). */
+KERNEL_BF16 static inline __m512bh bf16_part(const uint16_t *p, int64_t n) {
+    return (__m512bh) _mm512_maskz_loadu_epi16(n >= PAIRS ? 0xffffffffu : (__mmask32) ((1u << n) - 1u), p);
+}
+
+#define DOT(i, j) a##i##j = _mm512_dpbf16_ps(a##i##j, v##i, u)
+#define DOT_TOKEN(j)                                   \
+    do {                                               \
+        __m512bh u = bf16_part(x + (j) * cols + c, n - c); \
+        DOT(0, j); DOT(1, j); DOT(2, j); DOT(3, j);    \
+    } while (0)
+
+/* Columns [0, n) of the 4-row × 6-token tile: rows at w (stride cols), tokens at x (stride cols); acc as tile4x6. */
+KERNEL_BF16 static void dot_tile4x6(const uint16_t *w, const uint16_t *x, int64_t cols, int64_t n, float *acc, int first) {
+    LOAD_TOKEN(0); LOAD_TOKEN(1); LOAD_TOKEN(2); LOAD_TOKEN(3); LOAD_TOKEN(4); LOAD_TOKEN(5);
+    for (int64_t c = 0; c < n; c += PAIRS) {
+        __m512bh v0 = bf16_part(w + c, n - c), v1 = bf16_part(w + cols + c, n - c);
+        __m512bh v2 = bf16_part(w + 2 * cols + c, n - c), v3 = bf16_part(w + 3 * cols + c, n - c);
+        DOT_TOKEN(0); DOT_TOKEN(1); DOT_TOKEN(2); DOT_TOKEN(3); DOT_TOKEN(4); DOT_TOKEN(5);
+    }
+    STORE_TOKEN(0); STORE_TOKEN(1); STORE_TOKEN(2); STORE_TOKEN(3); STORE_TOKEN(4); STORE_TOKEN(5);
+}
+
+/* The same for one token (a chunk's last tokens). */
+KERNEL_BF16 static void dot_tile4x1(const uint16_t *w, const uint16_t *x, int64_t cols, int64_t n, float *acc, int first) {
+    LOAD_TOKEN(0);
+    for (int64_t c = 0; c < n; c += PAIRS) {
+        __m512bh v0 = bf16_part(w + c, n - c), v1 = bf16_part(w + cols + c, n - c);
+        __m512bh v2 = bf16_part(w + 2 * cols + c, n - c), v3 = bf16_part(w + 3 * cols + c, n - c);
+        DOT_TOKEN(0);
+    }
+    STORE_TOKEN(0);
+}
+
+/* One row against one token. */
+KERNEL_BF16 static float dot_row(const uint16_t *w, const uint16_t *x, int64_t cols) {
+    __m512 a = _mm512_setzero_ps();
+    for (int64_t c = 0; c < cols; c += PAIRS) a = _mm512_dpbf16_ps(a, bf16_part(w + c, cols - c), bf16_part(x + c, cols - c));
+    return sum_lanes(a);
+}
+
+/*
+ * Y[t·rows + r] = W[r]·X[t] for r in [from, to), t < tokens, X [tokens, cols] bf16. Rows in groups of four, columns
+ * in blocks of COL_BLOCK (four weight rows and a 6-token tile of one block stay in L1), accumulators carried across
+ * blocks in acc (tokens · 64 floats), lanes summed as in the fp32 GEMM. A single token prefetches the next rows, as
+ * the fp32 matvec does: decode is a read of the weights.
+ */
+KERNEL_BF16 void decodiff_matmul_bf16dot(const uint16_t *w, int64_t cols, int32_t rows, int32_t from, int32_t to,
+                                         const uint16_t *x, int32_t tokens, float *y, float *acc) {
+    int64_t r = from;
+    for (; r + ROWS <= to; r += ROWS) {
+        const uint16_t *wr = w + r * cols;
+        if (tokens == 1 && r + 2 * ROWS <= to) /* the next group of rows, into L2 (a group can outgrow L1) */
+            for (int64_t c = 0; c < ROWS * cols; c += PAIRS) _mm_prefetch((const char *) (wr + ROWS * cols + c), _MM_HINT_T1);
+        for (int64_t c0 = 0; c0 < cols; c0 += COL_BLOCK) {
+            int64_t n = cols - c0 < COL_BLOCK ? cols - c0 : COL_BLOCK;
+            int t = 0;
+            for (; t + TILE_TOKENS <= tokens; t += TILE_TOKENS) dot_tile4x6(wr + c0, x + t * cols + c0, cols, n, acc + t * ROWS * L, c0 == 0);
+            for (; t < tokens; t++) dot_tile4x1(wr + c0, x + t * cols + c0, cols, n, acc + t * ROWS * L, c0 == 0);
+        }
+        int grouped = tokens - tokens % 4, t = 0;
+        for (; t < grouped; t += 4) sum_lanes16(acc + t * ROWS * L, y + (int64_t) t * rows + r, rows);
+        for (; t < tokens; t++)
+            for (int i = 0; i < ROWS; i++) y[(int64_t) t * rows + r + i] = sum_lanes(_mm512_loadu_ps(acc + (t * ROWS + i) * L));
+    }
+    for (; r < to; r++)
+        for (int t = 0; t < tokens; t++) y[(int64_t) t * rows + r] = dot_row(w + r * cols, x + t * cols, cols);
+}

@@ -1,5 +1,6 @@
 package dev.decodiff.engine;
 
+import dev.decodiff.metal.MatmulPrecision;
 import dev.decodiff.metal.PackedRows;
 import dev.decodiff.metal.Parallel;
 import dev.decodiff.metal.Transcendentals;
@@ -30,6 +31,8 @@ public final class InferenceSession {
     private final boolean faultValuesFromKeys, faultWindowPlusOne, faultRingWrap, faultDecodePosition, faultRopePrefix,
             faultNoVNorm, faultGqaModulo, faultNoLayerScalar, faultNoSoftcap, faultRecompute;
     private final boolean faultStalePosition, faultSlidingTruncate, faultDropFirst;
+    /** The precision of every product with a bf16 weight matrix (exact fp32 unless --matmul bf16). */
+    private final MatmulPrecision matmul;
     /** Attention reads encoded caches packed (the default) rather than decoding the history first: same bits, faster. */
     private final boolean packedAttention = !"false".equalsIgnoreCase(System.getProperty("decodiff.packedAttention"));
     private final int[] kvSource;
@@ -58,6 +61,7 @@ public final class InferenceSession {
         this.w = model.weights();
         this.options = options;
         this.probe = options.probe();
+        this.matmul = options.matmul();
         faultValuesFromKeys = options.has(Fault.K_EQ_V_ROTATED_KEYS);
         faultWindowPlusOne = options.has(Fault.SLIDING_WINDOW_OFF_BY_ONE);
         faultRingWrap = options.has(Fault.RING_WRAP);
@@ -248,7 +252,7 @@ public final class InferenceSession {
         capture(CapturePoints.FINAL_NORM, new int[]{T, H}, normed, normed.length);
 
         float[] logits = new float[cfg.vocabSize()];
-        w.lmHead().matvec(normed, (T - 1) * H, logits, 0);
+        w.lmHead().matvec(normed, (T - 1) * H, logits, 0, matmul);
         if (cfg.hasSoftcap() && !faultNoSoftcap) {
             float c = cfg.finalLogitSoftcap();
             Parallel.forRange(logits.length, 4096, (from, to) -> Transcendentals.softcap(logits, from, to, c));
@@ -270,7 +274,7 @@ public final class InferenceSession {
     private float[] perLayerInputs(int[] tokens, float[] embedded) {
         int T = tokens.length, H = cfg.hidden(), L = cfg.numLayers(), P = cfg.pleDim(), LP = L * P;
         float[] proj = new float[T * LP];
-        w.pleModelProjection().matmul(embedded, T, proj);
+        w.pleModelProjection().matmul(embedded, T, proj, matmul);
         float projScale = (float) StrictMath.pow(H, -0.5);
         float tokScale = (float) Math.sqrt(P);
         float combine = (float) StrictMath.pow(2.0, -0.5);
@@ -315,11 +319,11 @@ public final class InferenceSession {
         if (ple != null) {
             int P = cfg.pleDim(), L = cfg.numLayers();
             float[] g = new float[T * P];
-            lw.pleGate().matmul(x, T, g);
+            lw.pleGate().matmul(x, T, g, matmul);
             for (int t = 0; t < T; t++)
                 for (int j = 0; j < P; j++) g[t * P + j] = VectorMath.geluTanh(g[t * P + j]) * ple[(t * L + i) * P + j];
             float[] p = new float[T * H];
-            lw.pleProjection().matmul(g, T, p);
+            lw.pleProjection().matmul(g, T, p, matmul);
             rowsNorm(p, T, H, lw.plePostNorm(), p);
             VectorMath.add(x, 0, p, 0, x.length);
         }
@@ -340,7 +344,7 @@ public final class InferenceSession {
         int posShift = (faultDecodePosition && T == 1 && start > 0 ? 1 : 0) + ropeShift;
 
         float[] q = scratch(S_Q, T * qDim);
-        lw.q().matmul(h, T, q);
+        lw.q().matmul(h, T, q, matmul);
         addBias(q, T, lw.qBias());
         for (int t = 0; t < T; t++) {
             for (int hd = 0; hd < nh; hd++) VectorMath.rmsNorm(q, t * qDim + hd * d, d, lw.qNorm(), eps, q, t * qDim + hd * d);
@@ -352,13 +356,13 @@ public final class InferenceSession {
         LayerCache cache;
         if (!spec.kvShared()) {
             k = new float[T * stride];
-            lw.k().matmul(h, T, k);
+            lw.k().matmul(h, T, k, matmul);
             addBias(k, T, lw.kBias());
             if (spec.kEqV()) {
                 v = k.clone(); // k_eq_v: the value is the raw k projection, before k_norm and RoPE
             } else {
                 v = new float[T * stride];
-                lw.v().matmul(h, T, v);
+                lw.v().matmul(h, T, v, matmul);
                 addBias(v, T, lw.vBias());
             }
             for (int t = 0; t < T; t++) {
@@ -432,7 +436,7 @@ public final class InferenceSession {
         capture(names[i][ATTN_OUT], new int[]{T, qDim}, out, T * qDim);
 
         float[] a = scratch(S_A, T * H);
-        lw.o().matmul(out, T, a);
+        lw.o().matmul(out, T, a, matmul);
         addBias(a, T, lw.oBias());
         return a;
     }
@@ -523,12 +527,12 @@ public final class InferenceSession {
         int I = gate.rows();
         float[] g = scratch(S_G, T * I);
         float[] u = scratch(S_U, T * I);
-        gate.matmul(h, T, g);
-        up.matmul(h, T, u);
+        gate.matmul(h, T, g, matmul);
+        up.matmul(h, T, u, matmul);
         // Element-wise, so splitting it over the cores changes no bit.
         Parallel.forRange(T * I, 1024, (from, to) -> Transcendentals.geluTanhTimes(g, u, from, to));
         float[] out = scratch(S_MLP, T * down.rows());
-        down.matmul(g, T, out);
+        down.matmul(g, T, out, matmul);
         return out;
     }
 
@@ -549,7 +553,7 @@ public final class InferenceSession {
             for (int j = 0; j < H; j++) z[t * H + j] = z[t * H + j] * m.routerScale()[j] * rootScale;
         }
         float[] logits = new float[T * E];
-        m.router().matmul(z, T, logits);
+        m.router().matmul(z, T, logits, matmul);
         float[] weight = new float[T * E];
         int[][] routed = new int[E][T];
         int[] count = new int[E];
@@ -576,10 +580,10 @@ public final class InferenceSession {
                 y = new float[n * H];
             }
             for (int k = 0; k < n; k++) System.arraycopy(u, routed[e][k] * H, x, k * H, H);
-            m.gateUp()[e].matmul(x, n, gu);
+            m.gateUp()[e].matmul(x, n, gu, matmul);
             for (int k = 0; k < n; k++)
                 for (int j = 0; j < Im; j++) act[k * Im + j] = VectorMath.geluTanh(gu[k * 2 * Im + j]) * gu[k * 2 * Im + Im + j];
-            m.down()[e].matmul(act, n, y);
+            m.down()[e].matmul(act, n, y, matmul);
             for (int k = 0; k < n; k++) {
                 int t = routed[e][k];
                 VectorMath.axpy(weight[t * E + e], y, k * H, out, t * H, H);

@@ -1,5 +1,6 @@
 package dev.decodiff.engine;
 
+import dev.decodiff.metal.BFloat16;
 import dev.decodiff.metal.PackedRows;
 import jdk.incubator.vector.ByteVector;
 import jdk.incubator.vector.FloatVector;
@@ -89,7 +90,7 @@ abstract sealed class KvRows permits KvRows.F32, KvRows.Bf16, KvRows.Q8, KvRows.
         @Override
         void write(int row, float[] src, int off) {
             int b = row * stride;
-            for (int i = 0; i < stride; i++) data[b + i] = toBf16(src[off + i]);
+            for (int i = 0; i < stride; i++) data[b + i] = BFloat16.round(src[off + i]);
         }
 
         @Override
@@ -109,14 +110,6 @@ abstract sealed class KvRows permits KvRows.F32, KvRows.Bf16, KvRows.Q8, KvRows.
             c.data = data.clone();
             c.capacity = capacity;
             return c;
-        }
-
-        /** Round to nearest even, as torch's float → bfloat16 cast. */
-        static short toBf16(float f) {
-            int bits = Float.floatToRawIntBits(f);
-            if (Float.isNaN(f)) return (short) ((bits >>> 16) | 0x40);
-            int rounding = 0x7fff + ((bits >>> 16) & 1);
-            return (short) ((bits + rounding) >>> 16);
         }
     }
 

@@ -55,7 +55,7 @@ class KvRowsTest {
         for (int i = 0; i < row.length; i++) row[i] = (float) (rnd.nextGaussian() * Math.pow(10, rnd.nextInt(-3, 3)));
         var bf = roundTrip(KvType.BF16, row);
         for (int i = 0; i < row.length; i++)
-            assertThat(Float.floatToRawIntBits(bf[i])).isEqualTo((KvRows.Bf16.toBf16(row[i]) & 0xffff) << 16);
+            assertThat(Float.floatToRawIntBits(bf[i])).isEqualTo((dev.decodiff.metal.BFloat16.round(row[i]) & 0xffff) << 16);
         var q8 = roundTrip(KvType.Q8_0, row);
         for (int b = 0; b < row.length / 32; b++) {
             float amax = 0;

@@ -39,6 +39,8 @@ public final class NativeKernels {
     private static final MethodHandle MATMUL;
     private static final MethodHandle STREAM;
     private static final MethodHandle FMA_LOOP;
+    /** The AVX512-BF16 GEMM of --matmul bf16, or null where the CPU lacks those instructions. */
+    private static final MethodHandle MATMUL_BF16DOT;
     /** Flops one iteration of {@link #fmaLoop} performs (its independent 16-lane FMA chains × 32). */
     private static final int FMA_FLOPS_PER_ITERATION;
     /** Floats of accumulator scratch the native GEMM needs per token (its row tile × 16 lanes). */
@@ -46,7 +48,7 @@ public final class NativeKernels {
     private static final String STATUS;
 
     static {
-        MethodHandle mv = null, mm = null, sr = null, fma = null;
+        MethodHandle mv = null, mm = null, sr = null, fma = null, dot = null;
         int accPerToken = 0, fmaFlops = 0;
         String status;
         try {
@@ -69,6 +71,9 @@ public final class NativeKernels {
                 accPerToken = (int) linker.downcallHandle(find(lookup, "decodiff_matmul_acc_floats_per_token"), FunctionDescriptor.of(JAVA_INT)).invokeExact();
                 fma = linker.downcallHandle(find(lookup, "decodiff_fma_loop"), FunctionDescriptor.of(JAVA_FLOAT, JAVA_LONG));
                 fmaFlops = 32 * (int) linker.downcallHandle(find(lookup, "decodiff_fma_chains"), FunctionDescriptor.of(JAVA_INT)).invokeExact();
+                if ((int) linker.downcallHandle(find(lookup, "decodiff_cpu_bf16dot"), FunctionDescriptor.of(JAVA_INT)).invokeExact() == 1)
+                    dot = linker.downcallHandle(find(lookup, "decodiff_matmul_bf16dot"),
+                            FunctionDescriptor.ofVoid(ADDRESS, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, ADDRESS, ADDRESS), critical);
                 status = "native avx512 (FFM)";
             }
         } catch (Unavailable e) {
@@ -82,6 +87,7 @@ public final class NativeKernels {
         ACC_PER_TOKEN = accPerToken;
         STREAM = off ? null : sr;
         FMA_LOOP = fma; // a yardstick, not a kernel: available whenever the library loads
+        MATMUL_BF16DOT = off ? null : dot;
         FMA_FLOPS_PER_ITERATION = fmaFlops;
         STATUS = off && mv != null ? "java (-Ddecodiff.kernels=java)" : status;
     }
@@ -145,6 +151,18 @@ public final class NativeKernels {
             return (float) FMA_LOOP.invokeExact(iterations);
         } catch (Throwable t) {
             throw new IllegalStateException("native FMA loop failed", t);
+        }
+    }
+
+    /** Whether --matmul bf16 runs on AVX512-BF16 dot products here (otherwise on the fp32 kernels, activations rounded alike). */
+    public static boolean bf16DotAvailable() { return MATMUL_BF16DOT != null; }
+
+    /** As {@link #matmulBf16} with X in bf16 ([tokens, cols] shorts) and AVX512-BF16 dot products; acc as there. */
+    static void matmulBf16Dot(MemorySegment w, int cols, int rows, int from, int to, MemorySegment x, int tokens, MemorySegment y, MemorySegment acc) {
+        try {
+            MATMUL_BF16DOT.invokeExact(w, (long) cols, rows, from, to, x, tokens, y, acc);
+        } catch (Throwable t) {
+            throw new IllegalStateException("native bf16 matmul failed", t);
         }
     }
 

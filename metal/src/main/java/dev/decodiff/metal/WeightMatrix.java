@@ -129,17 +129,60 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
         requireNative();
         Objects.checkFromIndexSize(0, tokens * cols, x.length);
         Objects.checkFromIndexSize(0, tokens * rows, y.length);
+        nativeChunks(MemorySegment.ofArray(x), 4, tokens, y, NativeKernels::matmulBf16);
+    }
+
+    /** One native GEMM over rows [from, to) of a token chunk (x: the chunk's activations, y: its outputs). */
+    private interface NativeGemm {
+        void run(MemorySegment w, int cols, int rows, int from, int to, MemorySegment x, int tokens, MemorySegment y, MemorySegment acc);
+    }
+
+    /** Rows split over the cores, tokens in chunks whose activations ({@code elementBytes} each) stay in L2. */
+    private void nativeChunks(MemorySegment xs, int elementBytes, int tokens, float[] y, NativeGemm gemm) {
         int chunk = tokenChunk(tokens);
-        var xs = MemorySegment.ofArray(x);
         var ys = MemorySegment.ofArray(y);
         Parallel.forRange(rows, 16, (from, to) -> {
             var acc = MemorySegment.ofArray(new float[Math.min(chunk, tokens) * NativeKernels.matmulAccFloatsPerToken()]);
             for (int t0 = 0; t0 < tokens; t0 += chunk) {
                 int n = Math.min(chunk, tokens - t0);
-                NativeKernels.matmulBf16(data, cols, rows, from, to, xs.asSlice((long) t0 * cols * 4, (long) n * cols * 4), n,
+                gemm.run(data, cols, rows, from, to, xs.asSlice((long) t0 * cols * elementBytes, (long) n * cols * elementBytes), n,
                         ys.asSlice((long) t0 * rows * 4, (long) n * rows * 4), acc);
             }
         });
+    }
+
+    /**
+     * {@link #matmul} at the given precision. {@link MatmulPrecision#BF16} on bf16 weights rounds the activations to
+     * bf16 (nearest even) and multiplies with AVX512-BF16 dot products where the CPU has them, else with the fp32
+     * kernels on the rounded activations (the products of two bf16 values are exact in fp32 either way; the sums
+     * differ in order only). Other weights, and {@link MatmulPrecision#FP32}, take the exact path.
+     */
+    public void matmul(float[] x, int tokens, float[] y, MatmulPrecision precision) {
+        if (precision == MatmulPrecision.FP32 || dtype != DType.BF16) {
+            matmul(x, tokens, y);
+            return;
+        }
+        Objects.checkFromIndexSize(0, tokens * cols, x.length);
+        Objects.checkFromIndexSize(0, tokens * rows, y.length);
+        short[] xb = BFloat16.round(x, 0, tokens * cols);
+        if (NativeKernels.bf16DotAvailable()) {
+            nativeChunks(MemorySegment.ofArray(xb), 2, tokens, y, NativeKernels::matmulBf16Dot);
+            return;
+        }
+        float[] rounded = new float[xb.length];
+        for (int i = 0; i < xb.length; i++) rounded[i] = BFloat16.widen(xb[i]);
+        matmul(rounded, tokens, y);
+    }
+
+    /** {@link #matvec} at the given precision, as {@link #matmul(float[], int, float[], MatmulPrecision)}. */
+    public void matvec(float[] x, int xOff, float[] y, int yOff, MatmulPrecision precision) {
+        if (precision == MatmulPrecision.FP32 || dtype != DType.BF16) {
+            matvec(x, xOff, y, yOff);
+            return;
+        }
+        float[] out = yOff == 0 ? y : new float[rows];
+        matmul(java.util.Arrays.copyOfRange(x, xOff, xOff + cols), 1, out, precision);
+        if (out != y) System.arraycopy(out, 0, y, yOff, rows);
     }
 
     /** {@link #matmul} on the Java kernels, whatever the machine has (tests and benchmarks compare the paths). */

@@ -81,6 +81,44 @@ class WeightMatrixTest {
         }
     }
 
+    /**
+     * --matmul bf16: each output is the dot product of the weight row with the activations rounded to bf16 (nearest
+     * even), summed in fp32 in some fixed order: within a few fp32 roundings of the exact sum (computed here in double
+     * from independently rounded activations), and clearly not the fp32 path's result (the rounding happened). Decode
+     * (one token, also from an offset) and prefill give each token the same bits.
+     */
+    @ParameterizedTest
+    @CsvSource({"37,64,1", "130,1536,7", "19,70,5", "21,1100,13", "13,1100,240", "9,33,6", "64,512,12"})
+    void bf16MatmulIsTheDotOfTheRoundedActivations(int rows, int cols, int tokens) {
+        var w = random(DType.BF16, rows, cols, rows * 17L + cols);
+        var rnd = new Random(tokens * 7L + cols);
+        float[] x = new float[tokens * cols];
+        for (int i = 0; i < x.length; i++) x[i] = (float) rnd.nextGaussian();
+        float[] y = new float[tokens * rows], exact = new float[tokens * rows];
+        w.matmul(x, tokens, y, MatmulPrecision.BF16);
+        w.matmul(x, tokens, exact);
+        int differs = 0;
+        for (int t = 0; t < tokens; t++) {
+            float[] one = new float[rows + 3];
+            w.matvec(x, t * cols, one, 3, MatmulPrecision.BF16);
+            for (int r = 0; r < rows; r++) {
+                double sum = 0, magnitude = 0;
+                for (int c = 0; c < cols; c++) {
+                    int bits = Float.floatToRawIntBits(x[t * cols + c]);
+                    float xb = Float.intBitsToFloat(((bits + 0x7fff + ((bits >>> 16) & 1)) >>> 16) << 16); // RNE to bf16
+                    double p = (double) w.get(r, c) * xb;
+                    sum += p;
+                    magnitude += Math.abs(p);
+                }
+                float got = y[t * rows + r];
+                assertThat((double) Math.abs(got - sum)).as("t=%d r=%d", t, r).isLessThanOrEqualTo(cols * 0x1p-24 * magnitude);
+                assertThat(Float.floatToRawIntBits(one[3 + r])).as("decode t=%d r=%d", t, r).isEqualTo(Float.floatToRawIntBits(got));
+                if (got != exact[t * rows + r]) differs++;
+            }
+        }
+        assertThat(differs).as("activations were rounded to bf16").isGreaterThan(tokens * rows / 2);
+    }
+
     /** Where the build has a native library and the CPU has AVX-512, the native kernels must be the ones that run. */
     @Test
     void nativeKernelsLoadWhereExpected() {
@@ -90,6 +128,17 @@ class WeightMatrixTest {
             assertThat(NativeKernels.class.getResource(NativeKernels.RESOURCE)).as("gcc is here, so the build must have compiled the kernels").isNotNull();
         if (NativeKernels.available())
             assertThat(NativeKernels.fmaPeakGflops(1000)).as("the FMA yardstick runs with the kernels").isFinite().isPositive();
+        if (NativeKernels.available() && cpuFlag("avx512_bf16"))
+            assertThat(NativeKernels.bf16DotAvailable()).as("this CPU has AVX512-BF16: --matmul bf16 must use it").isTrue();
+    }
+
+    private static boolean cpuFlag(String flag) {
+        try {
+            return java.nio.file.Files.readAllLines(java.nio.file.Path.of("/proc/cpuinfo")).stream()
+                    .anyMatch(l -> l.startsWith("flags") && (l + " ").contains(" " + flag + " "));
+        } catch (java.io.IOException e) {
+            return false;
+        }
     }
 
     /** Subnormal weights and activations, signed zeros, infinities and NaN go through both paths alike (no flush-to-zero). */

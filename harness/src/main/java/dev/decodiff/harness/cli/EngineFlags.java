@@ -4,13 +4,14 @@ import dev.decodiff.engine.EngineOptions;
 import dev.decodiff.engine.Fault;
 import dev.decodiff.engine.KvType;
 import dev.decodiff.harness.BadInputException;
+import dev.decodiff.metal.MatmulPrecision;
 import picocli.CommandLine.Option;
 
 import java.util.ArrayList;
 import java.util.EnumSet;
 import java.util.List;
 
-/** The engine switches every engine-running command shares (picocli mixin): catalog faults and KV cache types. */
+/** The engine switches every engine-running command shares (picocli mixin): catalog faults, KV cache types, matmul precision. */
 public final class EngineFlags {
     @Option(names = "--fault", paramLabel = "ID", converter = Faults.Converter.class, completionCandidates = Faults.Candidates.class,
             description = "Switch on a catalog fault (repeatable; live runs only): ${COMPLETION-CANDIDATES}.")
@@ -20,10 +21,22 @@ public final class EngineFlags {
             description = "How the KV cache stores keys and values: f32 (default, exact), bf16, q8_0, q4_0; one type for both, or K,V.")
     String kvCache;
 
-    public boolean isDefault() { return faults.isEmpty() && kvCache == null; }
+    @Option(names = "--matmul", paramLabel = "P",
+            description = "Precision of the products with bf16 weights: fp32 (default, exact) or bf16 (activations rounded to bf16, "
+                    + "AVX512-BF16 dot products where the CPU has them, as llama.cpp; faster prefill, drift measured in docs/matmul-bf16.md).")
+    String matmul;
+
+    public boolean isDefault() { return faults.isEmpty() && kvCache == null && matmul == null; }
 
     public EngineOptions options() {
         var options = EngineOptions.defaults().withFaults(faults.isEmpty() ? EnumSet.noneOf(Fault.class) : EnumSet.copyOf(faults));
+        if (matmul != null) {
+            try {
+                options = options.withMatmul(MatmulPrecision.byId(matmul.strip()));
+            } catch (IllegalArgumentException e) {
+                throw new BadInputException("--matmul: " + e.getMessage());
+            }
+        }
         if (kvCache == null) return options;
         var parts = kvCache.split(",", -1);
         if (parts.length > 2) throw new BadInputException("--kv-cache takes one type or K,V, got '" + kvCache + "'");

@@ -6,13 +6,14 @@ import dev.decodiff.engine.Gemma4Model;
 import dev.decodiff.harness.BadInputException;
 import dev.decodiff.harness.Home;
 import dev.decodiff.harness.dump.DumpManifest;
+import dev.decodiff.metal.MatmulPrecision;
 import dev.decodiff.metal.NativeKernels;
 import dev.decodiff.engine.KvType;
 
 import java.util.ArrayList;
 import java.util.List;
 
-/** How an engine run differs from the exact default (catalog faults, a lossy KV cache), in words for report headers. */
+/** How an engine run differs from the exact default (catalog faults, a lossy KV cache, bf16 matmuls), in words for report headers. */
 public final class EngineSetup {
     /** decodiff's own Java engine, as dumps name it. */
     public static final String ENGINE = "decodiff-java";
@@ -25,7 +26,7 @@ public final class EngineSetup {
      */
     public static DumpManifest.Producer producer(EngineOptions o, List<String> commandOptions) {
         var faults = o.faults().stream().map(Fault::id).sorted().toList();
-        return new DumpManifest.Producer("decodiff", Home.version(), "float32", ENGINE, ENGINE, NativeKernels.status(),
+        return new DumpManifest.Producer("decodiff", Home.version(), "float32", ENGINE, ENGINE, kernels(o),
                 new DumpManifest.KvCache(o.keyType().id(), o.valueType().id()), faults, commandOptions);
     }
 
@@ -47,11 +48,19 @@ public final class EngineSetup {
         }
     }
 
+    /** The kernels that ran, and how the bf16 weights were multiplied when not in exact fp32. */
+    static String kernels(EngineOptions o) {
+        if (o.matmul() == MatmulPrecision.FP32) return NativeKernels.status();
+        return NativeKernels.status() + "; matmul bf16: activations rounded to bf16, "
+                + (NativeKernels.bf16DotAvailable() ? "AVX512-BF16 dot products" : "fp32 kernels (no AVX512-BF16 here)");
+    }
+
     /** "" when the run is the exact default. */
     public static String describe(EngineOptions o) {
         var parts = new ArrayList<String>();
         if (!o.faults().isEmpty()) parts.add("faults " + String.join(",", o.faults().stream().map(Object::toString).sorted().toList()));
         if (o.keyType() != KvType.F32 || o.valueType() != KvType.F32) parts.add("KV cache " + o.keyType() + "/" + o.valueType());
+        if (o.matmul() != MatmulPrecision.FP32) parts.add("matmul " + o.matmul());
         return String.join(", ", parts);
     }
 }
