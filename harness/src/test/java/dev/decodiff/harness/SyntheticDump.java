@@ -64,6 +64,43 @@ public final class SyntheticDump {
         return dir;
     }
 
+    /** A dump its producer never finished (killed after {@code steps} steps, disk full): no completeness mark. */
+    public static Path unfinished(Path dir, int steps) {
+        write(dir, NONE, CONFIG_SHA, tokens(), steps);
+        editManifest(dir, "\"complete\" : true", "\"complete\" : false");
+        return dir;
+    }
+
+    /** Records a point selection in the dump's manifest, as dump --points would have. */
+    public static void selectPoints(Path dir, String... globs) {
+        var quoted = java.util.Arrays.stream(globs).map(g -> "\"" + g + "\"").toList();
+        editManifest(dir, "\"steps\" :", "\"selected_points\" : [ " + String.join(", ", quoted) + " ],\n  \"steps\" :");
+    }
+
+    /** Replaces text in manifest.json; the text must be there (an edit that changes nothing is a broken test). */
+    public static void editManifest(Path dir, String from, String to) {
+        Path mf = dir.resolve("manifest.json");
+        try {
+            String text = java.nio.file.Files.readString(mf);
+            if (!text.contains(from)) throw new IllegalStateException(mf + " has no " + from);
+            java.nio.file.Files.writeString(mf, text.replace(from, to));
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
+    }
+
+    /** A safetensors file with exactly this header text (as UTF-8) and this many zero data bytes. */
+    public static void writeRaw(Path f, String header, int dataBytes) {
+        byte[] h = header.getBytes(java.nio.charset.StandardCharsets.UTF_8);
+        var b = java.nio.ByteBuffer.allocate(8 + h.length + dataBytes).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+        b.putLong(h.length).put(h);
+        try {
+            java.nio.file.Files.write(f, b.array());
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
+    }
+
     static float[] rand(long seed, int n, double scale) {
         var r = new SplittableRandom(seed);
         var a = new float[n];

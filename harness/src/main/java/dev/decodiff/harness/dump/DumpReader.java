@@ -225,7 +225,7 @@ public final class DumpReader {
         String format = v.text(root, "format");
         if (!DumpManifest.FORMAT.equals(format)) throw v.fail("\"format\" is \"" + format + "\", expected \"decodiff-dump\"");
         JsonNode ver = root.get("version");
-        if (ver == null || !ver.canConvertToInt())
+        if (ver == null || !ver.isIntegralNumber() || !ver.canConvertToInt())
             throw v.fail("\"version\" is missing or not an integer; a dump v1 manifest has \"version\": 1");
         if (ver.asInt() != DumpManifest.VERSION)
             throw v.fail("unknown dump format version " + ver.asInt() + "; this decodiff reads version 1 — upgrade decodiff or re-create the dump");

@@ -16,13 +16,7 @@ class IncompleteVerdictTest {
     @TempDir
     Path tmp;
 
-    /** A dump killed after {@code steps} steps: its manifest lists them but was never marked complete. */
-    private Path killedAfter(String name, int steps) throws IOException {
-        Path d = SyntheticDump.write(tmp.resolve(name), SyntheticDump.NONE, SyntheticDump.CONFIG_SHA, SyntheticDump.tokens(), steps);
-        Path mf = d.resolve("manifest.json");
-        Files.writeString(mf, Files.readString(mf).replace("\"complete\" : true", "\"complete\" : false"));
-        return d;
-    }
+    private Path killedAfter(String name, int steps) { return SyntheticDump.unfinished(tmp.resolve(name), steps); }
 
     private Path whole() { return SyntheticDump.write(tmp.resolve("whole"), SyntheticDump.NONE); }
 

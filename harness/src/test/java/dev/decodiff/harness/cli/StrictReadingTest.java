@@ -25,13 +25,6 @@ class StrictReadingTest {
 
     private Path cand() { return SyntheticDump.write(tmp.resolve("cand"), SyntheticDump.NONE); }
 
-    /** A safetensors file with exactly this header text (as bytes) and this many zero data bytes. */
-    static void writeRaw(Path f, byte[] header, int dataBytes) throws IOException {
-        var b = ByteBuffer.allocate(8 + header.length + dataBytes).order(ByteOrder.LITTLE_ENDIAN);
-        b.putLong(header.length).put(header);
-        Files.write(f, b.array());
-    }
-
     private static void assertRefused(CliTest.Run r, Path file, String... fragments) {
         assertThat(r.code()).as(r.out() + r.err()).isEqualTo(Main.BAD_INPUT);
         assertThat(r.out()).doesNotContain("MATCH");
@@ -43,8 +36,7 @@ class StrictReadingTest {
     @Test
     void aShapeWhoseSizeOverflowsIsDamagedNotAnInternalError() throws IOException {
         Path c = cand(), f = c.resolve("step-0001.safetensors");
-        writeRaw(f, "{\"logits\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,16],\"data_offsets\":[0,8]}}"
-                .getBytes(StandardCharsets.UTF_8), 8);
+        SyntheticDump.writeRaw(f, "{\"logits\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,16],\"data_offsets\":[0,8]}}", 8);
         assertRefused(CliTest.run("compare", ref().toString(), c.toString()), f, "overflows");
     }
 
@@ -62,17 +54,17 @@ class StrictReadingTest {
     @Test
     void aTensorNamedTwiceInOneHeaderIsRefused() throws IOException {
         Path c = cand(), f = c.resolve("step-0000.safetensors");
-        writeRaw(f, ("{\"logits\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
-                + "\"logits\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}").getBytes(StandardCharsets.UTF_8), 16);
+        SyntheticDump.writeRaw(f, "{\"logits\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                + "\"logits\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,16]}}", 16);
         assertRefused(CliTest.run("compare", ref().toString(), c.toString()), f, "logits");
     }
 
     @Test
     void aStepFileWithAnEmptyHeaderIsAnErrorNotOnlyInTheReference() throws IOException {
         Path c = cand(), f = c.resolve("step-0003.safetensors");
-        writeRaw(f, "{}".getBytes(StandardCharsets.UTF_8), 0);
+        SyntheticDump.writeRaw(f, "{}", 0);
         assertRefused(CliTest.run("compare", ref().toString(), c.toString()), f, "holds no tensors");
-        writeRaw(f, "{\"__metadata__\":{\"format\":\"pt\"}}".getBytes(StandardCharsets.UTF_8), 0);
+        SyntheticDump.writeRaw(f, "{\"__metadata__\":{\"format\":\"pt\"}}", 0);
         assertRefused(CliTest.run("compare", ref().toString(), c.toString()), f, "holds no tensors");
     }
 

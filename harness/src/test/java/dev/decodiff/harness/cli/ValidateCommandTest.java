@@ -20,12 +20,7 @@ class ValidateCommandTest {
 
     private Path dump(String name, SyntheticDump.Mutation m) { return SyntheticDump.write(tmp.resolve(name), m); }
 
-    private static void editManifest(Path d, String from, String to) throws IOException {
-        Path mf = d.resolve("manifest.json");
-        String text = Files.readString(mf);
-        assertThat(text).contains(from);
-        Files.writeString(mf, text.replace(from, to));
-    }
+    private static void editManifest(Path d, String from, String to) { SyntheticDump.editManifest(d, from, to); }
 
     private static CliTest.Run invalid(Path d, String... fragments) {
         var r = CliTest.run("validate", d.toString());
@@ -72,7 +67,7 @@ class ValidateCommandTest {
     void everyBrokenStepFileIsListedNotJustTheFirst() throws IOException {
         Path d = dump("steps", SyntheticDump.NONE);
         Files.delete(d.resolve("step-0001.safetensors"));
-        StrictReadingTest.writeRaw(d.resolve("step-0002.safetensors"), "{}".getBytes(StandardCharsets.UTF_8), 0);
+        SyntheticDump.writeRaw(d.resolve("step-0002.safetensors"), "{}", 0);
         Path outside = tmp.resolve("outside.safetensors");
         Files.move(d.resolve("step-0003.safetensors"), outside);
         Files.createSymbolicLink(d.resolve("step-0003.safetensors"), outside);
@@ -83,8 +78,8 @@ class ValidateCommandTest {
     @Test
     void aNonFloatTensorIsInvalid() throws IOException {
         Path d = dump("ints", SyntheticDump.NONE);
-        StrictReadingTest.writeRaw(d.resolve("step-0000.safetensors"),
-                "{\"logits\":{\"dtype\":\"I32\",\"shape\":[2],\"data_offsets\":[0,8]}}".getBytes(StandardCharsets.UTF_8), 8);
+        SyntheticDump.writeRaw(d.resolve("step-0000.safetensors"),
+                "{\"logits\":{\"dtype\":\"I32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8);
         invalid(d, "dtype I32");
     }
 

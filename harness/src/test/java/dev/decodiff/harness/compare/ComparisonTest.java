@@ -292,15 +292,7 @@ class ComparisonTest {
                 .anyMatch(m -> m.contains("the reference lacks 1 point") && m.contains("layers.0.attn.extra"));
     }
 
-    /** A dump cut short (kill -9, full disk) keeps its finished steps but never gets the mark written last. */
-    private Path cutShort(String name, int steps) throws IOException {
-        Path d = SyntheticDump.write(tmp.resolve(name), SyntheticDump.NONE, SyntheticDump.CONFIG_SHA, SyntheticDump.tokens(), steps);
-        Path mf = d.resolve("manifest.json");
-        String text = Files.readString(mf);
-        assertThat(text).contains("\"complete\" : true");
-        Files.writeString(mf, text.replace("\"complete\" : true", "\"complete\" : false"));
-        return d;
-    }
+    private Path cutShort(String name, int steps) { return SyntheticDump.unfinished(tmp.resolve(name), steps); }
 
     @Test
     void aCandidateCutShortIsIncompleteNotAMatch() throws IOException {
@@ -348,8 +340,7 @@ class ComparisonTest {
     @Test
     void pointsTheCandidateLeftOutByAnExplicitSelectionAreExcludedAndStated() throws IOException {
         Path cand = SyntheticDump.write(tmp.resolve("subset"), (s, t) -> t.keySet().removeIf(p -> !p.startsWith("layers.2.") && !p.equals("logits")));
-        Path mf = cand.resolve("manifest.json");
-        Files.writeString(mf, Files.readString(mf).replace("\"steps\" :", "\"selected_points\" : [ \"layers.2.*\", \"logits\" ],\n  \"steps\" :"));
+        SyntheticDump.selectPoints(cand, "layers.2.*", "logits");
         var r = Comparison.compareDumps(ref, cand, Comparison.Options.defaults());
         assertThat(r.verdict()).isEqualTo("match");
         assertThat(r.completeness().excluded()).contains("embed", "layers.0.attn.q", "final_norm").doesNotContain("logits");
@@ -362,8 +353,7 @@ class ComparisonTest {
             t.keySet().removeIf(p -> !p.startsWith("layers.2.") && !p.equals("logits"));
             if (s == 3) t.remove("layers.2.mlp.out");
         });
-        Path mf = cand.resolve("manifest.json");
-        Files.writeString(mf, Files.readString(mf).replace("\"steps\" :", "\"selected_points\" : [ \"layers.2.*\", \"logits\" ],\n  \"steps\" :"));
+        SyntheticDump.selectPoints(cand, "layers.2.*", "logits");
         var r = Comparison.compareDumps(ref, cand, Comparison.Options.defaults());
         assertThat(r.verdict()).isEqualTo("incomplete");
         assertThat(r.completeness().pointsOnlyInReference()).containsExactly("layers.2.mlp.out");

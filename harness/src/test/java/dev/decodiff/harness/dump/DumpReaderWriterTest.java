@@ -154,6 +154,7 @@ class DumpReaderWriterTest {
         var cases = List.of(
                 new Case("format", m -> m.put("format", "other"), "\"format\""),
                 new Case("version missing", m -> m.remove("version"), "\"version\""),
+                new Case("version 1.5 (found by fuzzing: it read as 1)", m -> m.put("version", 1.5), "\"version\""),
                 new Case("tokens not array", m -> m.put("tokens", "2,3"), "\"tokens\""),
                 new Case("negative token", m -> ((com.fasterxml.jackson.databind.node.ArrayNode) m.get("tokens")).set(0, -1), "tokens[0]"),
                 new Case("prompt_length", m -> m.put("prompt_length", 99), "prompt_length"),
