@@ -3,6 +3,7 @@ package dev.decodiff.llamacpp;
 import dev.decodiff.llamacpp.ffi.GgufPreflight;
 import dev.decodiff.llamacpp.ffi.LlamaCppException;
 import dev.decodiff.llamacpp.ffi.LlamaCppHome;
+import dev.decodiff.llamacpp.gguf.KvSharing;
 
 import java.nio.file.Path;
 
@@ -32,17 +33,17 @@ public final class Gemma4Limits {
         if (f < 2)
             throw refuse(gguf, "its last " + shared + " of " + layers + " layers share KV, leaving " + f
                     + " with a cache; llama.cpp's Gemma 4 needs at least two (it asserts n_layer_kv_from_start >= 2)");
-        for (int il = f; il < layers; il++) {
-            int llama = f - (swa[il] ? 2 : 1);
-            int hf = -1;
-            for (int j = f - 1; j >= 0; j--)
-                if (swa[j] == swa[il]) { hf = j; break; }
-            if (llama != hf)
-                throw refuse(gguf, "shared " + kind(swa[il]) + " layer " + il + " reads the cache of layer " + hf + " (the last non-shared "
-                        + kind(swa[il]) + " layer), but llama.cpp " + LlamaCppHome.RELEASE + " takes layer " + llama + " (a " + kind(swa[llama])
-                        + " layer: it assumes the last two non-shared layers are [sliding, full]; here layers " + (f - 2) + ", " + (f - 1)
-                        + " are [" + kind(swa[f - 2]) + ", " + kind(swa[f - 1]) + "])" + (swa[llama] != swa[il]
-                        ? " and would abort the process (GGML_ASSERT in llama-kv-cache.cpp)" : " and would attend over the wrong layer's keys"));
+        var swaList = new java.util.ArrayList<Boolean>();
+        for (boolean b : swa) swaList.add(b);
+        var mismatches = KvSharing.llamaCppMismatches(swaList, (int) shared);
+        if (!mismatches.isEmpty()) {
+            var m = mismatches.getFirst();
+            int il = m.layer(), hf = m.transformersSource(), llama = m.llamaCppSource();
+            throw refuse(gguf, "shared " + kind(swa[il]) + " layer " + il + " reads the cache of layer " + hf + " (the last non-shared "
+                    + kind(swa[il]) + " layer), but llama.cpp " + LlamaCppHome.RELEASE + " takes layer " + llama + " (a " + kind(swa[llama])
+                    + " layer: it assumes the last two non-shared layers are [sliding, full]; here layers " + (f - 2) + ", " + (f - 1)
+                    + " are [" + kind(swa[f - 2]) + ", " + kind(swa[f - 1]) + "])" + (m.abort()
+                    ? " and would abort the process (GGML_ASSERT in llama-kv-cache.cpp)" : " and would attend over the wrong layer's keys"));
         }
     }
 

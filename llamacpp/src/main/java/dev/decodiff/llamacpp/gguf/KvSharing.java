@@ -33,7 +33,8 @@ public final class KvSharing {
         return llamaCppMismatches(swa, (int) shared.asLong());
     }
 
-    static List<Mismatch> llamaCppMismatches(List<Boolean> isSwa, int nShared) {
+    /** The mismatches of a layer layout: true = sliding, per layer; the last {@code nShared} layers share KV. */
+    public static List<Mismatch> llamaCppMismatches(List<Boolean> isSwa, int nShared) {
         int first = isSwa.size() - nShared;
         var out = new ArrayList<Mismatch>();
         if (nShared <= 0 || first < 1) return out;
