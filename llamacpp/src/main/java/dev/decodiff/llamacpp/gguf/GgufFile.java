@@ -198,7 +198,7 @@ public final class GgufFile {
         switch (t.type()) {
             case F32 -> buf.asFloatBuffer().get(out);
             case F16 -> { for (int i = 0; i < n; i++) out[i] = Float.float16ToFloat(buf.getShort(2 * i)); }
-            case BF16 -> { for (int i = 0; i < n; i++) out[i] = Float.intBitsToFloat((buf.getShort(2 * i) & 0xffff) << 16); }
+            case BF16 -> { for (int i = 0; i < n; i++) out[i] = dev.decodiff.metal.BFloat16.widen(buf.getShort(2 * i)); }
             default -> throw new GgufException(path, "tensor '" + name + "' is " + t.type() + "; only F32, F16 and BF16 can be read as floats");
         }
         return out;

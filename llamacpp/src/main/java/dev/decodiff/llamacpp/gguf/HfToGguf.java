@@ -3,6 +3,7 @@ package dev.decodiff.llamacpp.gguf;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.decodiff.engine.CheckpointFiles;
+import dev.decodiff.metal.BFloat16;
 import dev.decodiff.metal.TensorView;
 
 import java.io.IOException;
@@ -80,7 +81,7 @@ public final class HfToGguf {
             case F32 -> MemorySegment.copy(seg, F32_LE, from * 4, out, 0, m);
             case BF16 -> {
                 MemorySegment.copy(seg, I16_LE, from * 2, halves, 0, m);
-                for (int k = 0; k < m; k++) out[k] = Float.intBitsToFloat((halves[k] & 0xffff) << 16);
+                for (int k = 0; k < m; k++) out[k] = BFloat16.widen(halves[k]);
             }
             case F16 -> {
                 MemorySegment.copy(seg, I16_LE, from * 2, halves, 0, m);
@@ -95,19 +96,9 @@ public final class HfToGguf {
         switch (type) {
             case F32 -> buf.asFloatBuffer().put(values, 0, m);
             case F16 -> { for (int k = 0; k < m; k++) buf.putShort(2 * k, Float.floatToFloat16(values[k])); }
-            case BF16 -> { for (int k = 0; k < m; k++) buf.putShort(2 * k, toBf16(values[k])); }
+            case BF16 -> { for (int k = 0; k < m; k++) buf.putShort(2 * k, BFloat16.round(values[k])); }
             default -> throw new IllegalArgumentException("cannot write " + type);
         }
         sink.bytes(buf.array());
-    }
-
-    /**
-     * fp32 → bf16 as gguf-py rounds: to nearest, ties to even; a NaN stays a (quiet) NaN. Exact for values that
-     * came from bf16.
-     */
-    static short toBf16(float v) {
-        int n = Float.floatToRawIntBits(v);
-        if ((n & 0x7fffffff) > 0x7f800000) return (short) (((n & 0xffff0000) | (64 << 16)) >>> 16);
-        return (short) ((n + (0x7fff + ((n >>> 16) & 1))) >>> 16);
     }
 }

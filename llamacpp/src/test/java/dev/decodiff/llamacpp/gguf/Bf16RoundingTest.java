@@ -4,9 +4,9 @@ import org.junit.jupiter.api.Test;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-/** fp32 → bf16 as gguf-py's quants.py rounds (values worked out by hand from the bit patterns). */
+/** The converter's fp32 → bf16 (metal's BFloat16.round) rounds as gguf-py's quants.py does (values worked out by hand from the bit patterns). */
 class Bf16RoundingTest {
-    private static int bf16(int f32Bits) { return HfToGguf.toBf16(Float.intBitsToFloat(f32Bits)) & 0xffff; }
+    private static int bf16(int f32Bits) { return dev.decodiff.metal.BFloat16.round(Float.intBitsToFloat(f32Bits)) & 0xffff; }
 
     @Test
     void tiesGoToTheEvenNeighbour() {
