@@ -54,12 +54,20 @@ public final class EngineRunAssert extends AbstractAssert<EngineRunAssert, Engin
         return this;
     }
 
+    private dev.decodiff.harness.compare.CandidateSource source(dev.decodiff.harness.dump.DumpReader reader) {
+        var l = actual.llamaCpp();
+        if (l == null) return LiveCandidate.forPoints(actual.model(), actual.options(), reader.manifest(), reader.allPoints(), observerCheck);
+        int tokens = reader.manifest().tokens().size();
+        var o = l.options() != null ? l.options() : dev.decodiff.llamacpp.ffi.LlamaContext.Options.exact(Math.max(256, (tokens + 255) / 256 * 256));
+        return dev.decodiff.harness.llamacpp.LlamaCppCandidate.open(l.gguf(), l.gguf().toString(), o, reader.manifest(), reader.allPoints(), observerCheck);
+    }
+
     /** The full result of the last comparison, for further checks. */
     public ComparisonResult result() { return last; }
 
     private ComparisonResult compare(ReferenceDump ref) {
         var reader = ref.reader();
-        try (var src = LiveCandidate.forPoints(actual.model(), actual.options(), reader.manifest(), reader.allPoints(), observerCheck)) {
+        try (var src = source(reader)) {
             var p = profile != null ? profile : ToleranceProfile.forReference(reader.manifest().producer());
             last = Comparison.run(reader, src, new Comparison.Options(p, false, null));
         }
