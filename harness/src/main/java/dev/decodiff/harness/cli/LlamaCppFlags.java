@@ -56,7 +56,7 @@ public final class LlamaCppFlags {
         }
         int n = threads == null ? 1 : threads;
         if (n < 1) throw new BadInputException("--threads must be ≥ 1, got " + n);
-        int ctx = Math.max(256, (tokens + 255) / 256 * 256);
+        int ctx = LlamaContext.Options.lengthFor(tokens);
         try {
             return new LlamaContext.Options(ctx, n, k, v, flashAttn);
         } catch (IllegalArgumentException e) {

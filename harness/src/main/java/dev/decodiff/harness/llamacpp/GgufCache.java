@@ -18,11 +18,7 @@ import java.util.Locale;
 public final class GgufCache {
     private GgufCache() {}
 
-    public static Path folder() {
-        String xdg = System.getenv("XDG_CACHE_HOME");
-        Path base = xdg != null && !xdg.isBlank() ? Path.of(xdg) : Path.of(System.getProperty("user.home"), ".cache");
-        return base.resolve("decodiff").resolve("gguf");
-    }
+    public static Path folder() { return dev.decodiff.llamacpp.ffi.LlamaCppHome.userCache().resolve("gguf"); }
 
     /** The GGUF of {@code checkpoint} with weight matrices of {@code type}, converting it first if not cached. */
     public static Path of(Path checkpoint, GgufOutputType type) {

@@ -58,7 +58,7 @@ public final class EngineRunAssert extends AbstractAssert<EngineRunAssert, Engin
         var l = actual.llamaCpp();
         if (l == null) return LiveCandidate.forPoints(actual.model(), actual.options(), reader.manifest(), reader.allPoints(), observerCheck);
         int tokens = reader.manifest().tokens().size();
-        var o = l.options() != null ? l.options() : dev.decodiff.llamacpp.ffi.LlamaContext.Options.exact(Math.max(256, (tokens + 255) / 256 * 256));
+        var o = l.options() != null ? l.options() : dev.decodiff.llamacpp.ffi.LlamaContext.Options.exact(dev.decodiff.llamacpp.ffi.LlamaContext.Options.lengthFor(tokens));
         return dev.decodiff.harness.llamacpp.LlamaCppCandidate.open(l.gguf(), l.gguf().toString(), o, reader.manifest(), reader.allPoints(), observerCheck);
     }
 

@@ -40,6 +40,9 @@ public final class LlamaContext implements AutoCloseable {
 
         /** F32 K/V cache, flash attention off, one thread: the exact configuration. */
         public static Options exact(int contextLength) { return new Options(contextLength, 1, "f32", "f32", false); }
+
+        /** A context length with room for {@code tokens} positions (whole 256-cell pages, as llama.cpp pads). */
+        public static int lengthFor(int tokens) { return Math.max(256, (tokens + 255) / 256 * 256); }
     }
 
     /** A KV-cache type name as a ggml_type value. */

@@ -17,12 +17,15 @@ public record LlamaCppHome(Path lib) {
     public static final String ENV = "DECODIFF_LLAMACPP_LIB";
     static final String LIBLLAMA = "libllama.v0.5.0.so", LIBGGML = "libggml.v0.5.0.so", LIBGGML_BASE = "libggml-base.so";
 
-    /** The folder the set-up script caches into. */
-    public static Path defaultCache() {
+    /** decodiff's folder in the user's cache: ${XDG_CACHE_HOME:-~/.cache}/decodiff. */
+    public static Path userCache() {
         String xdg = System.getenv("XDG_CACHE_HOME");
         Path base = xdg != null && !xdg.isBlank() ? Path.of(xdg) : Path.of(System.getProperty("user.home"), ".cache");
-        return base.resolve("decodiff").resolve("llama.cpp-" + PACKAGE_VERSION);
+        return base.resolve("decodiff");
     }
+
+    /** The folder the set-up script caches into. */
+    public static Path defaultCache() { return userCache().resolve("llama.cpp-" + PACKAGE_VERSION); }
 
     /** The configured or cached llama.cpp, or an error saying how to get it. */
     public static LlamaCppHome locate() {
