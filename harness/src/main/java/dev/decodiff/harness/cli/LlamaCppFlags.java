@@ -46,6 +46,8 @@ public final class LlamaCppFlags {
         if (!flags.faults.isEmpty())
             throw new BadInputException("--fault switches on bugs of decodiff's own engine; it does not apply to --engine llama.cpp");
         if (flags.matmul != null)
+            throw new BadInputException("--matmul sets decodiff's own engine's products; with --engine llama.cpp the GGUF's weight type decides (--gguf-type)");
+        if (flags.matmul != null)
             throw new BadInputException("--matmul sets how decodiff's own engine multiplies; it does not apply to --engine llama.cpp (its GGUF's weight type decides)");
         String k = "f32", v = "f32";
         if (flags.kvCache != null) {
