@@ -49,7 +49,16 @@ public enum Fault {
             "the first step after the cut, the first sliding layer, attn.k_read"),
     CACHE_DROPS_FIRST_POSITION("cache-drops-first-position",
             "full-attention caches count position 0 as gone once it is committed (holds p > 0 instead of p ≥ 0)",
-            "the engine throws at the first decode step (\"position 0 is no longer in the cache\"), before any cell is wrong");
+            "the engine throws at the first decode step (\"position 0 is no longer in the cache\"), before any cell is wrong"),
+    ATTENTION_SCALE_INV_SQRT_D("attention-scale-inv-sqrt-d",
+            "attention scores are scaled by 1/√d (the Gemma 2/3 habit) where Gemma 4's q/k norms make the scale 1",
+            "step 0, layer 0, attn.out"),
+    PREFILL_BIDIRECTIONAL("prefill-bidirectional",
+            "prompt rows attend to the later prompt positions too (no causal mask in prefill)",
+            "step 0, layer 0, attn.out (when the prompt has more than one token)"),
+    MLP_SILU("mlp-silu",
+            "the MLP gates with SiLU (the Llama activation) instead of gelu_pytorch_tanh",
+            "step 0, layer 0, mlp.out");
 
     private final String id;
     private final String description;

@@ -30,7 +30,8 @@ public final class InferenceSession {
     // Catalog faults, resolved once so the hot path tests a final boolean.
     private final boolean faultValuesFromKeys, faultWindowPlusOne, faultRingWrap, faultDecodePosition, faultRopePrefix,
             faultNoVNorm, faultGqaModulo, faultNoLayerScalar, faultNoSoftcap, faultRecompute;
-    private final boolean faultStalePosition, faultSlidingTruncate, faultDropFirst;
+    private final boolean faultStalePosition, faultSlidingTruncate, faultDropFirst, faultScoreScale,
+            faultBidirectionalPrefill, faultSilu;
     /** The precision of every product with a bf16 weight matrix (exact fp32 unless --matmul bf16). */
     private final MatmulPrecision matmul;
     /** Attention reads encoded caches packed (the default) rather than decoding the history first: same bits, faster. */
@@ -75,6 +76,9 @@ public final class InferenceSession {
         faultStalePosition = options.has(Fault.PREFIX_REUSE_STALE_POSITION);
         faultSlidingTruncate = options.has(Fault.SLIDING_TRUNCATE);
         faultDropFirst = options.has(Fault.CACHE_DROPS_FIRST_POSITION);
+        faultScoreScale = options.has(Fault.ATTENTION_SCALE_INV_SQRT_D);
+        faultBidirectionalPrefill = options.has(Fault.PREFILL_BIDIRECTIONAL);
+        faultSilu = options.has(Fault.MLP_SILU);
         prefixRope = faultRopePrefix ? firstFullRopeAsPrefix() : null;
         int L = cfg.numLayers();
         kvSource = new int[L];
@@ -408,7 +412,8 @@ public final class InferenceSession {
         final float[] subK = readK, subV = readV;
         int[][] quads = headQuads(nh, nkv);
         Parallel.forRange(T * quads.length, 1, (from, to) -> {
-            int cap = sliding ? Math.min(window, last + 1) : last + 1;
+            // Fault prefill-bidirectional: a row also sees the step's later positions, so it may read more than W keys.
+            int cap = sliding && !faultBidirectionalPrefill ? Math.min(window, last + 1) : last + 1;
             float[] scores = new float[VectorMath.HEADS * cap];
             float[][] keyRows = new float[cap][], valueRows = new float[cap][];
             int[] offsets = new int[cap], qOffs = new int[VectorMath.HEADS], slots = new int[cap];
@@ -418,9 +423,10 @@ public final class InferenceSession {
                 int kh = quad[0], heads = quad.length - 1;
                 int p = start + t;
                 int lo = sliding ? Math.max(0, p - window + 1) : 0;
-                int n = p - lo + 1;
+                int hi = faultBidirectionalPrefill ? last : p;
+                int n = hi - lo + 1;
                 boolean sub = subK != null && t == T - 1;
-                for (int j = lo; j <= p; j++) {
+                for (int j = lo; j <= hi; j++) {
                     keyRows[j - lo] = sub ? subK : view.keys(j);
                     valueRows[j - lo] = sub ? subV : view.values(j);
                     offsets[j - lo] = (sub ? (j - lo) * stride : view.offset(j)) + kh * d;
@@ -429,6 +435,7 @@ public final class InferenceSession {
                 int packedRows = sub ? 0 : Math.max(0, start - lo); // history rows; this step's rows are f32
                 for (int m = 0; m < heads; m++) qOffs[m] = t * qDim + quad[1 + m] * d;
                 VectorMath.dotsHeads(q, qOffs, heads, view.span(view.packedK, slots, packedRows, kh * d), keyRows, offsets, n, d, scores, cap);
+                if (faultScoreScale) for (int m = 0; m < heads; m++) VectorMath.scale(scores, m * cap, n, (float) (1 / Math.sqrt(d)));
                 for (int m = 0; m < heads; m++) VectorMath.softmax(scores, m * cap, n);
                 VectorMath.weightedSumHeads(scores, cap, heads, view.span(view.packedV, slots, packedRows, kh * d), valueRows, offsets, n, d, out, qOffs);
             }
@@ -530,7 +537,8 @@ public final class InferenceSession {
         gate.matmul(h, T, g, matmul);
         up.matmul(h, T, u, matmul);
         // Element-wise, so splitting it over the cores changes no bit.
-        Parallel.forRange(T * I, 1024, (from, to) -> Transcendentals.geluTanhTimes(g, u, from, to));
+        if (faultSilu) for (int j = 0; j < T * I; j++) g[j] = g[j] / (1f + (float) Math.exp(-g[j])) * u[j];
+        else Parallel.forRange(T * I, 1024, (from, to) -> Transcendentals.geluTanhTimes(g, u, from, to));
         float[] out = scratch(S_MLP, T * down.rows());
         down.matmul(g, T, out, matmul);
         return out;

@@ -19,6 +19,7 @@ import org.junit.jupiter.params.provider.ValueSource;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.List;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -86,6 +87,32 @@ class SelfTestTest {
         assertThat(j.get("applicable").asLong()).isGreaterThanOrEqualTo(60);
         System.out.printf("selftest: %d localized of %d, false alarms %d, %.1fs%n", j.get("localized").asLong(), j.get("applicable").asLong(),
                 j.get("false_alarms").asLong(), j.get("seconds").asDouble());
+    }
+
+    @Test
+    void selftestNamesTheVariantOfEveryFaultItLocalizesAndNoneOnCleanRuns() throws Exception {
+        var j = JSON.readTree(SelfTestReport.json(selftest()));
+        var naming = j.get("naming");
+        var unnamed = new ArrayList<String>();
+        for (var run : j.get("runs"))
+            if (run.has("variant_expected") && !run.get("variant_expected").isNull() && !run.get("named").asBoolean())
+                unnamed.add(run.get("fault").asText() + " on " + run.get("checkpoint").asText() + "/" + run.get("case").asText()
+                        + ": expected " + run.get("variant_expected").asText() + ", got " + run.get("variant") + "; " + run.get("detail").asText());
+        assertThat(unnamed).as("localized but not named").isEmpty();
+        assertThat(naming.get("named").asLong()).isEqualTo(naming.get("applicable").asLong()).isGreaterThanOrEqualTo(60);
+        assertThat(naming.get("false_names").asLong()).isZero();
+        // every family the catalog switches on is named somewhere: attention scale, mask, activation, norm, rope, cache
+        for (String f : List.of("attention-scale-inv-sqrt-d", "prefill-bidirectional", "mlp-silu", "v-norm-missing",
+                "decode-position-off-by-one", "sliding-window-off-by-one", "ring-wrap"))
+            assertThat(naming.get("table").get(f).toString()).as(f).contains("✓").doesNotContain("✗");
+        // the margins of the enumerated variants: every op family is measured, and exact GELU is the small one
+        var margins = new java.util.HashMap<String, Double>();
+        for (var m : j.get("variant_margins"))
+            margins.merge(m.get("variant").asText(), m.get("margin").asDouble(), Math::min);
+        assertThat(margins.keySet()).anyMatch(v -> v.startsWith("the scores scaled by 1/√d")).anyMatch(v -> v.startsWith("v_norm absent"))
+                .anyMatch(v -> v.startsWith("SiLU")).anyMatch(v -> v.startsWith("the sliding window off by +1"));
+        assertThat(margins.get("exact (erf) GELU instead of gelu_pytorch_tanh")).isBetween(1.0, 2.0);
+        assertThat(margins.get("SiLU instead of gelu_pytorch_tanh")).isGreaterThan(100);
     }
 
     @Test

@@ -6,7 +6,9 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.decodiff.engine.CapturePoints;
 import dev.decodiff.harness.compare.CellStats;
 import dev.decodiff.harness.report.Fmt;
+import dev.decodiff.harness.report.JsonReport;
 import dev.decodiff.harness.report.Terminal;
+import dev.decodiff.harness.report.VerdictText;
 
 import java.util.Locale;
 
@@ -102,6 +104,7 @@ public final class BisectReport {
             var healed = r.healedBy();
             if (c.layer() != null) sb.append("  healed by: ").append(healed.isEmpty() ? "no substitution" : String.join(", ", healed)).append('\n');
             sb.append(Fmt.wrap("diagnosis: " + r.diagnosis(), 100, "  ")).append('\n');
+            if (r.variant() != null) sb.append("  variant: ").append(VerdictText.variant(r.variant())).append('\n');
         } else {
             sb.append(st.boldRed("DIVERGENCE (no local culprit)")).append('\n');
         }
@@ -167,6 +170,7 @@ public final class BisectReport {
         r.healedBy().forEach(hb::add);
         if (r.diagnosis() == null) o.putNull("diagnosis");
         else o.put("diagnosis", r.diagnosis());
+        JsonReport.variant(o, r.variant());
         if (r.cacheVerdict() == null) o.putNull("cache_verdict");
         else o.put("cache_verdict", r.cacheVerdict());
         o.put("conclusion", r.conclusion());
@@ -300,6 +304,7 @@ public final class BisectReport {
             h.append("</table>\n<p>").append(esc(r.cacheVerdict())).append("</p>\n");
         }
         if (r.diagnosis() != null) h.append("<h2>Diagnosis</h2>\n<p>").append(esc(r.diagnosis())).append("</p>\n");
+        if (r.variant() != null) h.append("<p><b>Variant:</b> ").append(esc(VerdictText.variant(r.variant()))).append("</p>\n");
         for (String n : r.notes()) h.append("<p class=\"small\">Note: ").append(esc(n)).append("</p>\n");
         h.append("<p class=\"small\">Made by decodiff. rel L2 = ‖c − r‖ / ‖r‖.</p>\n</body></html>\n");
         return h.toString();

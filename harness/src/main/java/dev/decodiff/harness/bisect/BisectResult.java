@@ -3,6 +3,7 @@ package dev.decodiff.harness.bisect;
 import dev.decodiff.harness.compare.CellStats;
 import dev.decodiff.harness.compare.ComparisonResult;
 import dev.decodiff.harness.compare.FirstDivergence;
+import dev.decodiff.harness.compare.detect.Finding;
 
 import java.util.List;
 
@@ -19,10 +20,11 @@ import java.util.List;
  * @param cacheVerdict one sentence: does the step compute wrongly, or was the cache corrupted earlier
  * @param kvRounding   the lossy KV cache types ("q8_0/q8_0") when the divergence is their expected rounding (the same
  *                     run with an exact f32 cache is within tolerance), else null
+ * @param variant      the op variant that reproduced the culprit from the reference's inputs, when one did
  */
 public record BisectResult(ComparisonResult compare, Culprit culprit, List<LayerRow> layers, List<ModelRow> modelPoints,
                            List<Substitution> substitutions, List<TransplantRow> transplant, String cacheVerdict,
-                           String diagnosis, String conclusion, List<String> notes, double seconds, String kvRounding) {
+                           String diagnosis, Finding.Variant variant, String conclusion, List<String> notes, double seconds, String kvRounding) {
 
     /** The first cell, in causal order, that is wrong when its layer gets the reference's input and cache. */
     public record Culprit(int step, Integer layer, String point, CellStats local) {}

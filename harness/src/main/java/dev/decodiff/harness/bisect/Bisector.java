@@ -15,6 +15,7 @@ import dev.decodiff.harness.compare.ToleranceProfile;
 import dev.decodiff.harness.compare.detect.Detector;
 import dev.decodiff.harness.compare.detect.DetectorContext;
 import dev.decodiff.harness.compare.detect.Detectors;
+import dev.decodiff.harness.compare.detect.Finding;
 import dev.decodiff.harness.dump.CapturedTensor;
 import dev.decodiff.harness.dump.DumpReader;
 import dev.decodiff.harness.dump.DumpStep;
@@ -55,10 +56,13 @@ public final class Bisector {
             List.of(CapturePoints.Q, CapturePoints.K), List.of(CapturePoints.K, CapturePoints.V), List.of(CapturePoints.K_READ, CapturePoints.V_READ));
 
     /**
-     * Bisect's detectors: compare's, after the RoPE hypotheses (which name the precise rotation where compare only sees
-     * "a rotation") and before the ones that recompute from the model or the reference's cache history.
+     * Bisect's detectors: first the ones that recompute an op from the reference's inputs under named variants (they
+     * say what compare's patterns only describe, e.g. "a rotation" or "a normalisation missing"), then compare's, then
+     * the ones that need the model or the reference's cache history to read a pattern.
      */
-    static final List<Detector> DETECTORS = Detectors.extend(List.of(new RopeDetector()), Detectors.COMPARE,
+    static final List<Detector> DETECTORS = Detectors.extend(
+            List.of(new RopeDetector(), new NormVariantsDetector(), new AttentionVariantsDetector(), new ActivationVariantsDetector()),
+            Detectors.COMPARE,
             List.of(new HeadMappingDetector(), new CacheSlotsDetector(), new LayerScalarDetector()));
 
     /** Up to this many earlier steps the transplant is tried at every boundary; beyond it, by bisection. */
@@ -126,11 +130,11 @@ public final class Bisector {
                         + " expected rounding of the %s cache, not a bug: no culprit to bisect. Judge a %s cache with tolerances made for"
                         + " it (decodiff calibrate, docs/tolerances.md; drift per type in docs/kv-cache.md), or bisect with --kv-cache f32.",
                 fd.step(), fd.point(), fd.cell().relL2(), fd.cell().tolerance(), types, types, types);
-        return new BisectResult(compare, null, List.of(), List.of(), List.of(), List.of(), null, null, conclusion, List.of(), secs(t0), types);
+        return new BisectResult(compare, null, List.of(), List.of(), List.of(), List.of(), null, null, null, conclusion, List.of(), secs(t0), types);
     }
 
     private static BisectResult withoutBisection(ComparisonResult compare, String conclusion, long t0) {
-        return new BisectResult(compare, null, List.of(), List.of(), List.of(), List.of(), null, null, conclusion, List.of(), secs(t0), null);
+        return new BisectResult(compare, null, List.of(), List.of(), List.of(), List.of(), null, null, null, conclusion, List.of(), secs(t0), null);
     }
 
     private BisectResult bisectAt(ComparisonResult compare, FirstDivergence fd, long t0) {
@@ -163,15 +167,22 @@ public final class Bisector {
 
             // (d) diagnosis of the culprit as computed on the reference's input.
             String diagnosis = null;
+            Finding.Variant variant = null;
             if (culpritCell != null) {
                 var st = ref.manifest().step(s);
                 var localStep = new LiveStep(s, st.start(), st.length(), local.captured,
                         local.logits == null ? -1 : Sampler.argmax(local.logits), Double.NaN, "engine on the reference's input, step " + s);
                 var ctx = new DetectorContext(culpritCell, refStep, localStep, DetectorContext.nearEqual(culpritCell.tolerance()), model, refs);
                 var found = Detectors.explain(DETECTORS, ctx);
-                if (found != null) diagnosis = found.sentence();
+                if (found != null) {
+                    diagnosis = found.sentence();
+                    variant = found.variant();
+                }
             }
-            if (diagnosis == null && (culpritCell == null || culpritCell.point().equals(fd.point()))) diagnosis = fd.diagnosis();
+            if (diagnosis == null && (culpritCell == null || culpritCell.point().equals(fd.point()))) {
+                diagnosis = fd.diagnosis();
+                variant = fd.variant();
+            }
             if (diagnosis == null && culpritCell != null) diagnosis = noPattern(culpritCell);
 
             // (b) substitution inside the culprit layer.
@@ -185,7 +196,7 @@ public final class Bisector {
             String cacheVerdict = cacheVerdict(s, tp, transplant);
 
             String conclusion = conclusion(fd, culprit, layers, subs, cacheVerdict);
-            return new BisectResult(compare, culprit, layers, modelRows, subs, transplant, cacheVerdict, diagnosis, conclusion,
+            return new BisectResult(compare, culprit, layers, modelRows, subs, transplant, cacheVerdict, diagnosis, variant, conclusion,
                     List.copyOf(notes), secs(t0), null);
         }
     }

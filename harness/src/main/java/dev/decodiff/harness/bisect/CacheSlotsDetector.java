@@ -58,7 +58,7 @@ final class CacheSlotsDetector implements Detector {
             if (parts.size() < 4) parts.add("position " + p + " holds position " + holds + "'s");
         }
         if (wrong == 0 || explained == 0) return null;
-        return Finding.of("in the read window of step " + s + " (positions " + first + "–" + last + "), " + String.join(", ", parts)
+        return Finding.variant("cache slots", "rows in the wrong slots", "in the read window of step " + s + " (positions " + first + "–" + last + "), " + String.join(", ", parts)
                 + (explained > parts.size() ? ", …" : "") + " " + (keys ? "keys" : "values")
                 + (explained < wrong ? " (" + (wrong - explained) + " more wrong rows match no position)" : "")
                 + (wrong < C ? "; the other rows are right" : "")

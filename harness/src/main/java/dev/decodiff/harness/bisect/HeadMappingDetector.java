@@ -54,7 +54,7 @@ final class HeadMappingDetector implements Detector {
         for (int h = 0; h < nh; h++) expected[h] = h / group;
         boolean modulo = true;
         for (int h = 0; h < nh; h++) modulo &= map[h] == h % nkv;
-        return Finding.of("query heads read the wrong KV heads: recomputing the last position's attention from the reference's q, k_read and v_read, "
+        return Finding.variant("attention heads", modulo ? "h mod nkv" : "another head mapping", "query heads read the wrong KV heads: recomputing the last position's attention from the reference's q, k_read and v_read, "
                 + "candidate head h matches KV head " + Arrays.toString(map) + "[h] where h / (nh/nkv) gives " + Arrays.toString(expected)
                 + (modulo ? " — it is h mod nkv (" + nh + " query heads, " + nkv + " KV heads)" : ""));
     }

@@ -25,9 +25,9 @@ final class LayerScalarDetector implements Detector {
         double s = model.weights().layers().get(cell.layer()).layerScalar();
         if (s == 1 || s == 0) return null;
         if (Math.abs(alpha * s - 1) < 1e-3)
-            return Finding.of(Fmt.num(alpha, 4) + " = 1 / layer_scalar (" + Fmt.num(s, 4) + ") of layer " + cell.layer() + ": the layer scalar is not applied");
+            return Finding.variant("layer_scalar", "not applied", Fmt.num(alpha, 4) + " = 1 / layer_scalar (" + Fmt.num(s, 4) + ") of layer " + cell.layer() + ": the layer scalar is not applied");
         if (Math.abs(alpha / s - 1) < 1e-3)
-            return Finding.of(Fmt.num(alpha, 4) + " = layer_scalar (" + Fmt.num(s, 4) + ") of layer " + cell.layer() + ": the layer scalar is applied twice");
+            return Finding.variant("layer_scalar", "applied twice", Fmt.num(alpha, 4) + " = layer_scalar (" + Fmt.num(s, 4) + ") of layer " + cell.layer() + ": the layer scalar is applied twice");
         return null;
     }
 }

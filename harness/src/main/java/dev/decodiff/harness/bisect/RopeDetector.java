@@ -23,7 +23,7 @@ final class RopeDetector implements Detector {
     @Override
     public boolean appliesTo(String kind) { return kind.equals(CapturePoints.Q) || kind.equals(CapturePoints.K); }
 
-    private record Hypothesis(String sentence, Rotation rotation) {}
+    private record Hypothesis(String name, String sentence, Rotation rotation) {}
 
     @FunctionalInterface
     private interface Rotation {
@@ -49,18 +49,18 @@ final class RopeDetector implements Detector {
         float[] inv = new Rope(spec, d).invFreq();
         int half = d / 2;
         var hypotheses = new java.util.ArrayList<Hypothesis>();
-        hypotheses.add(new Hypothesis("rotated at position p+1 instead of p: the position fed to RoPE is off by one",
+        hypotheses.add(new Hypothesis("position p+1", "rotated at position p+1 instead of p: the position fed to RoPE is off by one",
                 (x, p) -> rotateHalf(x, inv, half, p + 1)));
-        hypotheses.add(new Hypothesis("rotated at position p−1 instead of p: the position fed to RoPE is off by one",
+        hypotheses.add(new Hypothesis("position p−1", "rotated at position p−1 instead of p: the position fed to RoPE is off by one",
                 (x, p) -> rotateHalf(x, inv, half, p - 1)));
-        hypotheses.add(new Hypothesis("rotated in adjacent pairs (2j, 2j+1), the interleaved convention, where Gemma rotates (j, j+" + half + ")",
+        hypotheses.add(new Hypothesis("interleaved pairs", "rotated in adjacent pairs (2j, 2j+1), the interleaved convention, where Gemma rotates (j, j+" + half + ")",
                 (x, p) -> rotatePairs(x, inv, half, p, (j, h) -> new int[]{2 * j, 2 * j + 1})));
         if (spec.type().equals("proportional")) {
             int n = (int) Math.floor(spec.partialRotaryFactor() * d);
             if (n > 0 && n < d && n % 2 == 0) {
                 float[] prefixInv = new Rope(RopeSpec.defaultRope(spec.theta()), n).invFreq();
                 int rotated = (int) Math.floor(spec.partialRotaryFactor() * d / 2.0);
-                hypotheses.add(new Hypothesis("rotated with standard RoPE over its first " + n + " dims (pairs j, j+" + n / 2
+                hypotheses.add(new Hypothesis("standard RoPE on a prefix", "rotated with standard RoPE over its first " + n + " dims (pairs j, j+" + n / 2
                         + ", denominator " + n + ") where the " + (type == LayerType.FULL ? "full" : "sliding")
                         + " layer's proportional RoPE rotates pairs (j, j+" + half + ") for j < " + rotated + " (denominator " + d + ")",
                         (x, p) -> rotateHalf(x, prefixInv, n / 2, p)));
@@ -88,7 +88,7 @@ final class RopeDetector implements Detector {
                     moved |= diff > 0;
                 }
             }
-            if (worst <= near && moved) return Finding.of("the candidate's " + cell.point() + " is the reference's un-rotated vector " + h.sentence()
+            if (worst <= near && moved) return Finding.variant("rope", h.name(), "the candidate's " + cell.point() + " is the reference's un-rotated vector " + h.sentence()
                     + " (reproduced to rel L2 ≤ " + String.format(Locale.ROOT, "%.1e", worst) + " at every row)");
         }
         return null;

@@ -220,8 +220,9 @@ public final class Comparison {
             var cell = stepCells.get(i);
             if (cell.passed()) continue;
             var upstream = new ArrayList<>(stepCells.subList(Math.max(0, i - UPSTREAM), i));
-            String why = Diagnosis.explain(cell, r, c);
-            return new FirstDivergence(cell.step(), cell.point(), cell, List.copyOf(upstream), why, null);
+            var why = Diagnosis.find(cell, r, c);
+            return new FirstDivergence(cell.step(), cell.point(), cell, List.copyOf(upstream), why == null ? null : why.sentence(), null,
+                    why == null ? null : why.variant());
         }
         if (tok.failed()) {
             var upstream = stepCells.subList(Math.max(0, stepCells.size() - UPSTREAM), stepCells.size());

@@ -8,12 +8,13 @@ import dev.decodiff.harness.compare.CellStats;
 import dev.decodiff.harness.compare.ComparisonResult;
 import dev.decodiff.harness.compare.EngineFailure;
 import dev.decodiff.harness.compare.FirstDivergence;
+import dev.decodiff.harness.compare.detect.Finding;
 
 import java.util.Locale;
 
 /**
  * The machine-readable verdict ({@code compare --json}). Stable keys: verdict, first_divergence {step, layer, point,
- * rel_l2, tolerance, …} or null, engine_failure {step, exception, message, frames} or null, cells, observer_effect; plus tokens, steps, only_in_reference, only_in_candidate,
+ * diagnosis, variant {op, name} or null, rel_l2, tolerance, …} or null, engine_failure {step, exception, message, frames} or null, cells, observer_effect; plus tokens, steps, only_in_reference, only_in_candidate,
  * worst_by_kind, notes and the verdict paragraph. Non-finite numbers are written as null.
  */
 public final class JsonReport {
@@ -119,9 +120,18 @@ public final class JsonReport {
         o.put("kind", fd.token() != null ? "token_flip" : c != null && c.nonFinite() > 0 ? "non_finite" : "over_tolerance");
         if (fd.diagnosis() == null) o.putNull("diagnosis");
         else o.put("diagnosis", fd.diagnosis());
+        variant(o, fd.variant());
         var up = o.putArray("upstream");
         for (var u : fd.upstream()) up.add(cell(u));
         return o;
+    }
+
+    /** "variant": {"op": …, "name": …}, or null when the diagnosis named no op variant. */
+    public static void variant(ObjectNode o, Finding.Variant v) {
+        if (v == null) { o.putNull("variant"); return; }
+        var n = o.putObject("variant");
+        n.put("op", v.op());
+        n.put("name", v.name());
     }
 
     private static ObjectNode cell(CellStats c) {

@@ -5,6 +5,7 @@ import dev.decodiff.harness.compare.ComparisonResult;
 import dev.decodiff.harness.compare.EngineFailure;
 import dev.decodiff.harness.compare.FirstDivergence;
 import dev.decodiff.harness.compare.TokenAgreement;
+import dev.decodiff.harness.compare.detect.Finding;
 
 import java.util.stream.Collectors;
 
@@ -84,6 +85,7 @@ public final class VerdictText {
             String d = fd.diagnosis();
             sb.append(" Diagnosis: ").append(d).append(d.endsWith(".") ? "" : ".");
         }
+        if (fd.variant() != null) sb.append(" Variant: ").append(variant(fd.variant())).append('.');
         long failing = r.failingCells();
         if (failing > 1) sb.append(" From there ").append(Fmt.count(failing)).append(" of ").append(Fmt.count(r.cells().size()))
                 .append(" cells are over tolerance.");
@@ -122,4 +124,7 @@ public final class VerdictText {
         }
         sb.append('.');
     }
+
+    /** "attention — the scores scaled by 1/√d". */
+    public static String variant(Finding.Variant v) { return v.op() + " — " + v.name(); }
 }

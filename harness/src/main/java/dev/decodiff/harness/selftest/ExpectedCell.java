@@ -159,6 +159,13 @@ public sealed interface ExpectedCell {
                 yield new SelfCheckCell("truncate-sliding", b, CapturePoints.layer(l, CapturePoints.K_READ),
                         "the first token after the cut (position " + b + ") reads ring slots overwritten by later positions, on the first sliding layer (" + l + ")");
             }
+            case ATTENTION_SCALE_INV_SQRT_D -> new Cell(0, 0, CapturePoints.layer(0, CapturePoints.ATTN_OUT),
+                    "every layer scales its scores; layer 0's q, k and v are still right");
+            case PREFILL_BIDIRECTIONAL -> {
+                if (m.steps().isEmpty() || m.steps().getFirst().length() < 2) yield new NotApplicable("the prompt is one token: there is no later prompt position to see");
+                yield new Cell(0, 0, CapturePoints.layer(0, CapturePoints.ATTN_OUT), "every prompt row but the last sees later positions from layer 0 on");
+            }
+            case MLP_SILU -> new Cell(0, 0, CapturePoints.layer(0, CapturePoints.MLP_OUT), "layer 0's MLP is the first to apply the activation");
         };
     }
 

@@ -8,6 +8,7 @@ import dev.decodiff.engine.LayerType;
 import dev.decodiff.harness.BadInputException;
 import dev.decodiff.harness.bisect.BisectResult;
 import dev.decodiff.harness.bisect.Bisector;
+import dev.decodiff.harness.bisect.VariantMargins;
 import dev.decodiff.harness.compare.ToleranceProfile;
 import dev.decodiff.harness.dump.DumpManifest;
 import dev.decodiff.harness.dump.DumpReader;
@@ -90,6 +91,7 @@ public final class SelfTest {
             for (var e : cases.entrySet()) futures.add(pool.submit(() -> checkpoint(e.getKey(), e.getValue(), progress)));
             var outcomes = new ArrayList<SelfTestResult.Outcome>();
             var checks = new ArrayList<SelfTestResult.SelfCheckOutcome>();
+            var margins = new ArrayList<SelfTestResult.VariantMargin>();
             for (var f : futures) {
                 Checkpoint c;
                 try {
@@ -104,18 +106,21 @@ public final class SelfTest {
                 }
                 outcomes.addAll(c.outcomes());
                 checks.addAll(c.checks());
+                margins.addAll(c.margins());
             }
-            return new SelfTestResult(List.copyOf(cases.keySet()), outcomes, checks, (System.nanoTime() - t0) / 1e9);
+            return new SelfTestResult(List.copyOf(cases.keySet()), outcomes, checks, margins, (System.nanoTime() - t0) / 1e9);
         } finally {
             pool.shutdownNow();
         }
     }
 
-    private record Checkpoint(List<SelfTestResult.Outcome> outcomes, List<SelfTestResult.SelfCheckOutcome> checks) {}
+    private record Checkpoint(List<SelfTestResult.Outcome> outcomes, List<SelfTestResult.SelfCheckOutcome> checks,
+                              List<SelfTestResult.VariantMargin> margins) {}
 
     private Checkpoint checkpoint(String ckpt, List<Case> cases, Consumer<String> progress) {
         var outcomes = new ArrayList<SelfTestResult.Outcome>();
         var checks = new ArrayList<SelfTestResult.SelfCheckOutcome>();
+        var margins = new ArrayList<SelfTestResult.VariantMargin>();
         try (var model = Gemma4Model.load(cases.get(0).model())) {
             float[] scalars = new float[model.config().numLayers()];
             for (int i = 0; i < scalars.length; i++) scalars[i] = model.weights().layers().get(i).layerScalar();
@@ -131,8 +136,13 @@ public final class SelfTest {
             progress.accept(ckpt + " selfcheck");
             checks.add(selfCheck(model, ckpt, null));
             for (Fault f : Fault.values()) checks.add(selfCheck(model, ckpt, f));
+            // Variant margins from the case with the longest prompt: only a prefill longer than the window shows the
+            // window variants at step 0.
+            var longest = cases.stream().max(java.util.Comparator.comparingInt(c -> DumpReader.open(c.dir()).manifest().promptLength())).orElseThrow();
+            for (var m : VariantMargins.firstLayer(model, DumpReader.open(longest.dir()), profile))
+                margins.add(new SelfTestResult.VariantMargin(ckpt, m));
         }
-        return new Checkpoint(outcomes, checks);
+        return new Checkpoint(outcomes, checks, margins);
     }
 
     private SelfTestResult.Outcome clean(Gemma4Model model, DumpReader ref, Case c) {
@@ -140,8 +150,9 @@ public final class SelfTest {
         var cmp = new Bisector(model, EngineOptions.defaults(), ref, profile).compare();
         var fd = cmp.firstDivergence();
         String got = fd == null ? "match" : "step " + fd.step() + ", " + fd.point();
+        var naming = fd == null ? null : new SelfTestResult.Naming(null, fd.variant(), fd.relL2(), fd.tolerance());
         return new SelfTestResult.Outcome(null, c.checkpoint(), c.name(), new ExpectedCell.NotApplicable("clean"), got, null, fd == null,
-                fd == null ? "no alarm" : "false alarm: " + got + (fd.diagnosis() != null ? " (" + fd.diagnosis() + ")" : ""), secs(t0));
+                fd == null ? "no alarm" : "false alarm: " + got + (fd.diagnosis() != null ? " (" + fd.diagnosis() + ")" : ""), secs(t0), naming);
     }
 
     private SelfTestResult.Outcome faulty(Gemma4Model model, DumpReader ref, Case c, Fault f, ExpectedCell expected) {
@@ -162,7 +173,9 @@ public final class SelfTest {
                 String detail = (compareOk && bisectOk ? "" : "expected " + cell.describe() + "; ")
                         + (b.healedBy().isEmpty() ? "" : "healed by " + String.join(", ", b.healedBy()) + "; ")
                         + (b.diagnosis() == null ? "no diagnosis" : b.diagnosis());
-                yield new SelfTestResult.Outcome(f, c.checkpoint(), c.name(), expected, compareGot, bisectGot, compareOk && bisectOk, detail, secs(t0));
+                var naming = new SelfTestResult.Naming(ExpectedVariant.of(f, model.config(), expected), b.variant(),
+                        fd == null ? Double.NaN : fd.relL2(), fd == null ? Double.NaN : fd.tolerance());
+                yield new SelfTestResult.Outcome(f, c.checkpoint(), c.name(), expected, compareGot, bisectGot, compareOk && bisectOk, detail, secs(t0), naming);
             }
             case ExpectedCell.EngineThrows et -> {
                 var bisector = new Bisector(model, options, ref, profile);

@@ -25,6 +25,27 @@ public final class SelfTestReport {
         return (ok == os.size() ? "✓" : "✗") + " " + ok + "/" + os.size();
     }
 
+    /** ✓ / ✗ / n-a for naming one fault's variant on one checkpoint, with the smallest margin over its cases. */
+    static String namingMark(SelfTestResult r, Fault f, String ckpt) {
+        var os = r.namingRuns().stream().filter(o -> o.fault() == f && o.checkpoint().equals(ckpt)).toList();
+        if (os.isEmpty()) return "n-a";
+        long named = os.stream().filter(SelfTestResult.Outcome::named).count();
+        double margin = os.stream().mapToDouble(o -> o.naming().margin()).min().orElse(Double.NaN);
+        return (named == os.size() ? "✓" : "✗") + " " + named + "/" + os.size() + " " + margin(margin);
+    }
+
+    /** 5.6e3× — how many tolerances the first cell is off; ∞ for a cell of another shape. */
+    static String margin(double m) { return Fmt.rel(m) + "×"; }
+
+    /** "layers.0.attn.out  attention — the scores scaled by 1/√d (d = 32)". */
+    static String marginRow(dev.decodiff.harness.bisect.VariantMargins.Margin m) {
+        return Fmt.pad(m.point(), 22) + m.op() + " — " + m.variant();
+    }
+
+    static List<Fault> namingFaults(SelfTestResult r) {
+        return List.of(Fault.values()).stream().filter(f -> r.namingRuns().stream().anyMatch(o -> o.fault() == f)).toList();
+    }
+
     static String expectedText(Fault f) {
         return f == null ? "compare matches, selfcheck passes" : f.expectation();
     }
@@ -68,6 +89,48 @@ public final class SelfTestReport {
         }
         sb.append('\n');
 
+        sb.append(st.bold("explanation: the variant bisect names")).append(st.dim("  (named = localized AND the expected op variant named;"
+                + " × = rel L2 at the first divergent cell over its tolerance, smallest over the cases)")).append('\n');
+        int vw = Math.max(cw, 18);
+        sb.append("  ").append(Fmt.pad("fault", fw));
+        for (String c : r.checkpoints()) sb.append(Fmt.pad(c, vw));
+        sb.append("expected variant\n");
+        for (Fault f : namingFaults(r)) {
+            sb.append("  ").append(Fmt.pad(f.id(), fw));
+            for (String c : r.checkpoints()) {
+                String m = namingMark(r, f, c);
+                String padded = Fmt.pad(m, vw);
+                sb.append(m.startsWith("✓") ? st.green(padded) : m.startsWith("✗") ? st.boldRed(padded) : st.dim(padded));
+            }
+            var any = r.namingRuns().stream().filter(o -> o.fault() == f).findFirst().orElseThrow();
+            sb.append(st.dim(any.naming().expected().describe())).append('\n');
+        }
+        sb.append("  named ").append(r.named()).append(" of ").append(r.namingRuns().size()).append(", false names ").append(r.falseNames()).append("\n\n");
+
+        sb.append(st.bold("margins of the enumerated variants")).append(st.dim("  (rel L2 over tolerance at layer 0, step 0, each variant"
+                + " recomputed from the reference's inputs; ! = under 2×, a bug this small is seen with little or no room)")).append('\n');
+        var rowsByName = new java.util.LinkedHashMap<String, java.util.Map<String, Double>>();
+        for (var m : r.margins())
+            rowsByName.computeIfAbsent(marginRow(m.margin()), k -> new java.util.HashMap<>()).put(m.checkpoint(), m.margin().margin());
+        for (var e : rowsByName.entrySet()) {
+            double min = e.getValue().values().stream().mapToDouble(Double::doubleValue).min().orElse(Double.NaN);
+            sb.append("  ").append(min < 2 ? st.boldRed("! ") : "  ");
+            for (String c : r.checkpoints()) {
+                Double m = e.getValue().get(c);
+                sb.append(Fmt.padLeft(m == null ? "n-a" : margin(m), 10));
+            }
+            sb.append("  ").append(e.getKey()).append('\n');
+        }
+        sb.append('\n');
+
+        for (var o : r.outcomes()) {
+            if (o.falseName())
+                sb.append(st.red(Fmt.wrap("✗ false name on " + (o.clean() ? "clean" : o.fault().id()) + " " + o.checkpoint() + "/" + o.caseName() + ": "
+                        + dev.decodiff.harness.report.VerdictText.variant(o.naming().found()), 110, "  ").stripLeading())).append('\n');
+            else if (!o.clean() && o.naming() != null && o.naming().expected() != null && o.ok() && !o.named())
+                sb.append(st.red(Fmt.wrap("✗ not named: " + o.fault().id() + " on " + o.checkpoint() + "/" + o.caseName() + ": " + o.detail(), 110, "  ").stripLeading())).append('\n');
+        }
+
         var misses = r.misses();
         var falseAlarms = r.outcomes().stream().filter(o -> o.clean() && !o.ok()).toList();
         for (var o : misses)
@@ -82,6 +145,7 @@ public final class SelfTestReport {
         }
         if (!misses.isEmpty() || !falseAlarms.isEmpty()) sb.append('\n');
         String summary = r.localized() + " localized of " + r.applicable() + ", false alarms " + r.falseAlarms()
+                + ", named " + r.named() + " of " + r.namingRuns().size() + ", false names " + r.falseNames()
                 + (r.selfCheckMisses().isEmpty() ? "" : ", selfcheck misses " + r.selfCheckMisses().size())
                 + String.format(Locale.ROOT, "  (%.1fs)", r.seconds());
         sb.append(r.passed() ? st.boldGreen("PASS  ") : st.boldRed("FAIL  ")).append(summary).append('\n');
@@ -105,6 +169,26 @@ public final class SelfTestReport {
             var row = table.putObject(f == null ? "clean" : f.id());
             for (String c : r.checkpoints()) row.put(c, mark(r, f, c));
         }
+        var naming = o.putObject("naming");
+        naming.put("named", r.named());
+        naming.put("applicable", r.namingRuns().size());
+        naming.put("false_names", r.falseNames());
+        var ntable = naming.putObject("table");
+        for (Fault f : namingFaults(r)) {
+            var row = ntable.putObject(f.id());
+            for (String c : r.checkpoints()) row.put(c, namingMark(r, f, c));
+        }
+        var vm = o.putArray("variant_margins");
+        for (var m : r.margins()) {
+            var e = vm.addObject();
+            e.put("checkpoint", m.checkpoint());
+            e.put("point", m.margin().point());
+            e.put("op", m.margin().op());
+            e.put("variant", m.margin().variant());
+            e.put("rel_l2", m.margin().relL2());
+            e.put("tolerance", m.margin().tolerance());
+            e.put("margin", m.margin().margin());
+        }
         var runs = o.putArray("runs");
         for (var x : r.outcomes()) {
             var e = runs.addObject();
@@ -118,6 +202,15 @@ public final class SelfTestReport {
             else e.put("bisect", x.bisectGot());
             e.put("status", !x.applicable() && !x.clean() ? "n-a" : x.ok() ? (x.clean() ? "clean" : "localized") : (x.clean() ? "false_alarm" : "missed"));
             e.put("detail", x.detail());
+            if (x.naming() != null) {
+                var n = x.naming();
+                if (n.expected() == null) e.putNull("variant_expected");
+                else e.put("variant_expected", n.expected().describe());
+                dev.decodiff.harness.report.JsonReport.variant(e, n.found());
+                e.put("named", x.named());
+                if (Double.isFinite(n.margin())) e.put("margin", n.margin());
+                else e.put("margin", Double.isNaN(n.margin()) ? "NaN" : "inf");
+            }
             e.put("seconds", x.seconds());
         }
         var sc = o.putArray("selfcheck");

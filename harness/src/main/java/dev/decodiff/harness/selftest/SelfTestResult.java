@@ -1,6 +1,8 @@
 package dev.decodiff.harness.selftest;
 
 import dev.decodiff.engine.Fault;
+import dev.decodiff.harness.bisect.VariantMargins;
+import dev.decodiff.harness.compare.detect.Finding;
 
 import java.util.List;
 
@@ -9,18 +11,54 @@ import java.util.List;
  * expected cell (or stayed quiet on a clean run), and per (fault or clean, checkpoint) whether the reference-free
  * selfcheck raised an alarm.
  */
-public record SelfTestResult(List<String> checkpoints, List<Outcome> outcomes, List<SelfCheckOutcome> selfChecks, double seconds) {
+public record SelfTestResult(List<String> checkpoints, List<Outcome> outcomes, List<SelfCheckOutcome> selfChecks,
+                             List<VariantMargin> margins, double seconds) {
+
+    /** An enumerated op variant's margin on one checkpoint's first layer (see {@code VariantMargins}). */
+    public record VariantMargin(String checkpoint, VariantMargins.Margin margin) {}
 
     /**
      * One run. {@code fault} null = the clean engine. {@code compareGot}/{@code bisectGot} say what each found ("step 1,
      * layers.2.attn.v_read", "match", …); {@code ok} = localized at the expected cell, or no alarm on a clean run.
      */
     public record Outcome(Fault fault, String checkpoint, String caseName, ExpectedCell expected, String compareGot,
-                          String bisectGot, boolean ok, String detail, double seconds) {
+                          String bisectGot, boolean ok, String detail, double seconds, Naming naming) {
+        public Outcome(Fault fault, String checkpoint, String caseName, ExpectedCell expected, String compareGot,
+                       String bisectGot, boolean ok, String detail, double seconds) {
+            this(fault, checkpoint, caseName, expected, compareGot, bisectGot, ok, detail, seconds, null);
+        }
+
         public boolean applicable() { return !(expected instanceof ExpectedCell.NotApplicable); }
 
         public boolean clean() { return fault == null; }
+
+        /** Localized at the expected cell AND the expected variant named. */
+        public boolean named() { return ok && naming != null && naming.expected() != null && naming.expected().matches(naming.found()); }
+
+        /** A variant was named, and it is not the expected one (on a clean run: any variant named at all). */
+        public boolean falseName() {
+            if (naming == null || naming.found() == null) return false;
+            return naming.expected() == null || !naming.expected().matches(naming.found());
+        }
     }
+
+    /**
+     * What the explanation side of one run shows: the variant expected (null on clean runs), the variant bisect (or
+     * compare, on a clean run) named, and the margin — the first divergent cell's rel L2 over its tolerance.
+     */
+    public record Naming(ExpectedVariant expected, Finding.Variant found, double relL2, double tolerance) {
+        public double margin() { return relL2 / tolerance; }
+    }
+
+    /** Runs with a fault whose variant bisect must name (second table). */
+    public List<Outcome> namingRuns() {
+        return outcomes.stream().filter(o -> !o.clean() && o.applicable() && o.naming() != null && o.naming().expected() != null).toList();
+    }
+
+    public long named() { return namingRuns().stream().filter(Outcome::named).count(); }
+
+    /** Variants named wrongly on faulty runs plus any variant named on a clean run. */
+    public long falseNames() { return outcomes.stream().filter(Outcome::falseName).count(); }
 
     /**
      * selfcheck (every reference-free check) on one checkpoint with one fault (null = clean). {@code required}: the
@@ -48,5 +86,8 @@ public record SelfTestResult(List<String> checkpoints, List<Outcome> outcomes, L
 
     public List<Outcome> misses() { return outcomes.stream().filter(o -> !o.clean() && o.applicable() && !o.ok()).toList(); }
 
-    public boolean passed() { return localized() == applicable() && falseAlarms() == 0 && selfCheckMisses().isEmpty(); }
+    public boolean passed() {
+        return localized() == applicable() && falseAlarms() == 0 && selfCheckMisses().isEmpty()
+                && named() == namingRuns().size() && falseNames() == 0;
+    }
 }

@@ -17,6 +17,7 @@ public final class Detectors {
             new ReadWindowLength(),
             new EqualsOtherTensor(),
             new RowsEqualOtherTensor(),
+            new UnwrittenRows(),
             new ConstantScale(),
             new ReadWindowShift(),
             new ReadWindowOrder(),

@@ -42,8 +42,11 @@ final class EqualsOtherTensor implements Detector {
         String how = bestRel == 0 ? "bit-identical to" : "equal to (rel L2 " + Wording.sci(bestRel) + ")";
         String head = "the candidate's " + p + " is " + how + " the reference's " + best;
         int ql = CapturePoints.layerOf(best);
-        if (ql != layer)
-            return Finding.of(head + ": layer " + layer + (CapturePoints.isCacheRead(ctx.kind()) ? " reads layer " + ql + "'s cache" : " repeats layer " + ql + "'s result"));
-        return Finding.of(head + Wording.meaning(ctx.kind(), CapturePoints.kindOf(best)));
+        if (ql != layer) {
+            boolean cache = CapturePoints.isCacheRead(ctx.kind());
+            String what = cache ? "reads layer " + ql + "'s cache" : "repeats layer " + ql + "'s result";
+            return Finding.variant(cache ? "kv source" : "layer wiring", "layer " + layer + " " + what, head + ": layer " + layer + " " + what);
+        }
+        return Wording.wired(head, ctx.kind(), CapturePoints.kindOf(best));
     }
 }

@@ -5,13 +5,18 @@ import dev.decodiff.metal.TensorView;
 
 /** The candidate reads a different number of positions (k_read/v_read of another length): which end lines up. */
 final class ReadWindowLength implements Detector {
+    static final String OP = "cache window";
+
     @Override public boolean appliesTo(String kind) { return true; }
 
     @Override
     public Finding explain(DetectorContext ctx) {
         if (ctx.cell().shapeNote() == null) return null;
         String shift = whichEnd(ctx.r(), ctx.c(), ctx.near());
-        return Finding.of(ctx.cell().shapeNote() + (shift != null ? "; " + shift : "") + ": the read window is off by one");
+        long k = ctx.c().dim(0) - ctx.r().dim(0);
+        String off = (Math.abs(k) == 1 ? "one" : Long.toString(Math.abs(k)));
+        return Finding.variant(OP, "window off by " + (k > 0 ? "+" : "−") + Math.abs(k),
+                ctx.cell().shapeNote() + (shift != null ? "; " + shift : "") + ": the read window is off by " + off);
     }
 
     private static String whichEnd(TensorView r, TensorView c, double near) {

@@ -7,6 +7,8 @@ import java.util.ArrayList;
 
 /** The rows of a read window hold reference positions in another order (a ring buffer indexed wrongly). */
 final class ReadWindowOrder implements Detector {
+    static final String OP = "cache slots";
+
     @Override public boolean appliesTo(String kind) { return CapturePoints.isCacheRead(kind); }
 
     @Override
@@ -39,7 +41,19 @@ final class ReadWindowOrder implements Detector {
         }
         sb.append(String.join(", ", parts));
         if (misplaced + foreign > parts.size()) sb.append(", …");
+        // Two rows holding one position: two positions were written to one slot, the later overwriting the earlier.
+        var seen = new java.util.HashMap<Long, Integer>();
+        String collision = null;
+        for (int j = 0; j < rows && collision == null; j++) {
+            if (holds[j] < 0) continue;
+            Integer other = seen.putIfAbsent(holds[j], j);
+            if (other != null) collision = "the rows of positions " + (first + other) + " and " + (first + j) + " both hold position " + (first + holds[j]);
+        }
+        if (collision != null) {
+            sb.append(" — ").append(collision).append(": positions collide in one cache slot");
+            return Finding.variant(OP, "positions colliding in one slot", sb.toString());
+        }
         sb.append(foreign > 0 ? " — positions are written to or read from the wrong cache slots" : " — the cache slots are read in the wrong order");
-        return Finding.of(sb.toString());
+        return Finding.variant(OP, foreign > 0 ? "rows in the wrong slots" : "rows out of order", sb.toString());
     }
 }

@@ -47,9 +47,9 @@ final class RowsEqualOtherTensor implements Detector {
             long first = positions ? ref.start() + ref.length() - rows : ref.start();
             String which = (positions ? "positions " : "token positions ") + Fmt.ranges(equal, first);
             String rest = equal.size() == rows ? "" : " (its other rows are right)";
-            return Finding.of("at " + which + " the candidate's " + p + " is "
+            return Wording.wired("at " + which + " the candidate's " + p + " is "
                     + (identical ? "bit-identical to" : "equal (rel L2 ≤ " + Wording.sci(worst) + ") to")
-                    + " the reference's " + q + rest + Wording.meaning(ctx.kind(), CapturePoints.kindOf(q)));
+                    + " the reference's " + q + rest, ctx.kind(), CapturePoints.kindOf(q));
         }
         return null;
     }

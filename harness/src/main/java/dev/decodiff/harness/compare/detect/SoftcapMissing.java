@@ -31,6 +31,6 @@ final class SoftcapMissing implements Detector {
         }
         if (best > ctx.near()) return null;
         String cap = Wording.plain(bestCap);
-        return Finding.of("the final soft-cap is missing: the reference's logits are " + cap + "·tanh(candidate / " + cap + ") (rel L2 " + Wording.sci(best) + ")");
+        return Finding.variant("final soft-cap", "removed", "the final soft-cap is missing: the reference's logits are " + cap + "·tanh(candidate / " + cap + ") (rel L2 " + Wording.sci(best) + ")");
     }
 }

@@ -35,6 +35,15 @@ public final class Wording {
     }
 
     /**
+     * A finding "the candidate's pk is the reference's qk": with what that means, and — when it means something —
+     * the variant "tensor wiring / pk is qk".
+     */
+    static Finding wired(String head, String pk, String qk) {
+        String meaning = meaning(pk, qk);
+        return meaning.isEmpty() ? Finding.of(head) : Finding.variant("tensor wiring", pk + " is " + qk, head + meaning);
+    }
+
+    /**
      * Names factors that usually mean something: √n or 1/√n for small n and for powers of two (a missing or doubled
      * attention scale √d, an embedding scale √H). Only numbers sparse enough that a match is not a coincidence.
      */
