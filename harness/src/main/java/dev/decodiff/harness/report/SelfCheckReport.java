@@ -21,32 +21,26 @@ public final class SelfCheckReport {
 
     /** The terminal table and verdict. */
     public static String terminal(Run run, boolean colour) {
-        Path dir = run.model();
-        String faults = run.engine();
-        int tokens = run.tokens(), prompt = run.promptLength(), window = run.slidingWindow();
-        var results = run.results();
-        boolean ok = run.passed();
-        double secs = run.seconds();
         var st = new Terminal.Style(colour);
         var sb = new StringBuilder();
         sb.append(st.bold("decodiff selfcheck")).append('\n');
-        sb.append("  model   ").append(dir).append("  (engine: ").append(faults).append(")\n");
-        sb.append("  tokens  ").append(prompt).append("-token prompt + ").append(tokens - prompt).append(" greedy decode steps (sliding window ")
-                .append(window).append(String.format(java.util.Locale.ROOT, "), %.2fs%n%n", secs));
+        sb.append("  model   ").append(run.model()).append("  (engine: ").append(run.engine()).append(")\n");
+        sb.append("  tokens  ").append(run.promptLength()).append("-token prompt + ").append(run.tokens() - run.promptLength()).append(" greedy decode steps (sliding window ")
+                .append(run.slidingWindow()).append(String.format(java.util.Locale.ROOT, "), %.2fs%n%n", run.seconds()));
         sb.append("  ").append(Fmt.pad("check", 28)).append(Fmt.pad("result", 9)).append("detail\n");
-        for (var r : results) {
+        for (var r : run.results()) {
             sb.append("  ").append(Fmt.pad(r.check(), 28)).append(r.passed() ? st.green(Fmt.pad("✓ pass", 9)) : st.boldRed(Fmt.pad("✗ FAIL", 9)))
                     .append(r.detail()).append('\n');
         }
         sb.append('\n');
-        long failed = results.stream().filter(r -> !r.passed()).count();
-        if (ok) {
-            sb.append(st.boldGreen("PASS")).append('\n').append(Fmt.wrap("All " + results.size()
+        long failed = run.results().stream().filter(r -> !r.passed()).count();
+        if (run.passed()) {
+            sb.append(st.boldGreen("PASS")).append('\n').append(Fmt.wrap("All " + run.results().size()
                     + " reference-free checks agree: decode, chunked prefill and one-pass prefill compute the same numbers, probes change nothing, and each decode step processes one position.", 100, "  ")).append('\n');
         } else {
             sb.append(st.boldRed("FAIL")).append('\n');
-            var failing = results.stream().filter(r -> !r.passed()).toList();
-            var text = new StringBuilder(failed + " of " + results.size() + " checks fail: "
+            var failing = run.results().stream().filter(r -> !r.passed()).toList();
+            var text = new StringBuilder(failed + " of " + run.results().size() + " checks fail: "
                     + String.join(", ", failing.stream().map(SelfCheckResult::check).toList()) + ".");
             var located = failing.stream().filter(r -> r.position() != null && r.point() != null).toList();
             if (!located.isEmpty()) {
@@ -66,21 +60,15 @@ public final class SelfCheckReport {
 
     /** The machine-readable result. */
     public static String json(Run run) {
-        Path dir = run.model();
-        String faults = run.engine();
-        int tokens = run.tokens(), prompt = run.promptLength(), window = run.slidingWindow();
-        var results = run.results();
-        boolean ok = run.passed();
-        double secs = run.seconds();
         var o = JSON.createObjectNode();
-        o.put("verdict", ok ? "pass" : "fail");
-        o.put("model", dir.toString());
-        o.put("faults", faults);
-        o.put("tokens", tokens);
-        o.put("prompt_length", prompt);
-        o.put("sliding_window", window);
+        o.put("verdict", run.passed() ? "pass" : "fail");
+        o.put("model", run.model().toString());
+        o.put("faults", run.engine());
+        o.put("tokens", run.tokens());
+        o.put("prompt_length", run.promptLength());
+        o.put("sliding_window", run.slidingWindow());
         var arr = o.putArray("checks");
-        for (var r : results) {
+        for (var r : run.results()) {
             var e = arr.addObject();
             e.put("check", r.check());
             e.put("description", r.description());
@@ -96,7 +84,7 @@ public final class SelfCheckReport {
             }
             e.put("detail", r.detail());
         }
-        o.put("seconds", secs);
+        o.put("seconds", run.seconds());
         try {
             return JSON.writeValueAsString(o);
         } catch (com.fasterxml.jackson.core.JsonProcessingException e) {

@@ -41,6 +41,12 @@ class OutputSafetyTest {
         return m;
     }
 
+    private static void assertNoPartialFileIn(Path dir) throws IOException {
+        try (var s = Files.list(dir)) {
+            assertThat(s.map(p -> p.getFileName().toString()).toList()).noneMatch(n -> n.endsWith(".partial"));
+        }
+    }
+
     private static void assertRefused(CliTest.Run r, String... fragments) {
         assertThat(r.code()).as(r.out() + r.err()).isEqualTo(2);
         var lines = r.err().strip().lines().toList();
@@ -107,9 +113,7 @@ class OutputSafetyTest {
         assertRefused(r, html.toString(), "cannot write the HTML report");
         assertThat(r.out()).contains("MATCH"); // the verdict was printed, but the run fails: the report asked for is missing
         assertThat(Files.readString(blocker)).isEqualTo("x");
-        try (var s = Files.list(tmp)) {
-            assertThat(s.map(p -> p.getFileName().toString()).toList()).noneMatch(n -> n.endsWith(".partial"));
-        }
+        assertNoPartialFileIn(tmp);
     }
 
     @Test
@@ -164,9 +168,7 @@ class OutputSafetyTest {
         Files.createDirectories(dir.resolve(DumpManifest.stepFileName(0)).resolve("blocker"));
         var t = new CapturedTensor("embed", new long[]{2, 4}, new float[8]);
         assertThatThrownBy(() -> w.writeStep(0, 2, List.of(t), 1, 1.0)).hasMessageContaining(DumpManifest.stepFileName(0));
-        try (var s = Files.list(dir)) {
-            assertThat(s.map(p -> p.getFileName().toString()).toList()).noneMatch(n -> n.endsWith(".partial"));
-        }
+        assertNoPartialFileIn(dir);
     }
 
     @Test
