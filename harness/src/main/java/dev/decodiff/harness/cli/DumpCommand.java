@@ -99,6 +99,9 @@ final class DumpCommand implements Callable<Integer> {
         DumpReader ref = source.reference != null ? DumpReader.open(source.reference) : null;
         if (ref != null) ModelLocator.check(model, ModelLocator.identity(model), ref.manifest(), ref.manifestFile(), allowMismatch);
         int[] prompt = ref != null ? null : promptIds();
+        // Teacher-forced on a reference that is itself a selection: the dump holds at most that selection, so it
+        // records it (unless the user chose their own), or it would look as if whole layers went missing.
+        if (selected == null && ref != null && ref.manifest().selectedPoints() != null) selected = ref.manifest().selectedPoints();
         if (viaLlamaCpp) return dumpLlamaCpp(globs, selected, ref, prompt);
         try (var m = Gemma4Model.load(model)) {
             return dump(m, globs, selected, options, ref, prompt);
