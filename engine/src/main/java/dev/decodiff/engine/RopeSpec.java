@@ -10,7 +10,7 @@ public record RopeSpec(String type, double theta, double partialRotaryFactor, do
 
     @Override
     public String toString() {
-        String t = "%s θ=%s".formatted(type, theta >= 1e5 ? String.format("%.0e", theta) : String.format("%.0f", theta));
+        String t = String.format(java.util.Locale.ROOT, "%s θ=%s", type, theta >= 1e5 ? String.format(java.util.Locale.ROOT, "%.0e", theta) : String.format(java.util.Locale.ROOT, "%.0f", theta));
         if (type.equals("proportional")) t += ", partial_rotary_factor " + partialRotaryFactor + (factor != 1.0 ? ", factor " + factor : "");
         return t;
     }

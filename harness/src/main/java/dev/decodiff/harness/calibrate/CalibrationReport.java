@@ -2,7 +2,6 @@ package dev.decodiff.harness.calibrate;
 
 import dev.decodiff.harness.report.Fmt;
 
-import java.util.Locale;
 
 /** The terminal summary of `decodiff calibrate`. */
 public final class CalibrationReport {
@@ -27,7 +26,7 @@ public final class CalibrationReport {
                 .append(" × each point's worst over the steps); they override the kinds above\n");
         sb.append('\n');
         if (Double.isFinite(r.maxAbsLogitDiff()))
-            sb.append(String.format(Locale.ROOT, "near_tie  %s logits (2 × the largest |Δ logit|, %.3g)%n", Fmt.num(r.nearTie(), 3), r.maxAbsLogitDiff()));
+            sb.append(Fmt.format("near_tie  %s logits (2 × the largest |Δ logit|, %.3g)%n", Fmt.num(r.nearTie(), 3), r.maxAbsLogitDiff()));
         sb.append("default   ").append(Fmt.rel(r.fallback())).append(" (points of other kinds: the loosest kind)\n");
         for (String n : r.notes()) sb.append("note: ").append(n).append('\n');
         if (written != null)

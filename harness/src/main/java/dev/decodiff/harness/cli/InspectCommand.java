@@ -73,7 +73,7 @@ final class InspectCommand implements Callable<Integer> {
         for (var st : m.steps())
             out.printf(Locale.ROOT, "  %4d  %5d  %3d  %10s  %11s  %6d%n", st.index(), st.start(), st.length(),
                     st.nextToken() == null ? "-" : st.nextToken().toString(),
-                    st.top2Margin() == null ? "-" : String.format(Locale.ROOT, "%.4f", st.top2Margin()), d.points(st.index()).size());
+                    st.top2Margin() == null ? "-" : Fmt.format("%.4f", st.top2Margin()), d.points(st.index()).size());
         out.println();
         var all = Comparison.causalOrder(d.allPoints());
         var model = new ArrayList<String>();
@@ -85,7 +85,7 @@ final class InspectCommand implements Callable<Integer> {
         }
         out.println("  points     " + all.size() + " names");
         if (!model.isEmpty()) out.println("    model-level  " + String.join(", ", model));
-        for (var e : kinds.entrySet()) out.println("    " + String.format("%-12s", e.getKey()) + " layers " + Fmt.ranges(e.getValue().keySet(), 0));
+        for (var e : kinds.entrySet()) out.println("    " + Fmt.pad(e.getKey(), 12) + " layers " + Fmt.ranges(e.getValue().keySet(), 0));
         try (var s0 = d.readStep(0)) {
             out.println();
             out.println("  shapes at step 0 (first of each kind):");
@@ -93,7 +93,7 @@ final class InspectCommand implements Callable<Integer> {
             for (String pt : Comparison.causalOrder(s0.points())) {
                 if (!seen.add(CapturePoints.kindOf(pt))) continue;
                 var t = s0.tensor(pt);
-                out.println("    " + String.format("%-24s", pt) + " " + t.dtype() + " " + t.shapeString());
+                out.println("    " + Fmt.pad(pt, 24) + " " + t.dtype() + " " + t.shapeString());
             }
         }
     }
@@ -133,7 +133,7 @@ final class InspectCommand implements Callable<Integer> {
     private void file(PrintWriter out, Path f) {
         try (var sf = SafetensorsFile.open(f)) {
             out.println("safetensors " + f + ": " + sf.names().size() + " tensors");
-            for (var t : sf.tensors().values()) out.println("  " + String.format("%-40s", t.name()) + " " + t.dtype() + " " + t.shapeString());
+            for (var t : sf.tensors().values()) out.println("  " + Fmt.pad(t.name(), 40) + " " + t.dtype() + " " + t.shapeString());
             if (!sf.metadata().isEmpty()) out.println("  metadata " + sf.metadata());
         } catch (SafetensorsException e) {
             throw new BadInputException(e.getMessage(), e);
@@ -148,9 +148,9 @@ final class InspectCommand implements Callable<Integer> {
 
     static String human(long bytes) {
         if (bytes < 1024) return bytes + " B";
-        if (bytes < 1 << 20) return String.format(Locale.ROOT, "%.1f KiB", bytes / 1024.0);
-        if (bytes < 1L << 30) return String.format(Locale.ROOT, "%.1f MiB", bytes / 1048576.0);
-        return String.format(Locale.ROOT, "%.2f GiB", bytes / 1073741824.0);
+        if (bytes < 1 << 20) return Fmt.format("%.1f KiB", bytes / 1024.0);
+        if (bytes < 1L << 30) return Fmt.format("%.1f MiB", bytes / 1048576.0);
+        return Fmt.format("%.2f GiB", bytes / 1073741824.0);
     }
 
 }

@@ -3,6 +3,7 @@ package dev.decodiff.harness.cli;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.decodiff.harness.ops.KernelChecks;
+import dev.decodiff.harness.report.Fmt;
 import dev.decodiff.harness.ops.OpResult;
 import dev.decodiff.harness.ops.OracleLoader;
 import dev.decodiff.harness.ops.OracleUnavailableException;
@@ -35,7 +36,7 @@ record OpLevel(List<OpResult> results, String unavailable) {
         if (failed() == 0)
             return "all " + results.size() + " kernel checks agree with ND4J (float64): the kernels are right, the culprit is in how the engine uses them";
         return failed() + " of " + results.size() + " kernel checks disagree with ND4J: "
-                + String.join(", ", results.stream().filter(r -> !r.passed()).map(r -> r.op() + " (" + r.shape() + ", NMSE " + String.format("%.2g", r.nmse()) + ")").toList())
+                + String.join(", ", results.stream().filter(r -> !r.passed()).map(r -> r.op() + " (" + r.shape() + ", NMSE " + Fmt.format("%.2g", r.nmse()) + ")").toList())
                 + " — run `decodiff ops` for the table";
     }
 

@@ -1,5 +1,6 @@
 package dev.decodiff.harness.compare;
 
+import dev.decodiff.harness.report.Fmt;
 import dev.decodiff.engine.CapturePoints;
 import dev.decodiff.harness.BadInputException;
 import dev.decodiff.harness.dump.DumpManifest;
@@ -228,7 +229,7 @@ public final class Comparison {
             var upstream = stepCells.subList(Math.max(0, stepCells.size() - UPSTREAM), stepCells.size());
             return new FirstDivergence(tok.step(), CapturePoints.LOGITS, null, List.copyOf(upstream),
                     "the greedy token flips (reference " + tok.reference() + ", candidate " + tok.candidate() + ") although the reference's top-2 margin is "
-                            + String.format(java.util.Locale.ROOT, "%.3g", tok.referenceMargin()) + ", above the near-tie threshold", tok);
+                            + Fmt.format("%.3g", tok.referenceMargin()) + ", above the near-tie threshold", tok);
         }
         return null;
     }

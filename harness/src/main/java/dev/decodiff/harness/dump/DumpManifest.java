@@ -1,5 +1,6 @@
 package dev.decodiff.harness.dump;
 
+import dev.decodiff.harness.report.Fmt;
 import com.fasterxml.jackson.annotation.JsonIgnoreProperties;
 import com.fasterxml.jackson.annotation.JsonInclude;
 import com.fasterxml.jackson.annotation.JsonProperty;
@@ -126,7 +127,7 @@ public record DumpManifest(
         return tokens.subList(st.start(), st.end()).stream().mapToInt(Integer::intValue).toArray();
     }
 
-    public static String stepFileName(int index) { return String.format("step-%04d.safetensors", index); }
+    public static String stepFileName(int index) { return Fmt.format("step-%04d.safetensors", index); }
 
     public DumpManifest withSteps(List<Step> newSteps) {
         return new DumpManifest(format, version, producer, model, tokens, promptLength, selectedPoints, newSteps, complete);

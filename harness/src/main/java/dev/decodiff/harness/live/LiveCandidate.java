@@ -1,5 +1,6 @@
 package dev.decodiff.harness.live;
 
+import dev.decodiff.harness.report.Fmt;
 import dev.decodiff.engine.EngineOptions;
 import dev.decodiff.engine.Gemma4Model;
 import dev.decodiff.engine.InferenceSession;
@@ -13,7 +14,6 @@ import dev.decodiff.harness.dump.StepTensors;
 import dev.decodiff.metal.TensorView;
 
 import java.util.LinkedHashMap;
-import java.util.Locale;
 import java.util.Set;
 import java.util.function.Consumer;
 import java.util.function.Predicate;
@@ -121,7 +121,7 @@ public final class LiveCandidate implements StreamingCandidate {
             }
         }
         if (differing == 0) return "none";
-        return String.format(Locale.ROOT, "logits with probes differ from logits without at step %d (%d of %d values, max |Δ| %.3g)",
+        return Fmt.format("logits with probes differ from logits without at step %d (%d of %d values, max |Δ| %.3g)",
                 step, differing, base.length, max);
     }
 

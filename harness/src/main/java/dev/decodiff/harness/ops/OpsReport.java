@@ -6,7 +6,6 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.decodiff.harness.report.Fmt;
 
 import java.util.List;
-import java.util.Locale;
 
 /** The terminal table and the JSON of `decodiff ops`. */
 public final class OpsReport {
@@ -17,7 +16,7 @@ public final class OpsReport {
     public static String terminal(String oracle, double initSeconds, long seed, List<OpResult> results) {
         var sb = new StringBuilder();
         sb.append("decodiff ops: metal kernels against ").append(oracle).append(", seed ").append(seed)
-                .append(String.format(Locale.ROOT, " (ND4J started in %.1f s)%n%n", initSeconds));
+                .append(Fmt.format(" (ND4J started in %.1f s)%n%n", initSeconds));
         int wOp = 9, wKernel = 6, wShape = 5;
         for (var r : results) {
             wKernel = Math.max(wKernel, r.kernel().length());

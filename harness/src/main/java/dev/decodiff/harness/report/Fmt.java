@@ -11,7 +11,7 @@ public final class Fmt {
         if (Double.isNaN(x)) return "NaN";
         if (Double.isInfinite(x)) return "∞";
         if (x == 0) return "0";
-        String s = String.format(Locale.ROOT, "%.1e", x);
+        String s = format("%.1e", x);
         int e = s.indexOf('e');
         String mant = s.substring(0, e), exp = s.substring(e + 1);
         int ev = Integer.parseInt(exp);
@@ -21,12 +21,12 @@ public final class Fmt {
     public static String sci(double x) {
         if (Double.isNaN(x)) return "NaN";
         if (Double.isInfinite(x)) return x > 0 ? "∞" : "−∞";
-        return String.format(Locale.ROOT, "%.2e", x);
+        return format("%.2e", x);
     }
 
     public static String num(double x, int digits) {
         if (!Double.isFinite(x)) return sci(x);
-        return String.format(Locale.ROOT, "%." + digits + "f", x);
+        return format("%." + digits + "f", x);
     }
 
     /** Sorted numbers as ranges, each shifted by {@code offset}: "3, 5–9, 12". */
@@ -50,14 +50,20 @@ public final class Fmt {
         sb.append(a == b ? Long.toString(a) : a + "–" + b);
     }
 
-    public static String count(long n) { return String.format(Locale.ROOT, "%,d", n); }
+    /**
+     * {@code String.format} in {@link Locale#ROOT}: everything decodiff prints reads the same on every machine (a German
+     * default locale would write 1,5e-07, an Arabic one other digits). Every other formatting call here goes through it.
+     */
+    public static String format(String pattern, Object... args) { return String.format(Locale.ROOT, pattern, args); }
+
+    public static String count(long n) { return format("%,d", n); }
 
     public static String percent(double share) {
         if (!Double.isFinite(share)) return "∞%";
         double p = share * 100;
         if (p < 0.1) return "<0.1%";
-        if (p < 10) return String.format(Locale.ROOT, "%.1f%%", p);
-        return String.format(Locale.ROOT, "%.0f%%", p);
+        if (p < 10) return format("%.1f%%", p);
+        return format("%.0f%%", p);
     }
 
     public static String pad(String s, int w) {

@@ -1,15 +1,12 @@
 package dev.decodiff.harness.report;
 
-import dev.decodiff.engine.CapturePoints;
 import dev.decodiff.harness.compare.CellStats;
 import dev.decodiff.harness.compare.ComparisonResult;
 import dev.decodiff.harness.compare.TokenAgreement;
 
 import java.util.ArrayList;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
-import java.util.Map;
 
 /**
  * One self-contained HTML page (no scripts, fonts or images from anywhere): the verdict, a step × layer heatmap of
@@ -92,7 +89,7 @@ public final class HtmlReport {
     }
 
     private static String hsl(double hue, double s, double l) {
-        return String.format(Locale.ROOT, "hsl(%.0f,%.0f%%,%.0f%%)", hue, s, l);
+        return Fmt.format("hsl(%.0f,%.0f%%,%.0f%%)", hue, s, l);
     }
 
     private static void heatmap(StringBuilder h, ComparisonResult r, StepLayerGrid g, List<Integer> cols) {
@@ -111,7 +108,7 @@ public final class HtmlReport {
                 if (first) cls.add("first");
                 if (!cls.isEmpty()) h.append(" class=\"").append(String.join(" ", cls)).append("\"");
                 if (c != null) h.append(" title=\"").append(esc(c.point() + ": rel L2 " + Fmt.sci(c.relL2()) + " (tolerance " + Fmt.sci(c.tolerance()) + ")")).append("\"");
-                h.append(">").append(c == null ? "" : esc(c.nonFinite() > 0 ? "NaN" : Fmt.rel(c.relL2()))).append("</td>");
+                h.append(">").append(c == null ? "" : esc(StepDetail.value(c))).append("</td>");
             }
             var t = s < r.tokens().size() ? r.tokens().get(s) : null;
             h.append("<td>").append(t == null ? "" : esc(tokenText(t))).append("</td></tr>\n");
@@ -159,12 +156,12 @@ public final class HtmlReport {
         h.append("<rect x=\"0\" y=\"0\" width=\"").append(W).append("\" height=\"").append(H).append("\" fill=\"#fff\"/>\n");
         for (int e = (int) y0; e <= (int) y1; e++) {
             double y = yOf.applyAsDouble(Math.pow(10, e));
-            h.append(String.format(Locale.ROOT, "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#d0d7de\"/>", L, W - R, y, y))
-                    .append(String.format(Locale.ROOT, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" fill=\"#57606a\">1e%d</text>\n", L - 6, y + 4, e));
+            h.append(Fmt.format("<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#d0d7de\"/>", L, W - R, y, y))
+                    .append(Fmt.format("<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\" fill=\"#57606a\">1e%d</text>\n", L - 6, y + 4, e));
         }
         for (int i = 0; i < n; i++) {
             if (n > 30 && i % 2 == 1) continue;
-            h.append(String.format(Locale.ROOT, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" fill=\"#57606a\">%s</text>",
+            h.append(Fmt.format("<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\" fill=\"#57606a\">%s</text>",
                     xOf.applyAsDouble(i), H - B + 16, esc(g.columnName(cols.get(i)))));
         }
         h.append('\n');
@@ -173,7 +170,7 @@ public final class HtmlReport {
         for (int i = 0; i < n; i++) {
             var c = g.worstOfColumn(cols.get(i));
             if (c == null) continue;
-            tol.append(String.format(Locale.ROOT, "%.1f,%.1f ", xOf.applyAsDouble(i), yOf.applyAsDouble(c.tolerance())));
+            tol.append(Fmt.format("%.1f,%.1f ", xOf.applyAsDouble(i), yOf.applyAsDouble(c.tolerance())));
         }
         h.append("<polyline fill=\"none\" stroke=\"#cf222e\" stroke-width=\"1.5\" stroke-dasharray=\"6 4\" points=\"")
                 .append(tol.toString().trim()).append("\"><title>tolerance</title></polyline>\n");
@@ -183,59 +180,49 @@ public final class HtmlReport {
                 var c = g.worst[s][cols.get(i)];
                 if (c == null) continue;
                 double v = c.nonFinite() > 0 ? Double.POSITIVE_INFINITY : c.relL2();
-                pts.append(String.format(Locale.ROOT, "%.1f,%.1f ", xOf.applyAsDouble(i), yOf.applyAsDouble(v)));
+                pts.append(Fmt.format("%.1f,%.1f ", xOf.applyAsDouble(i), yOf.applyAsDouble(v)));
             }
             double t = g.steps <= 1 ? 0 : s / (double) (g.steps - 1);
             String stroke = hsl(215 - 185 * t, 70, 45);
             h.append("<polyline fill=\"none\" stroke=\"").append(stroke).append("\" stroke-width=\"").append(s == 0 ? "2.2" : "1.3")
                     .append("\" opacity=\"0.85\" points=\"").append(pts.toString().trim()).append("\"><title>step ").append(s).append("</title></polyline>\n");
         }
-        h.append(String.format(Locale.ROOT, "<text x=\"%d\" y=\"%d\" fill=\"#57606a\">blue: step 0 (prefill) → orange: step %d · dashed red: tolerance</text>\n",
+        h.append(Fmt.format("<text x=\"%d\" y=\"%d\" fill=\"#57606a\">blue: step 0 (prefill) → orange: step %d · dashed red: tolerance</text>\n",
                 L, H - 6, Math.max(0, g.steps - 1)));
         h.append("</svg>\n");
     }
 
     private static void detail(StringBuilder h, ComparisonResult r) {
-        var fd = r.firstDivergence();
-        int step = fd != null ? fd.step() : (r.worstCell() != null ? r.worstCell().step() : 0);
-        var cells = r.cellsOfStep(step);
-        var kinds = new ArrayList<String>();
-        Map<Integer, Map<String, CellStats>> byLayer = new LinkedHashMap<>();
-        var model = new ArrayList<CellStats>();
-        for (var c : cells) {
-            if (c.layer() < 0) { model.add(c); continue; }
-            if (!kinds.contains(c.kind())) kinds.add(c.kind());
-            byLayer.computeIfAbsent(c.layer(), k -> new LinkedHashMap<>()).put(c.kind(), c);
-        }
-        kinds.sort(java.util.Comparator.comparingLong(k -> CapturePoints.causalRank(CapturePoints.layer(0, k))));
-        h.append("<h2>").append(fd != null ? "First divergent step" : "Closest-call step").append(": step ").append(step)
-                .append(" — rel L2 per layer × point</h2>\n<table class=\"heat\"><tr><th>layer</th>");
-        for (String k : kinds) h.append("<th>").append(esc(k)).append("</th>");
+        var d = StepDetail.of(r);
+        h.append("<h2>").append(esc(d.title())).append(" — rel L2 per layer × point</h2>\n<table class=\"heat\"><tr><th>layer</th>");
+        for (String k : d.kinds()) h.append("<th>").append(esc(k)).append("</th>");
         h.append("</tr>\n");
-        for (var e : byLayer.entrySet()) {
+        for (var e : d.layers().entrySet()) {
             h.append("<tr><th>").append(e.getKey()).append("</th>");
-            for (String k : kinds) cellTd(h, e.getValue().get(k), fd == null ? null : fd.point());
+            for (String k : d.kinds()) cellTd(h, e.getValue().get(k), d);
             h.append("</tr>\n");
         }
         h.append("</table>\n");
+        var model = new ArrayList<CellStats>(d.before());
+        model.addAll(d.after());
         if (!model.isEmpty()) {
             h.append("<table class=\"heat\" style=\"margin-top:6px\"><tr>");
             for (var c : model) h.append("<th>").append(esc(c.point())).append("</th>");
             h.append("</tr><tr>");
-            for (var c : model) cellTd(h, c, fd == null ? null : fd.point());
+            for (var c : model) cellTd(h, c, d);
             h.append("</tr></table>\n");
         }
     }
 
-    private static void cellTd(StringBuilder h, CellStats c, String firstPoint) {
+    private static void cellTd(StringBuilder h, CellStats c, StepDetail d) {
         h.append("<td style=\"background:").append(colour(c)).append("\"");
         if (c != null) {
-            String cls = (c.failed() ? "fail" : "") + (c.point().equals(firstPoint) ? " first" : "");
+            String cls = (c.failed() ? "fail" : "") + (d.isFirst(c) ? " first" : "");
             if (!cls.isBlank()) h.append(" class=\"").append(cls.trim()).append("\"");
             h.append(" title=\"").append(esc(c.point() + ": cosine " + Fmt.num(c.cosine(), 6) + ", norm ratio " + Fmt.num(c.normRatio(), 4)
                     + ", max |Δ| " + Fmt.sci(c.maxAbsDiff()))).append("\"");
         }
-        h.append(">").append(c == null ? "" : esc(c.nonFinite() > 0 ? "NaN" : Fmt.rel(c.relL2()))).append("</td>");
+        h.append(">").append(c == null ? "" : esc(StepDetail.value(c))).append("</td>");
     }
 
     private static void tokens(StringBuilder h, ComparisonResult r) {

@@ -74,6 +74,7 @@ public final class JsonReport {
         strings(missing.putArray("reasons"), cc.reasons());
         strings(o.putArray("only_in_reference"), r.onlyInReference());
         strings(o.putArray("only_in_candidate"), r.onlyInCandidate());
+        focusStep(o.putObject("focus_step"), StepDetail.of(r));
         var wk = o.putObject("worst_by_kind");
         r.worstByKind().forEach((k, c) -> wk.set(k, cell(c)));
         strings(o.putArray("notes"), r.notes());
@@ -82,6 +83,25 @@ public final class JsonReport {
         o.put("verdict_text", VerdictText.paragraph(r));
         num(o, "seconds", r.seconds());
         return o;
+    }
+
+    /** The layers × points view of the terminal and HTML reports: rel L2 per layer and point kind, and the model-level cells. */
+    private static void focusStep(ObjectNode o, StepDetail d) {
+        o.put("step", d.step());
+        o.put("why", d.divergent() ? "first_divergence" : "closest_call");
+        var layers = o.putArray("layers");
+        d.layers().forEach((layer, cells) -> {
+            var row = layers.addObject();
+            row.put("layer", layer);
+            var rel = row.putObject("rel_l2");
+            for (String k : d.kinds()) {
+                var c = cells.get(k);
+                if (c != null) num(rel, k, c.relL2());
+            }
+        });
+        var model = o.putObject("model_rel_l2");
+        for (var c : d.before()) num(model, c.point(), c.relL2());
+        for (var c : d.after()) num(model, c.point(), c.relL2());
     }
 
     /** "engine_failure": {step, exception, message, frames} or null (also in bisect's JSON). */

@@ -7,7 +7,6 @@ import dev.decodiff.harness.compare.ComparisonResult;
 import dev.decodiff.harness.compare.TokenAgreement;
 
 import java.util.List;
-import java.util.Locale;
 
 /** kv-drift's measurement as Markdown: per KV-cache type the worst rel L2 per layer, then the logits' drift per step. */
 public final class KvDriftReport {
@@ -19,7 +18,7 @@ public final class KvDriftReport {
     /** The tables for one reference; the first row (the exact f32 cache) is left out of the per-step table. */
     public static String markdown(String reference, String model, int steps, int layers, List<Row> rows) {
         var sb = new StringBuilder();
-        sb.append(String.format(Locale.ROOT, "### %s (%s, %d steps)%n%n", reference, model, steps));
+        sb.append(Fmt.format("### %s (%s, %d steps)%n%n", reference, model, steps));
         var head = new StringBuilder("| KV cache | bytes/token | tokens agree | worst logits rel L2 |");
         var rule = new StringBuilder("|---|---:|---:|---:|");
         for (int l = 0; l < layers; l++) { head.append(" L").append(l).append(" out |"); rule.append("---:|"); }
@@ -58,5 +57,5 @@ public final class KvDriftReport {
         throw new BadInputException("the reference has no " + point + " at step " + step);
     }
 
-    private static String fmt(double v) { return v == 0 ? "0" : String.format(Locale.ROOT, "%.1e", v); }
+    private static String fmt(double v) { return v == 0 ? "0" : Fmt.format("%.1e", v); }
 }

@@ -27,7 +27,7 @@ public final class ProgressBar implements AutoCloseable {
         int filled = (int) Math.round(width * Math.min(1.0, done / (double) total));
         double secs = (System.nanoTime() - t0) / 1e9;
         err.print("\r" + label + " [" + "█".repeat(filled) + "·".repeat(width - filled) + "] " + done + "/" + total
-                + String.format(java.util.Locale.ROOT, "  %.1fs ", secs));
+                + Fmt.format("  %.1fs ", secs));
         err.flush();
     }
 

@@ -26,7 +26,7 @@ public final class SelfCheckReport {
         sb.append(st.bold("decodiff selfcheck")).append('\n');
         sb.append("  model   ").append(run.model()).append("  (engine: ").append(run.engine()).append(")\n");
         sb.append("  tokens  ").append(run.promptLength()).append("-token prompt + ").append(run.tokens() - run.promptLength()).append(" greedy decode steps (sliding window ")
-                .append(run.slidingWindow()).append(String.format(java.util.Locale.ROOT, "), %.2fs%n%n", run.seconds()));
+                .append(run.slidingWindow()).append(Fmt.format("), %.2fs%n%n", run.seconds()));
         sb.append("  ").append(Fmt.pad("check", 28)).append(Fmt.pad("result", 9)).append("detail\n");
         for (var r : run.results()) {
             sb.append("  ").append(Fmt.pad(r.check(), 28)).append(r.passed() ? st.green(Fmt.pad("✓ pass", 9)) : st.boldRed(Fmt.pad("✗ FAIL", 9)))

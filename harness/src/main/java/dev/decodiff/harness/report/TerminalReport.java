@@ -7,9 +7,7 @@ import dev.decodiff.harness.compare.TokenAgreement;
 import dev.decodiff.harness.dump.DumpManifest;
 
 import java.util.ArrayList;
-import java.util.LinkedHashMap;
 import java.util.List;
-import java.util.Map;
 
 /**
  * The terminal report: a header, a layers × points table of the first divergent step (or of the step with the
@@ -26,8 +24,7 @@ public final class TerminalReport {
         var sb = new StringBuilder();
         header(sb, r, st);
         var fd = r.firstDivergence();
-        int focus = fd != null ? fd.step() : (r.worstCell() != null ? r.worstCell().step() : 0);
-        detail(sb, r, focus, fd != null ? fd.point() : null, st);
+        detail(sb, StepDetail.of(r), st);
         summary(sb, r, st);
         engineFailure(sb, r, st);
         if (!r.onlyInReference().isEmpty())
@@ -55,7 +52,7 @@ public final class TerminalReport {
         sb.append("  ").append(r.stepsCompared()).append(" of ").append(m.stepCount()).append(" steps (prompt ")
                 .append(m.promptLength()).append(" tokens + ").append(decode).append(" decode), ")
                 .append(Fmt.count(r.cells().size())).append(" cells, tolerances: ").append(r.profile().source())
-                .append(String.format(java.util.Locale.ROOT, ", %.2fs", r.seconds())).append('\n');
+                .append(Fmt.format(", %.2fs", r.seconds())).append('\n');
         String obs = r.observerEffect();
         if (obs != null && !obs.equals(ComparisonResult.NOT_APPLICABLE))
             sb.append("  observer effect: ").append(r.observerEffectFound() ? st.red(obs) : obs).append('\n');
@@ -72,7 +69,7 @@ public final class TerminalReport {
 
     private static String cellText(CellStats c, Terminal.Style st, boolean mark, int W) {
         if (c == null) return Fmt.padLeft("·", W - 1) + " ";
-        String v = c.nonFinite() > 0 ? "NaN" : c.shapeNote() != null ? "shape" : Fmt.rel(c.relL2());
+        String v = StepDetail.value(c);
         String suffix = c.failed() ? "✗" : " ";
         String text = Fmt.padLeft(v, W - 1) + suffix;
         if (c.failed()) return mark ? st.boldRed(text) : st.red(text);
@@ -80,44 +77,30 @@ public final class TerminalReport {
         return text;
     }
 
-    private static void detail(StringBuilder sb, ComparisonResult r, int step, String firstPoint, Terminal.Style st) {
-        var cells = r.cellsOfStep(step);
-        if (cells.isEmpty()) return;
-        var kinds = new ArrayList<String>();
-        var byLayer = new LinkedHashMap<Integer, Map<String, CellStats>>();
-        var model = new ArrayList<CellStats>();
-        for (var c : cells) {
-            if (c.layer() < 0) { model.add(c); continue; }
-            if (!kinds.contains(c.kind())) kinds.add(c.kind());
-            byLayer.computeIfAbsent(c.layer(), k -> new LinkedHashMap<>()).put(c.kind(), c);
-        }
-        kinds.sort(java.util.Comparator.comparingLong(k -> CapturePoints.causalRank(CapturePoints.layer(0, k))));
-        String title = (firstPoint != null ? "First divergent step: " : "Closest-call step: ") + "step " + step
-                + " — rel L2 per layer × point (✗ over tolerance)";
-        sb.append(st.bold(title)).append('\n');
-        var pre = model.stream().filter(c -> CapturePoints.causalRank(c.point()) <= 1).toList();
-        var post = model.stream().filter(c -> CapturePoints.causalRank(c.point()) > 1).toList();
-        if (!pre.isEmpty()) sb.append(modelLine(pre, st, firstPoint)).append('\n');
-        if (!kinds.isEmpty()) {
+    private static void detail(StringBuilder sb, StepDetail d, Terminal.Style st) {
+        if (d.isEmpty()) return;
+        sb.append(st.bold(d.title() + " — rel L2 per layer × point (✗ over tolerance)")).append('\n');
+        if (!d.before().isEmpty()) sb.append(modelLine(d.before(), st, d)).append('\n');
+        if (!d.kinds().isEmpty()) {
             sb.append(Fmt.pad("layer", 6));
-            for (String k : kinds) sb.append(Fmt.padLeft(shortKind(k), WD - 1)).append(' ');
+            for (String k : d.kinds()) sb.append(Fmt.padLeft(shortKind(k), WD - 1)).append(' ');
             sb.append('\n');
-            for (var e : byLayer.entrySet()) {
+            for (var e : d.layers().entrySet()) {
                 sb.append(Fmt.padLeft(Integer.toString(e.getKey()), 5)).append(' ');
-                for (String k : kinds) {
+                for (String k : d.kinds()) {
                     var c = e.getValue().get(k);
-                    sb.append(cellText(c, st, c != null && c.point().equals(firstPoint), WD));
+                    sb.append(cellText(c, st, d.isFirst(c), WD));
                 }
                 sb.append('\n');
             }
         }
-        if (!post.isEmpty()) sb.append(modelLine(post, st, firstPoint)).append('\n');
+        if (!d.after().isEmpty()) sb.append(modelLine(d.after(), st, d)).append('\n');
         sb.append('\n');
     }
 
-    private static String modelLine(List<CellStats> cs, Terminal.Style st, String firstPoint) {
+    private static String modelLine(List<CellStats> cs, Terminal.Style st, StepDetail d) {
         var sb = new StringBuilder("     ");
-        for (var c : cs) sb.append(' ').append(c.point()).append(' ').append(cellText(c, st, c.point().equals(firstPoint)).stripLeading());
+        for (var c : cs) sb.append(' ').append(c.point()).append(' ').append(cellText(c, st, d.isFirst(c)).stripLeading());
         return sb.toString();
     }
 

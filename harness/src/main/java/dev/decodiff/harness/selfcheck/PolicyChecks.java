@@ -1,5 +1,6 @@
 package dev.decodiff.harness.selfcheck;
 
+import dev.decodiff.harness.report.Fmt;
 import dev.decodiff.engine.CacheTruncationException;
 import dev.decodiff.engine.EngineOptions;
 import dev.decodiff.engine.Gemma4Model;
@@ -160,7 +161,7 @@ public final class PolicyChecks {
         if (r.passed())
             return fail(check, "the trimmed session matched a fresh prefill of the kept tokens, which is impossible unless the trim re-ran them");
         return SelfCheckResult.pass(check, desc, "diverges as expected at position " + r.position() + ", " + r.point()
-                + " (rel L2 " + String.format("%.3g", r.relL2()) + "): the " + keep + " kept cache rows were computed with the "
+                + " (rel L2 " + Fmt.format("%.3g", r.relL2()) + "): the " + keep + " kept cache rows were computed with the "
                 + drop + " dropped tokens in context and their keys stay rotated at their old positions, so the first token after the trim attends over different keys than a fresh prefill");
     }
 

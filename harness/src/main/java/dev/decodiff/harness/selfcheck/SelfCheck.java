@@ -1,5 +1,6 @@
 package dev.decodiff.harness.selfcheck;
 
+import dev.decodiff.harness.report.Fmt;
 import dev.decodiff.engine.CapturePoints;
 import dev.decodiff.engine.EngineOptions;
 import dev.decodiff.engine.Gemma4Model;
@@ -169,7 +170,7 @@ public final class SelfCheck {
         if (audit.first == null) return SelfCheckResult.pass("cache-reads-match-writes", d, audit.reads + " read windows hold what entered the cache");
         var v = audit.first;
         return new SelfCheckResult("cache-reads-match-writes", d, false, v.position(), v.point(), v.relL2(), TOLERANCE,
-                "%d of %d read windows are wrong; first at step %d, %s: %s".formatted(audit.violations, audit.reads, v.step(), v.point(), v.detail()));
+                Fmt.format("%d of %d read windows are wrong; first at step %d, %s: %s", audit.violations, audit.reads, v.step(), v.point(), v.detail()));
     }
 
     public SelfCheckResult instrumentedVsPlain(int[] tokens, int promptLength) {
@@ -228,12 +229,12 @@ public final class SelfCheck {
             }
         }
         if (failures.isEmpty())
-            return SelfCheckResult.pass(check, description, "%d cells agree, worst rel L2 %.2e".formatted(cells, worst));
+            return SelfCheckResult.pass(check, description, Fmt.format("%d cells agree, worst rel L2 %.2e", cells, worst));
         var first = failures.stream()
                 .min(Comparator.comparingInt(Cell::pos).thenComparingLong(c -> CapturePoints.causalRank(c.point())))
                 .orElseThrow();
         return new SelfCheckResult(check, description, false, first.pos(), first.point(), first.rel(), TOLERANCE,
-                "%d of %d cells disagree; first at position %d, %s (rel L2 %.3g)".formatted(failures.size(), cells, first.pos(), first.point(), first.rel()));
+                Fmt.format("%d of %d cells disagree; first at position %d, %s (rel L2 %.3g)", failures.size(), cells, first.pos(), first.point(), first.rel()));
     }
 
     static double relL2(float[] c, float[] r) {

@@ -9,6 +9,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 import java.nio.file.Path;
+import java.util.Locale;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -48,6 +49,44 @@ class ReportsTest {
         var ok = new ObjectMapper().readTree(JsonReport.render(result(false)));
         assertThat(ok.get("verdict").asText()).isEqualTo("match");
         assertThat(ok.get("first_divergence").isNull()).isTrue();
+    }
+
+    @Test
+    void reportsReadTheSameWhateverTheDefaultLocale() {
+        var r = result(true);
+        var before = Locale.getDefault();
+        try {
+            Locale.setDefault(Locale.ROOT);
+            String text = TerminalReport.render(r, false), json = JsonReport.render(r), html = HtmlReport.render(r);
+            // German writes 1,5e-07; Arabic (Egypt) writes other digits: neither may reach a report
+            for (var l : new Locale[]{Locale.GERMANY, Locale.forLanguageTag("ar-EG")}) {
+                Locale.setDefault(l);
+                assertThat(TerminalReport.render(r, false)).as("terminal in %s", l).isEqualTo(text);
+                assertThat(JsonReport.render(r)).as("JSON in %s", l).isEqualTo(json);
+                assertThat(HtmlReport.render(r)).as("HTML in %s", l).isEqualTo(html);
+            }
+            assertThat(text).containsPattern("\\d\\.\\d+e[+-]\\d").doesNotContainPattern("\\d,\\d+e[+-]?\\d");
+        } finally {
+            Locale.setDefault(before);
+        }
+    }
+
+    @Test
+    void theThreeReportsShowTheSameFocusStep() throws Exception {
+        var r = result(true);
+        var d = StepDetail.of(r);
+        var json = new ObjectMapper().readTree(JsonReport.render(r)).get("focus_step");
+        assertThat(json.get("step").asInt()).isEqualTo(1).isEqualTo(d.step());
+        assertThat(json.get("why").asText()).isEqualTo("first_divergence");
+        var layer1 = json.get("layers").get(1);
+        assertThat(layer1.get("layer").asInt()).isEqualTo(1);
+        double v = layer1.get("rel_l2").get("attn.v_read").asDouble();
+        assertThat(v).isEqualTo(r.firstDivergence().relL2());
+        String shown = Fmt.rel(v);
+        assertThat(TerminalReport.render(r, false)).contains("First divergent step: step 1").contains(shown + "✗");
+        assertThat(HtmlReport.render(r)).contains("First divergent step: step 1").contains(">" + shown + "</td>");
+        var ok = new ObjectMapper().readTree(JsonReport.render(result(false))).get("focus_step");
+        assertThat(ok.get("why").asText()).isEqualTo("closest_call");
     }
 
     @Test

@@ -208,7 +208,7 @@ public final class GgufFile {
 
     private static String hex(int v) {
         var b = ByteBuffer.allocate(4).order(ByteOrder.LITTLE_ENDIAN).putInt(v).array();
-        return String.format("%02x %02x %02x %02x", b[0], b[1], b[2], b[3]);
+        return String.format(java.util.Locale.ROOT, "%02x %02x %02x %02x", b[0], b[1], b[2], b[3]);
     }
 
     /** A bounds-checked little-endian reader over the mapped file. */
