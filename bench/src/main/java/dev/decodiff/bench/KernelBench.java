@@ -1,6 +1,9 @@
 package dev.decodiff.bench;
 
 import dev.decodiff.metal.DType;
+import dev.decodiff.metal.MatmulPrecision;
+import dev.decodiff.metal.NativeKernels;
+import dev.decodiff.metal.PackedRows;
 import dev.decodiff.metal.StreamRead;
 import dev.decodiff.metal.VectorMath;
 import dev.decodiff.metal.WeightMatrix;
@@ -58,6 +61,8 @@ public class KernelBench {
     float[][] keyRows = new float[CTX][], valueRows = new float[CTX][];
     int[] offsets = new int[CTX];
     float[] groupScores = new float[VectorMath.HEADS * CTX];
+    PackedRows q8Rows;
+    int[] slots = new int[CTX];
     static final int D = 512, CTX = 2048;
     static final int[] HEAD_OFFSETS = {0, D, 2 * D, 3 * D};
 
@@ -81,6 +86,12 @@ public class KernelBench {
         for (int i = 0; i < keys.length; i++) { keys[i] = (float) rnd.nextGaussian(); values[i] = (float) rnd.nextGaussian(); }
         scores = new float[CTX];
         out = new float[VectorMath.HEADS * D];
+        byte[] qs = new byte[CTX * D];
+        short[] scales = new short[CTX * D / PackedRows.BLOCK];
+        for (int i = 0; i < qs.length; i++) qs[i] = (byte) (rnd.nextInt(255) - 127);
+        for (int i = 0; i < scales.length; i++) scales[i] = Float.floatToFloat16(0.01f);
+        q8Rows = new PackedRows(PackedRows.Format.Q8_0, qs, scales, D);
+        for (int j = 0; j < CTX; j++) slots[j] = j;
     }
 
     static WeightMatrix random(DType dt, int rows, int cols, long seed) {
@@ -130,6 +141,28 @@ public class KernelBench {
     public float matmul() {
         ffn.matmul(xs, tokens, ys);
         return ys[ys.length - 1];
+    }
+
+    /** The same GEMM with --matmul bf16: activations rounded to bf16, AVX512-BF16 dot products where the CPU has them. */
+    @Benchmark
+    public float matmulBf16() {
+        ffn.matmul(xs, tokens, ys, MatmulPrecision.BF16);
+        return ys[ys.length - 1];
+    }
+
+    /** The fp32 FMA peak yardstick: 1M iterations of the in-register FMA loop on every thread (GFLOPS returned). */
+    @Benchmark
+    public double fmaPeak() { return NativeKernels.fmaPeakGflops(1_000_000L); }
+
+    /** {@link #attentionGroup} over a q8_0 cache read packed (widened in registers): same bits as over its decoded rows. */
+    @Benchmark
+    public void attentionGroupQ8(Blackhole bh) {
+        var span = new PackedRows.Span(q8Rows, slots, CTX, 0);
+        VectorMath.dotsHeads(q, HEAD_OFFSETS, VectorMath.HEADS, span, keyRows, offsets, CTX, D, groupScores, CTX);
+        for (int h = 0; h < VectorMath.HEADS; h++) VectorMath.softmax(groupScores, h * CTX, CTX);
+        java.util.Arrays.fill(out, 0f);
+        VectorMath.weightedSumHeads(groupScores, CTX, VectorMath.HEADS, span, valueRows, offsets, CTX, D, out, HEAD_OFFSETS);
+        bh.consume(out);
     }
 
     /** Four query heads of one KV head reading 2048 positions of d = 512 (scores, softmax, weighted sum), as the engine does it. */
