@@ -66,8 +66,8 @@ public final class VectorMath {
         // otherwise cost more than the FMAs for a 256-wide head.
         for (; i + L <= n; i += L) {
             for (int j = 0; j < L; j++) {
-                if (i + j < np) dotLanes4(q, q0, q1, q2, q3, packed.rows(), packed.element(i + j), bound, lanes, j * L, L * L);
-                else dotLanes4(q, q0, q1, q2, q3, keys[i + j], keyOff[i + j], bound, lanes, j * L, L * L);
+                if (i + j < np) dotLanes4(q, q0, q1, q2, q3, null, packed.element(i + j), packed.rows(), bound, lanes, j * L, L * L);
+                else dotLanes4(q, q0, q1, q2, q3, keys[i + j], keyOff[i + j], null, bound, lanes, j * L, L * L);
             }
             for (int h = 0; h < heads; h++) {
                 var sum = FloatVector.zero(F);
@@ -85,8 +85,8 @@ public final class VectorMath {
             }
         }
         for (; i < n; i++) {
-            if (i < np) dotLanes4(q, q0, q1, q2, q3, packed.rows(), packed.element(i), bound, lanes, 0, L);
-            else dotLanes4(q, q0, q1, q2, q3, keys[i], keyOff[i], bound, lanes, 0, L);
+            if (i < np) dotLanes4(q, q0, q1, q2, q3, null, packed.element(i), packed.rows(), bound, lanes, 0, L);
+            else dotLanes4(q, q0, q1, q2, q3, keys[i], keyOff[i], null, bound, lanes, 0, L);
             float s0 = 0f, s1 = 0f, s2 = 0f, s3 = 0f;
             for (int j = 0; j < L; j++) {
                 s0 += lanes[j];
@@ -113,13 +113,15 @@ public final class VectorMath {
      * (and {@link #accumulateRows} too): small enough that C2 always compiles its Vector API calls to instructions;
      * inside one large method it sometimes did not, and the kernel ran ten times slower.
      */
-    private static void dotLanes4(float[] q, int q0, int q1, int q2, int q3, float[] k, int ko, int bound, float[] lanes, int at, int headStride) {
+    private static void dotLanes4(float[] q, int q0, int q1, int q2, int q3, float[] k, int ko, PackedRows packed, int bound, float[] lanes, int at,
+                                  int headStride) {
         var a0 = FloatVector.zero(F);
         var a1 = a0;
         var a2 = a0;
         var a3 = a0;
         for (int c = 0; c < bound; c += L) {
-            var kv = FloatVector.fromArray(F, k, ko + c);
+            // packed is fixed for the call, so the JIT splits the loop in two; neither pays for the test.
+            var kv = packed == null ? FloatVector.fromArray(F, k, ko + c) : packed.load(ko + c);
             a0 = FloatVector.fromArray(F, q, q0 + c).fma(kv, a0);
             a1 = FloatVector.fromArray(F, q, q1 + c).fma(kv, a1);
             a2 = FloatVector.fromArray(F, q, q2 + c).fma(kv, a2);
@@ -206,25 +208,6 @@ public final class VectorMath {
         return Float.intBitsToFloat(bits + (32 << 23));
     }
 
-    /** {@link #dotLanes4} over a packed key row (elements from e on). */
-    private static void dotLanes4(float[] q, int q0, int q1, int q2, int q3, PackedRows k, int e, int bound, float[] lanes, int at, int headStride) {
-        var a0 = FloatVector.zero(F);
-        var a1 = a0;
-        var a2 = a0;
-        var a3 = a0;
-        for (int c = 0; c < bound; c += L) {
-            var kv = k.load(e + c);
-            a0 = FloatVector.fromArray(F, q, q0 + c).fma(kv, a0);
-            a1 = FloatVector.fromArray(F, q, q1 + c).fma(kv, a1);
-            a2 = FloatVector.fromArray(F, q, q2 + c).fma(kv, a2);
-            a3 = FloatVector.fromArray(F, q, q3 + c).fma(kv, a3);
-        }
-        a0.intoArray(lanes, at);
-        a1.intoArray(lanes, at + headStride);
-        a2.intoArray(lanes, at + 2 * headStride);
-        a3.intoArray(lanes, at + 3 * headStride);
-    }
-
     /** Column c of row i: packed for i below the span's count, else from rows/off. */
     private static float element(PackedRows.Span packed, float[][] rows, int[] off, int i, int c) {
         return packed != null && i < packed.count() ? packed.rows().get(packed.element(i) + c) : rows[i][off[i] + c];
@@ -245,8 +228,8 @@ public final class VectorMath {
             int i1 = Math.min(n, i0 + ROW_BLOCK);
             int split = Math.clamp(np, i0, i1); // packed rows first: the rows stay in order
             for (int c = 0; c < c2; c += 2 * L) {
-                if (split > i0) accumulateRows(p, p0, p1, p2, p3, packed, i0, split, c, out, u0, u1, u2, u3);
-                if (split < i1) accumulateRows(p, p0, p1, p2, p3, values, valueOff, split, i1, c, out, u0, u1, u2, u3);
+                if (split > i0) accumulateRows(p, p0, p1, p2, p3, packed, values, valueOff, i0, split, c, out, u0, u1, u2, u3);
+                if (split < i1) accumulateRows(p, p0, p1, p2, p3, null, values, valueOff, split, i1, c, out, u0, u1, u2, u3);
             }
         }
     }
@@ -265,8 +248,8 @@ public final class VectorMath {
     }
 
     /** Columns [c, c+32) of four heads' outputs += their weights · value rows [i0, i1), in row order. */
-    private static void accumulateRows(float[] p, int p0, int p1, int p2, int p3, float[][] values, int[] valueOff, int i0, int i1, int c,
-                                       float[] out, int u0, int u1, int u2, int u3) {
+    private static void accumulateRows(float[] p, int p0, int p1, int p2, int p3, PackedRows.Span packed, float[][] values, int[] valueOff,
+                                       int i0, int i1, int c, float[] out, int u0, int u1, int u2, int u3) {
         var o00 = FloatVector.fromArray(F, out, u0 + c);
         var o01 = FloatVector.fromArray(F, out, u0 + c + L);
         var o10 = FloatVector.fromArray(F, out, u1 + c);
@@ -276,49 +259,16 @@ public final class VectorMath {
         var o30 = FloatVector.fromArray(F, out, u3 + c);
         var o31 = FloatVector.fromArray(F, out, u3 + c + L);
         for (int i = i0; i < i1; i++) {
-            float[] v = values[i];
-            int o = valueOff[i] + c;
-            var v0 = FloatVector.fromArray(F, v, o);
-            var v1 = FloatVector.fromArray(F, v, o + L);
-            var b = FloatVector.broadcast(F, p[p0 + i]);
-            o00 = v0.fma(b, o00);
-            o01 = v1.fma(b, o01);
-            b = FloatVector.broadcast(F, p[p1 + i]);
-            o10 = v0.fma(b, o10);
-            o11 = v1.fma(b, o11);
-            b = FloatVector.broadcast(F, p[p2 + i]);
-            o20 = v0.fma(b, o20);
-            o21 = v1.fma(b, o21);
-            b = FloatVector.broadcast(F, p[p3 + i]);
-            o30 = v0.fma(b, o30);
-            o31 = v1.fma(b, o31);
-        }
-        o00.intoArray(out, u0 + c);
-        o01.intoArray(out, u0 + c + L);
-        o10.intoArray(out, u1 + c);
-        o11.intoArray(out, u1 + c + L);
-        o20.intoArray(out, u2 + c);
-        o21.intoArray(out, u2 + c + L);
-        o30.intoArray(out, u3 + c);
-        o31.intoArray(out, u3 + c + L);
-    }
-
-    /** {@link #accumulateRows} over packed value rows [i0, i1) of a span. */
-    private static void accumulateRows(float[] p, int p0, int p1, int p2, int p3, PackedRows.Span packed, int i0, int i1, int c,
-                                       float[] out, int u0, int u1, int u2, int u3) {
-        PackedRows v = packed.rows();
-        var o00 = FloatVector.fromArray(F, out, u0 + c);
-        var o01 = FloatVector.fromArray(F, out, u0 + c + L);
-        var o10 = FloatVector.fromArray(F, out, u1 + c);
-        var o11 = FloatVector.fromArray(F, out, u1 + c + L);
-        var o20 = FloatVector.fromArray(F, out, u2 + c);
-        var o21 = FloatVector.fromArray(F, out, u2 + c + L);
-        var o30 = FloatVector.fromArray(F, out, u3 + c);
-        var o31 = FloatVector.fromArray(F, out, u3 + c + L);
-        for (int i = i0; i < i1; i++) {
-            int e = packed.element(i) + c;
-            var v0 = v.load(e);
-            var v1 = v.load(e + L);
+            // Rows [i0, i1) are all packed or all f32 (packed is fixed for the call: the JIT splits the loop in two).
+            FloatVector v0, v1;
+            if (packed == null) {
+                v0 = FloatVector.fromArray(F, values[i], valueOff[i] + c);
+                v1 = FloatVector.fromArray(F, values[i], valueOff[i] + c + L);
+            } else {
+                int e = packed.element(i) + c;
+                v0 = packed.rows().load(e);
+                v1 = packed.rows().load(e + L);
+            }
             var b = FloatVector.broadcast(F, p[p0 + i]);
             o00 = v0.fma(b, o00);
             o01 = v1.fma(b, o01);
