@@ -47,7 +47,8 @@ public final class TerminalReport {
         String prod = "  (" + String.join(", ", nonNull(p == null ? null : p.describe(), m.model().modelType(), m.model().numHiddenLayers() + " layers")) + ")";
         sb.append("  reference  ").append(r.reference()).append(prod).append('\n');
         var cp = r.candidateProducer();
-        sb.append("  candidate  ").append(r.candidate()).append(cp == null || cp.describe().isEmpty() ? "" : "  (" + cp.describe() + ")").append('\n');
+        sb.append("  candidate  ").append(r.candidate()).append('\n');
+        if (cp != null && !cp.describe().isEmpty()) sb.append("             ").append(st.dim("by " + cp.describe())).append('\n');
         int decode = m.stepCount() - 1;
         sb.append("  ").append(r.stepsCompared()).append(" of ").append(m.stepCount()).append(" steps (prompt ")
                 .append(m.promptLength()).append(" tokens + ").append(decode).append(" decode), ")

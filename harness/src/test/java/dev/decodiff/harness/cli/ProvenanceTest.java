@@ -80,8 +80,9 @@ class ProvenanceTest {
         var lines = r.out().lines().toList();
         assertThat(lines).anySatisfy(l -> assertThat(l).startsWith("  reference  " + clean).contains("decodiff").contains("KV cache f32/f32")
                 .doesNotContain("faults"));
-        assertThat(lines).anySatisfy(l -> assertThat(l).startsWith("  candidate  " + faulted).contains("faults ring-wrap")
-                .contains("kernels " + NativeKernels.status()));
+        int cand = lines.indexOf("  candidate  " + faulted);
+        assertThat(cand).as(r.out()).isPositive();
+        assertThat(lines.get(cand + 1)).startsWith("             by decodiff").contains("faults ring-wrap").contains("kernels " + NativeKernels.status());
         var j = new ObjectMapper().readTree(run("compare", clean.toString(), lossy.toString(), "--json").out());
         assertThat(j.get("producers").get("candidate").get("kv_cache").get("values").asText()).isEqualTo("bf16");
         assertThat(j.get("producers").get("reference").get("engine").asText()).isEqualTo("decodiff-java");
