@@ -13,7 +13,8 @@ import java.util.Locale;
 
 /**
  * GGUF files converted on the fly from checkpoint folders, kept under the user's cache folder and named by the
- * checkpoint's config and weights hashes, so a changed checkpoint is converted again and an unchanged one only once.
+ * checkpoint's config and weights hashes and the converter's revision, so a changed checkpoint (or converter) is
+ * converted again and an unchanged one only once.
  */
 public final class GgufCache {
     private GgufCache() {}
@@ -24,7 +25,7 @@ public final class GgufCache {
     public static Path of(Path checkpoint, GgufOutputType type) {
         var id = ModelLocator.identity(checkpoint);
         String name = checkpoint.toAbsolutePath().normalize().getFileName() + "-" + id.configSha256().substring(0, 12) + "-"
-                + (id.weightsSha256() == null ? "noweights" : id.weightsSha256().substring(0, 12)) + "-" + type.name().toLowerCase(Locale.ROOT) + ".gguf";
+                + (id.weightsSha256() == null ? "noweights" : id.weightsSha256().substring(0, 12)) + "-" + type.name().toLowerCase(Locale.ROOT) + "-r" + HfToGguf.REVISION + ".gguf";
         Path out = folder().resolve(name);
         if (Files.isRegularFile(out)) return out;
         try {
