@@ -70,6 +70,17 @@ class LlamaCppCompareTest {
     }
 
     @Test
+    void moeWithBf16WeightsDivergesWhereTheRouterFlipsANearTie() throws Exception {
+        var r = Cli.run("compare", root.resolve("reference-dumps/gemma4-tiny-moe/long").toString(), "--engine", "llama.cpp",
+                "--gguf-type", "bf16", "--json", "--no-observer-check");
+        assertThat(r.code()).as(r.toString()).isEqualTo(1);
+        var fd = json(r).get("first_divergence");
+        assertThat(fd.get("step").asInt()).isEqualTo(1);
+        assertThat(fd.get("point").asText()).isEqualTo("layers.3.moe.out");
+        assertThat(fd.get("rel_l2").asDouble()).isGreaterThan(0.5); // another expert's output, not rounding
+    }
+
+    @Test
     void theKvSharingCheckpointIsRefusedBeforeLlamaCppCouldAbortTheJvm() {
         var r = Cli.run("compare", root.resolve("reference-dumps/gemma4-tiny-ple/short").toString(), "--engine", "llama.cpp");
         assertThat(r.code()).as(r.toString()).isEqualTo(2);
