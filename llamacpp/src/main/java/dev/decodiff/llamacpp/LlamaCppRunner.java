@@ -73,10 +73,6 @@ public final class LlamaCppRunner implements AutoCloseable {
         if (capture == null) throw new IllegalStateException("this runner was opened without capture");
         float[] logits = context.decode(tokens, start, true);
         var step = capture.take(logits);
-        if (context.options().flashAttention())
-            for (String p : expected)
-                if (wanted.test(p) && !step.tensors().containsKey(p) && dev.decodiff.engine.CapturePoints.isCacheRead(dev.decodiff.engine.CapturePoints.kindOf(p)))
-                    step.notCaptured().putIfAbsent(p, "with flash attention the cache views feed one fused op (no kq/kqv nodes to read them from)");
         if (!checkedNames) {
             checkedNames = true;
             List<String> missing = new ArrayList<>();

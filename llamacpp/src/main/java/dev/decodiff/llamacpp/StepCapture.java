@@ -22,6 +22,8 @@ final class StepCapture implements LlamaContext.Tap {
     private final Map<Integer, float[][]> kViews = new HashMap<>();
     private final Map<Integer, long[]> kShapes = new HashMap<>();
     private final Map<Integer, boolean[]> visible = new HashMap<>();
+    /** Layers whose attention ran as flash attention this step (their V view is laid out like K). */
+    private final java.util.Set<Integer> flashLayers = new java.util.HashSet<>();
 
     StepCapture(Predicate<String> wanted) { this.wanted = wanted; }
 
@@ -29,7 +31,8 @@ final class StepCapture implements LlamaContext.Tap {
     public boolean wants(GgmlTensor t) {
         var p = GraphNames.parse(t.name());
         var e = GraphNames.entry(p);
-        if (e.isPresent()) return wanted.test(GraphNames.point(e.get(), p.layer()));
+        if (e.isPresent())
+            return wanted.test(GraphNames.point(e.get(), p.layer())) || e.get().kind().equals(CapturePoints.ATTN_OUT) && wantsReads(p.layer());
         int moeLayer = denseMlpOfMoeLayer(t);
         if (moeLayer >= 0) return wanted.test(CapturePoints.layer(moeLayer, CapturePoints.MLP_OUT));
         if (p.layer() >= 0 && (p.base().equals(GraphNames.KQ) || p.base().equals(GraphNames.KQ_SOFT_MAX) || p.base().equals(GraphNames.KQV)))
@@ -61,7 +64,10 @@ final class StepCapture implements LlamaContext.Tap {
         var e = GraphNames.entry(p);
         if (e.isPresent()) {
             String point = GraphNames.point(e.get(), p.layer());
-            tensors.put(point, shaped(point, e.get().shape(), t));
+            if (wanted.test(point)) tensors.put(point, shaped(point, e.get().shape(), t));
+            var fa = t.src(0);
+            if (e.get().kind().equals(CapturePoints.ATTN_OUT) && fa != null && fa.op() == GgmlTensor.OP_FLASH_ATTN_EXT && wantsReads(p.layer()))
+                readFlashAttention(p.layer(), fa);
             return;
         }
         int moeLayer = denseMlpOfMoeLayer(t);
@@ -114,6 +120,19 @@ final class StepCapture implements LlamaContext.Tap {
         }
     }
 
+    /**
+     * With flash attention there are no kq/kqv nodes: "kqv_out-il" is a reshape of ggml_flash_attn_ext(q, k, v, mask),
+     * whose sources 1 and 2 are the K and V the op reads (for an F32 cache, the f16 copies llama.cpp casts them to)
+     * and source 3 the mask. Both views are [d, cells, nkv]. They are intact here: the callback comes right after the op.
+     */
+    private void readFlashAttention(int layer, GgmlTensor fa) {
+        flashLayers.add(layer);
+        readCache(layer, fa.src(1), true);
+        readCache(layer, fa.src(2), false);
+        readMask(layer, fa.src(3));
+        assembleReads(layer);
+    }
+
     /** The cells the step's last position attends to: the finite entries of the mask's last row. */
     private void readMask(int layer, GgmlTensor mask) {
         if (mask == null) throw new LlamaCppException("graph node " + GraphNames.KQ_SOFT_MAX + "-" + layer + " has no mask (source 1)");
@@ -155,30 +174,32 @@ final class StepCapture implements LlamaContext.Tap {
                     + "; the attention of this llama.cpp release differs from what GraphNames reads");
         int c = 0;
         for (boolean b : vis) if (b) c++;
-        if (kv[0] != null && wanted.test(kPoint)) {
-            float[] out = new float[c * heads * d];
-            int r = 0;
-            for (int cell = 0; cell < cells; cell++) {
-                if (!vis[cell]) continue;
-                for (int h = 0; h < heads; h++)
-                    System.arraycopy(kv[0], (h * cells + cell) * d, out, (r * heads + h) * d, d);
-                r++;
-            }
-            tensors.put(kPoint, new LlamaCppRunner.Captured(kPoint, new int[]{c, heads, d}, out));
+        if (kv[0] != null && wanted.test(kPoint))
+            tensors.put(kPoint, new LlamaCppRunner.Captured(kPoint, new int[]{c, heads, d}, gather(kv[0], false, vis, c, heads, d, layer)));
+        if (kv[1] != null && wanted.test(vPoint))
+            tensors.put(vPoint, new LlamaCppRunner.Captured(vPoint, new int[]{c, heads, d},
+                    gather(kv[1], !flashLayers.contains(layer), vis, c, heads, d, layer)));
+    }
+
+    /**
+     * The visible cells' rows as [C, nkv, d]. {@code cellsInner}: the view is row-major [nkv][d][cell] (mul_mat's V,
+     * contracted over cells), else [nkv][cell][d] (K, and flash attention's V).
+     */
+    private static float[] gather(float[] view, boolean cellsInner, boolean[] vis, int c, int heads, int d, int layer) {
+        int cells = vis.length;
+        if (view.length != (long) cells * d * heads)
+            throw new LlamaCppException("layer " + layer + ": a cache view holds " + view.length + " values, expected " + cells + "×" + d + "×" + heads
+                    + "; the attention of this llama.cpp release differs from what GraphNames reads");
+        float[] out = new float[c * heads * d];
+        int r = 0;
+        for (int cell = 0; cell < cells; cell++) {
+            if (!vis[cell]) continue;
+            for (int h = 0; h < heads; h++)
+                for (int j = 0; j < d; j++)
+                    out[(r * heads + h) * d + j] = cellsInner ? view[(h * d + j) * cells + cell] : view[(h * cells + cell) * d + j];
+            r++;
         }
-        if (kv[1] != null && wanted.test(vPoint)) {
-            if (kv[1].length != (long) cells * d * heads)
-                throw new LlamaCppException("layer " + layer + ": the V view holds " + kv[1].length + " values, expected " + cells + "×" + d + "×" + heads);
-            float[] out = new float[c * heads * d];
-            int r = 0;
-            for (int cell = 0; cell < cells; cell++) {
-                if (!vis[cell]) continue;
-                for (int h = 0; h < heads; h++)
-                    for (int j = 0; j < d; j++) out[(r * heads + h) * d + j] = kv[1][(h * d + j) * cells + cell];
-                r++;
-            }
-            tensors.put(vPoint, new LlamaCppRunner.Captured(vPoint, new int[]{c, heads, d}, out));
-        }
+        return out;
     }
 
     /** This step's tensors and the points that could not be captured (with why); resets for the next step. */
@@ -189,6 +210,7 @@ final class StepCapture implements LlamaContext.Tap {
         kViews.clear();
         kShapes.clear();
         visible.clear();
+        flashLayers.clear();
         return step;
     }
 }

@@ -70,6 +70,20 @@ class LlamaCppCompareTest {
     }
 
     @Test
+    void withFlashAttentionTheKeysReadAreTheF16CopiesItCastsTheCacheTo() throws Exception {
+        var r = Cli.run("compare", root.resolve("reference-dumps/gemma4-tiny/short").toString(), "--engine", "llama.cpp",
+                "--flash-attn", "--json");
+        assertThat(r.code()).as(r.toString()).isEqualTo(1);
+        var j = json(r);
+        var fd = j.get("first_divergence");
+        assertThat(fd.get("step").asInt()).isZero();
+        assertThat(fd.get("point").asText()).isEqualTo("layers.0.attn.k_read");
+        assertThat(fd.get("rel_l2").asDouble()).isBetween(1e-4, 1e-3); // f16 rounding: 2^-11 relative at most
+        assertThat(j.get("only_in_reference")).as("k_read/v_read are read from the fused op's sources").isEmpty();
+        assertThat(j.get("observer_effect").asText()).isEqualTo("none");
+    }
+
+    @Test
     void moeWithBf16WeightsDivergesWhereTheRouterFlipsANearTie() throws Exception {
         var r = Cli.run("compare", root.resolve("reference-dumps/gemma4-tiny-moe/long").toString(), "--engine", "llama.cpp",
                 "--gguf-type", "bf16", "--json", "--no-observer-check");

@@ -29,8 +29,8 @@ public final class GgmlTensor {
 
     public String name() { return t.getString(NAME); }
 
-    /** enum ggml_op value of GGML_OP_MUL_MAT in this release (ggml/include/ggml.h). */
-    public static final int OP_MUL_MAT = 29;
+    /** enum ggml_op values of GGML_OP_MUL_MAT and GGML_OP_FLASH_ATTN_EXT in this release (ggml/include/ggml.h). */
+    public static final int OP_MUL_MAT = 29, OP_FLASH_ATTN_EXT = 74;
 
     public int op() { return t.get(ValueLayout.JAVA_INT, OP); }
 
