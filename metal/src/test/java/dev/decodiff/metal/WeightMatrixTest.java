@@ -47,7 +47,7 @@ class WeightMatrixTest {
     @ParameterizedTest
     @CsvSource({"BF16,37,64,1", "BF16,130,1536,7", "BF16,19,70,5", "F32,37,64,3", "F32,67,200,9", "BF16,1024,256,13", "F32,8,16,4",
             // several column blocks of matmul, the last one short, a scalar tail, two token chunks
-            "BF16,21,1100,13", "F32,12,1543,8", "BF16,13,1100,240"})
+            "BF16,21,1100,13", "F32,12,1543,8", "BF16,13,1100,240", "BF16,9,4500,13"})
     void matvecAndMatmulAreBitIdenticalToTheOneRowDot(DType dtype, int rows, int cols, int tokens) {
         var w = random(dtype, rows, cols, rows * 31L + cols);
         var rnd = new Random(tokens);
