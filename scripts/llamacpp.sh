@@ -5,6 +5,9 @@
 #
 #   scripts/llamacpp.sh            fetch if needed, print the library folder
 #   scripts/llamacpp.sh --cached   print the library folder only if already cached (exit 1 otherwise; never fetches)
+#   scripts/llamacpp.sh --with-converter
+#                                  also make sure llama.cpp's Python converter is cached beside it (./run-tests: the
+#                                  GGUF converter's tests run its Gemma 4 code against decodiff's files)
 #
 # Nothing else downloads llama.cpp: the launcher and ./run-tests call this script and pass the folder to Java as
 # -Ddecodiff.llamacpp.lib=<folder>.
@@ -22,10 +25,12 @@ cache="${XDG_CACHE_HOME:-$HOME/.cache}/decodiff/llama.cpp-$VERSION"
 lib="$cache/lib"
 # llama.cpp's Python converter and gguf-py, beside the cache (the GGUF converter's tests run its Gemma 4 code).
 conv="$cache-converter"
+need_conv=0
+[ "${1:-}" = "--with-converter" ] && need_conv=1
 
 # .complete holds the layout of the cache; an older layout is fetched again.
 LAYOUT=2
-if [ -f "$cache/.complete" ] && [ "$(cat "$cache/.complete")" = "$LAYOUT" ] && [ -f "$conv/.complete" ]; then
+if [ -f "$cache/.complete" ] && [ "$(cat "$cache/.complete")" = "$LAYOUT" ] && { [ "$need_conv" = 0 ] || [ -f "$conv/.complete" ]; }; then
   echo "$lib"
   exit 0
 fi
