@@ -58,6 +58,9 @@ public enum Fault {
             "step 0, layer 0, attn.out (when the prompt has more than one token)"),
     MLP_SILU("mlp-silu",
             "the MLP gates with SiLU (the Llama activation) instead of gelu_pytorch_tanh",
+            "step 0, layer 0, mlp.out"),
+    MLP_GELU_ERF("mlp-gelu-erf",
+            "the MLP gates with exact (erf) GELU, torch's default, instead of gelu_pytorch_tanh: a bug at 1.6× the fp32 tolerance",
             "step 0, layer 0, mlp.out");
 
     private final String id;

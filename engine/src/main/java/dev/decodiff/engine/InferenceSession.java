@@ -31,7 +31,7 @@ public final class InferenceSession {
     private final boolean faultValuesFromKeys, faultWindowPlusOne, faultRingWrap, faultDecodePosition, faultRopePrefix,
             faultNoVNorm, faultGqaModulo, faultNoLayerScalar, faultNoSoftcap, faultRecompute;
     private final boolean faultStalePosition, faultSlidingTruncate, faultDropFirst, faultScoreScale,
-            faultBidirectionalPrefill, faultSilu;
+            faultBidirectionalPrefill, faultSilu, faultGeluErf;
     /** The precision of every product with a bf16 weight matrix (exact fp32 unless --matmul bf16). */
     private final MatmulPrecision matmul;
     /** Attention reads encoded caches packed (the default) rather than decoding the history first: same bits, faster. */
@@ -79,6 +79,7 @@ public final class InferenceSession {
         faultScoreScale = options.has(Fault.ATTENTION_SCALE_INV_SQRT_D);
         faultBidirectionalPrefill = options.has(Fault.PREFILL_BIDIRECTIONAL);
         faultSilu = options.has(Fault.MLP_SILU);
+        faultGeluErf = options.has(Fault.MLP_GELU_ERF);
         prefixRope = faultRopePrefix ? firstFullRopeAsPrefix() : null;
         int L = cfg.numLayers();
         kvSource = new int[L];
@@ -538,6 +539,7 @@ public final class InferenceSession {
         up.matmul(h, T, u, matmul);
         // Element-wise, so splitting it over the cores changes no bit.
         if (faultSilu) for (int j = 0; j < T * I; j++) g[j] = g[j] / (1f + (float) Math.exp(-g[j])) * u[j];
+        else if (faultGeluErf) for (int j = 0; j < T * I; j++) g[j] = (float) ExactGelu.gelu(g[j]) * u[j];
         else Parallel.forRange(T * I, 1024, (from, to) -> Transcendentals.geluTanhTimes(g, u, from, to));
         float[] out = scratch(S_MLP, T * down.rows());
         down.matmul(g, T, out, matmul);

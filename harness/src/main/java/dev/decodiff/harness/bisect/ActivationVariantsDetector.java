@@ -1,6 +1,7 @@
 package dev.decodiff.harness.bisect;
 
 import dev.decodiff.engine.CapturePoints;
+import dev.decodiff.engine.ExactGelu;
 import dev.decodiff.harness.compare.detect.Detector;
 import dev.decodiff.harness.compare.detect.DetectorContext;
 import dev.decodiff.harness.compare.detect.Finding;
@@ -69,25 +70,7 @@ final class ActivationVariantsDetector implements Detector, VariantSearch.Enumer
 
     static double geluTanh(double x) { return 0.5 * x * (1 + Math.tanh(Math.sqrt(2 / Math.PI) * (x + 0.044715 * x * x * x))); }
 
-    /** x·Φ(x) with Φ from erf (Abramowitz–Stegun 7.1.26 is too coarse here: a series / continued fraction in double). */
-    static double geluErf(double x) { return 0.5 * x * (1 + erf(x / Math.sqrt(2))); }
+    static double geluErf(double x) { return ExactGelu.gelu(x); }
 
-    /** erf to about 1e-15: Taylor series for |z| < 3, else the complementary continued fraction. */
-    static double erf(double z) {
-        double a = Math.abs(z);
-        double r;
-        if (a < 3) {
-            double term = a, sum = a, z2 = a * a;
-            for (int n = 1; n < 200 && Math.abs(term) > 1e-17 * Math.abs(sum); n++) {
-                term *= -z2 / n;
-                sum += term / (2 * n + 1);
-            }
-            r = 2 / Math.sqrt(Math.PI) * sum;
-        } else {
-            double f = 0;
-            for (int n = 60; n >= 1; n--) f = n / 2.0 / (a + f);
-            r = 1 - Math.exp(-a * a) / Math.sqrt(Math.PI) / (a + f);
-        }
-        return z < 0 ? -r : r;
-    }
+    static double erf(double z) { return ExactGelu.erf(z); }
 }

@@ -165,7 +165,7 @@ public sealed interface ExpectedCell {
                 if (m.steps().isEmpty() || m.steps().getFirst().length() < 2) yield new NotApplicable("the prompt is one token: there is no later prompt position to see");
                 yield new Cell(0, 0, CapturePoints.layer(0, CapturePoints.ATTN_OUT), "every prompt row but the last sees later positions from layer 0 on");
             }
-            case MLP_SILU -> new Cell(0, 0, CapturePoints.layer(0, CapturePoints.MLP_OUT), "layer 0's MLP is the first to apply the activation");
+            case MLP_SILU, MLP_GELU_ERF -> new Cell(0, 0, CapturePoints.layer(0, CapturePoints.MLP_OUT), "layer 0's MLP is the first to apply the activation");
         };
     }
 

@@ -28,6 +28,7 @@ public record ExpectedVariant(String op, String name) {
             case ATTENTION_SCALE_INV_SQRT_D -> new ExpectedVariant("attention", "the scores scaled by 1/√d (d = " + cfg.layer(0).headDim() + ")");
             case PREFILL_BIDIRECTIONAL -> new ExpectedVariant("attention", "no causal mask in prefill");
             case MLP_SILU -> new ExpectedVariant("mlp activation", "SiLU instead of gelu_pytorch_tanh");
+            case MLP_GELU_ERF -> new ExpectedVariant("mlp activation", "exact (erf) GELU instead of gelu_pytorch_tanh");
             case DECODE_RECOMPUTE, PREFIX_REUSE_STALE_POSITION, SLIDING_TRUNCATE, CACHE_DROPS_FIRST_POSITION -> null;
         };
     }
