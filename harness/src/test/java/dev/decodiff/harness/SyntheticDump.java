@@ -89,6 +89,19 @@ public final class SyntheticDump {
         }
     }
 
+    /** Overwrites one byte of a file, {@code offset} bytes after the first occurrence of an ASCII marker. */
+    public static void replaceByte(Path f, String marker, int offset, int value) {
+        try {
+            byte[] b = java.nio.file.Files.readAllBytes(f);
+            int at = new String(b, java.nio.charset.StandardCharsets.ISO_8859_1).indexOf(marker);
+            if (at < 0) throw new IllegalStateException(f + " has no " + marker);
+            b[at + offset] = (byte) value;
+            java.nio.file.Files.write(f, b);
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
+    }
+
     /** A safetensors file with exactly this header text (as UTF-8) and this many zero data bytes. */
     public static void writeRaw(Path f, String header, int dataBytes) {
         byte[] h = header.getBytes(java.nio.charset.StandardCharsets.UTF_8);

@@ -5,7 +5,6 @@ import dev.decodiff.harness.SyntheticDump;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
-import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 

@@ -5,9 +5,6 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 import java.io.IOException;
-import java.nio.ByteBuffer;
-import java.nio.ByteOrder;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 
@@ -43,11 +40,7 @@ class StrictReadingTest {
     @Test
     void aNonUtf8ByteInATensorNameIsRefusedInsteadOfSilentlyRenamingIt() throws IOException {
         Path c = cand(), f = c.resolve("step-0002.safetensors");
-        byte[] all = Files.readAllBytes(f);
-        int at = indexOf(all, "\"final_norm\"".getBytes(StandardCharsets.US_ASCII));
-        assertThat(at).isPositive();
-        all[at + 6] = (byte) 0xff; // "final\xffnorm": same length, header length unchanged
-        Files.write(f, all);
+        SyntheticDump.replaceByte(f, "\"final_norm\"", 6, 0xff); // "final\xffnorm": same length, header length unchanged
         assertRefused(CliTest.run("compare", ref().toString(), c.toString()), f, "not valid UTF-8");
     }
 
@@ -79,10 +72,7 @@ class StrictReadingTest {
     @Test
     void aManifestThatIsNotUtf8IsRefused() throws IOException {
         Path c = cand(), mf = c.resolve("manifest.json");
-        byte[] b = Files.readAllBytes(mf);
-        int at = indexOf(b, "synthetic".getBytes(StandardCharsets.US_ASCII));
-        b[at] = (byte) 0xc3; // a lead byte followed by ASCII: malformed
-        Files.write(mf, b);
+        SyntheticDump.replaceByte(mf, "synthetic", 0, 0xc3); // a lead byte followed by ASCII: malformed
         assertRefused(CliTest.run("compare", ref().toString(), c.toString()), mf, "not valid UTF-8");
     }
 
@@ -121,14 +111,5 @@ class StrictReadingTest {
         Files.createSymbolicLink(f, Path.of("real-0001.bin"));
         var r = CliTest.run("compare", ref().toString(), c.toString());
         assertThat(r.code()).as(r.out() + r.err()).isEqualTo(Main.MATCH);
-    }
-
-    static int indexOf(byte[] hay, byte[] needle) {
-        outer:
-        for (int i = 0; i + needle.length <= hay.length; i++) {
-            for (int j = 0; j < needle.length; j++) if (hay[i + j] != needle[j]) continue outer;
-            return i;
-        }
-        return -1;
     }
 }

@@ -337,10 +337,19 @@ class ComparisonTest {
         assertThat(r.completeness().reasons()).anyMatch(m -> m.contains("3 of the reference's 4 steps"));
     }
 
+    /** A candidate that recorded only --points layers.2.*,logits; at step {@code gapAt} it also lost layers.2.mlp.out. */
+    private Path layer2AndLogits(String name, int gapAt) {
+        Path cand = SyntheticDump.write(tmp.resolve(name), (s, t) -> {
+            t.keySet().removeIf(p -> !p.startsWith("layers.2.") && !p.equals("logits"));
+            if (s == gapAt) t.remove("layers.2.mlp.out");
+        });
+        SyntheticDump.selectPoints(cand, "layers.2.*", "logits");
+        return cand;
+    }
+
     @Test
     void pointsTheCandidateLeftOutByAnExplicitSelectionAreExcludedAndStated() throws IOException {
-        Path cand = SyntheticDump.write(tmp.resolve("subset"), (s, t) -> t.keySet().removeIf(p -> !p.startsWith("layers.2.") && !p.equals("logits")));
-        SyntheticDump.selectPoints(cand, "layers.2.*", "logits");
+        Path cand = layer2AndLogits("subset", -1);
         var r = Comparison.compareDumps(ref, cand, Comparison.Options.defaults());
         assertThat(r.verdict()).isEqualTo("match");
         assertThat(r.completeness().excluded()).contains("embed", "layers.0.attn.q", "final_norm").doesNotContain("logits");
@@ -349,11 +358,7 @@ class ComparisonTest {
 
     @Test
     void aSelectionDoesNotExcuseAPointItSelects() throws IOException {
-        Path cand = SyntheticDump.write(tmp.resolve("subset-gap"), (s, t) -> {
-            t.keySet().removeIf(p -> !p.startsWith("layers.2.") && !p.equals("logits"));
-            if (s == 3) t.remove("layers.2.mlp.out");
-        });
-        SyntheticDump.selectPoints(cand, "layers.2.*", "logits");
+        Path cand = layer2AndLogits("subset-gap", 3);
         var r = Comparison.compareDumps(ref, cand, Comparison.Options.defaults());
         assertThat(r.verdict()).isEqualTo("incomplete");
         assertThat(r.completeness().pointsOnlyInReference()).containsExactly("layers.2.mlp.out");
