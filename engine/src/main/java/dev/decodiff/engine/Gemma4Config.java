@@ -37,7 +37,9 @@ public record Gemma4Config(
     public static Gemma4Config read(Path file) {
         JsonNode root;
         try {
-            root = new ObjectMapper().readTree(Files.readString(file));
+            // A key given twice ("sliding_window" twice) is an ambiguous config, not "the last one wins".
+            root = new ObjectMapper().enable(com.fasterxml.jackson.core.JsonParser.Feature.STRICT_DUPLICATE_DETECTION)
+                    .readTree(Files.readString(file));
         } catch (IOException e) {
             throw new CheckpointException(file + ": cannot read config.json: " + e.getMessage(), e);
         }

@@ -60,6 +60,12 @@ class ConfigValidationTest {
     }
 
     @Test
+    void aKeyGivenTwiceIsRefusedNotLastOneWins() throws IOException {
+        Path ck = tinyWith("\"sliding_window\": 8", "\"sliding_window\": 8, \"sliding_window\": 4096");
+        assertRefused(Cli.run("run", "--model", ck.toString(), "--tokens", "2,367", "-n", "2", "--ids"), ck.resolve("config.json"), "sliding_window");
+    }
+
+    @Test
     void aVocabularyThatDisagreesWithTheEmbeddingIsRefused() throws IOException {
         Path ck = tinyWith("\"vocab_size\": 1024", "\"vocab_size\": 1000");
         assertRefused(Cli.run("run", "--model", ck.toString(), "--tokens", "2,367", "-n", "2", "--ids"), ck, "[1024, 128]");
