@@ -8,6 +8,7 @@ import picocli.CommandLine;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.List;
 
 import static dev.decodiff.harness.cli.CliTest.run;
 import static org.assertj.core.api.Assertions.assertThat;
@@ -69,6 +70,19 @@ class CommandOptionsTest {
         var all = new StringBuilder(run("--help").out());
         for (var name : cl.getSubcommands().keySet()) all.append(run(name, "--help").out());
         assertThat(all.toString()).doesNotContainPattern("(?i)issue\\s*#?\\d").doesNotContain("#1").doesNotContain("DESIGN.md");
+    }
+
+    @Test
+    void theShippedDocsCiteNoIssueNumberAndNoInternalFile() throws Exception {
+        Path root = Path.of("..").toAbsolutePath().normalize();
+        var docs = new java.util.ArrayList<Path>(List.of(root.resolve("README.md")));
+        try (var s = Files.list(root.resolve("docs"))) {
+            docs.addAll(s.filter(p -> p.toString().endsWith(".md")).toList());
+        }
+        assertThat(docs).hasSizeGreaterThan(3);
+        for (Path d : docs)
+            assertThat(Files.readString(d)).as(d.toString()).doesNotContainPattern("(?i)\\bissue\\s*#?\\d")
+                    .doesNotContain("DESIGN.md").doesNotContain("gemma4-spec.md");
     }
 
     @Test
