@@ -26,14 +26,12 @@ final class ActivationVariantsDetector implements Detector, VariantSearch.Enumer
 
     @Override
     public VariantSearch.Hypotheses hypotheses(DetectorContext ctx) {
-        if (ctx.model() == null || ctx.cell().shapeNote() != null) return null;
+        float[] x = Recompute.layerInput(ctx);
+        String attn = CapturePoints.layer(ctx.layer(), CapturePoints.ATTN_OUT);
+        if (x == null || !ctx.ref().points().contains(attn)) return null;
         var cfg = ctx.model().config();
         int layer = ctx.layer(), H = cfg.hidden();
-        String input = layer == 0 ? CapturePoints.EMBED : CapturePoints.layer(layer - 1, CapturePoints.OUT);
-        String attn = CapturePoints.layer(layer, CapturePoints.ATTN_OUT);
-        if (!ctx.ref().points().contains(input) || !ctx.ref().points().contains(attn)) return null;
-        float[] x = ctx.ref().tensor(input).toFloats(), ao = ctx.ref().tensor(attn).toFloats();
-        if (x.length % H != 0) return null;
+        float[] ao = ctx.ref().tensor(attn).toFloats();
         int T = x.length / H;
         var lw = ctx.model().weights().layers().get(layer);
         if (ao.length != T * lw.o().cols()) return null;

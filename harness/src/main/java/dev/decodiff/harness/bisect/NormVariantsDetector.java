@@ -32,15 +32,12 @@ final class NormVariantsDetector implements Detector, VariantSearch.Enumerator {
 
     @Override
     public VariantSearch.Hypotheses hypotheses(DetectorContext ctx) {
-        if (ctx.model() == null || ctx.cell().shapeNote() != null) return null;
+        float[] x = Recompute.layerInput(ctx);
+        if (x == null) return null;
         var cfg = ctx.model().config();
         int layer = ctx.layer(), H = cfg.hidden();
         var spec = cfg.layer(layer);
         if (spec.kvShared() && !ctx.kind().equals(CapturePoints.Q)) return null;
-        String input = layer == 0 ? CapturePoints.EMBED : CapturePoints.layer(layer - 1, CapturePoints.OUT);
-        if (!ctx.ref().points().contains(input)) return null;
-        float[] x = ctx.ref().tensor(input).toFloats();
-        if (x.length % H != 0) return null;
         int T = x.length / H, d = spec.headDim();
         var lw = ctx.model().weights().layers().get(layer);
         String kind = ctx.kind();
