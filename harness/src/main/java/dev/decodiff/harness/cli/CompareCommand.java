@@ -27,9 +27,9 @@ import java.util.concurrent.Callable;
 @Command(name = "compare", mixinStandardHelpOptions = true,
         description = {"Compares a candidate against a reference dump, cell by cell (step × capture point), and names the first divergence.",
                 "Without CANDIDATE the engine runs live, teacher-forced on the reference's tokens, and the observer effect of the probes is checked."},
-        footer = {"", "Exit codes: 0 match, 1 divergence, 2 bad input or usage, 3 incomplete: every compared cell agrees but not every",
-                "step and point of the reference was compared, the candidate holds some the reference lacks, or a dump lacks its",
-                "completeness mark. Points a dump left out with dump --points are excluded, and the report says so.",
+        footer = {"", "Exit codes: 0 match, 1 divergence, 2 bad input or usage, 3 incomplete: every compared cell agrees but not every"
+                        + " step and point of the reference was compared, the candidate holds some the reference lacks, or a dump lacks"
+                        + " its completeness mark. Points a dump left out with dump --points are excluded, and the report says so.",
                 "Examples:",
                 "  decodiff compare                                   # bundled default case, live engine",
                 "  decodiff compare reference-dumps/gemma4-tiny/long out/mine --json",
