@@ -27,17 +27,11 @@ public final class InferenceSession {
     private long positionsProcessed;
     private int[] history = new int[64];
 
-    // Catalog faults, resolved once so the hot path tests a final boolean.
-    private final boolean faultValuesFromKeys, faultWindowPlusOne, faultRingWrap, faultDecodePosition, faultRopePrefix,
-            faultNoVNorm, faultGqaModulo, faultNoLayerScalar, faultNoSoftcap, faultRecompute;
-    private final boolean faultStalePosition, faultSlidingTruncate, faultDropFirst, faultScoreScale,
-            faultBidirectionalPrefill, faultSilu, faultGeluErf;
+    private final FaultSwitches faults;
     /** The precision of every product with a bf16 weight matrix (exact fp32 unless --matmul bf16). */
     private final MatmulPrecision matmul;
     /** Attention reads encoded caches packed (the default) rather than decoding the history first: same bits, faster. */
     private final boolean packedAttention = !"false".equalsIgnoreCase(System.getProperty("decodiff.packedAttention"));
-    private final int[] kvSource;
-    private final Rope prefixRope;
     // RoPE position minus cache position: non-zero only under fault prefix-reuse-stale-position after a restore.
     private int ropeShift;
 
@@ -63,34 +57,8 @@ public final class InferenceSession {
         this.options = options;
         this.probe = options.probe();
         this.matmul = options.matmul();
-        faultValuesFromKeys = options.has(Fault.K_EQ_V_ROTATED_KEYS);
-        faultWindowPlusOne = options.has(Fault.SLIDING_WINDOW_OFF_BY_ONE);
-        faultRingWrap = options.has(Fault.RING_WRAP);
-        faultDecodePosition = options.has(Fault.DECODE_POSITION_OFF_BY_ONE);
-        faultRopePrefix = options.has(Fault.ROPE_PROPORTIONAL_AS_PREFIX);
-        faultNoVNorm = options.has(Fault.V_NORM_MISSING);
-        faultGqaModulo = options.has(Fault.GQA_MODULO);
-        faultNoLayerScalar = options.has(Fault.LAYER_SCALAR_IGNORED);
-        faultNoSoftcap = options.has(Fault.SOFTCAP_MISSING);
-        faultRecompute = options.has(Fault.DECODE_RECOMPUTE);
-        faultStalePosition = options.has(Fault.PREFIX_REUSE_STALE_POSITION);
-        faultSlidingTruncate = options.has(Fault.SLIDING_TRUNCATE);
-        faultDropFirst = options.has(Fault.CACHE_DROPS_FIRST_POSITION);
-        faultScoreScale = options.has(Fault.ATTENTION_SCALE_INV_SQRT_D);
-        faultBidirectionalPrefill = options.has(Fault.PREFILL_BIDIRECTIONAL);
-        faultSilu = options.has(Fault.MLP_SILU);
-        faultGeluErf = options.has(Fault.MLP_GELU_ERF);
-        prefixRope = faultRopePrefix ? firstFullRopeAsPrefix() : null;
+        this.faults = FaultSwitches.resolve(cfg, options);
         int L = cfg.numLayers();
-        kvSource = new int[L];
-        for (var spec : cfg.layers()) kvSource[spec.index()] = spec.kvSource();
-        if (options.has(Fault.KV_SHARED_FIRST_SOURCE)) {
-            for (var spec : cfg.layers()) {
-                if (!spec.kvShared()) continue;
-                for (int j = 0; j < cfg.firstKvShared(); j++)
-                    if (cfg.layer(j).type() == spec.type()) { kvSource[spec.index()] = j; break; }
-            }
-        }
         caches = new LayerCache[L];
         names = new String[L][];
         stepK = new float[L][];
@@ -103,21 +71,16 @@ public final class InferenceSession {
         }
     }
 
-    private Rope firstFullRopeAsPrefix() {
-        for (var l : cfg.layers()) if (l.type() == LayerType.FULL) return Rope.standardOnPrefix(cfg.fullRope(), l.headDim());
-        return null;
+    private void resetCaches() {
+        for (var spec : cfg.layers()) caches[spec.index()] = spec.kvShared() ? null : newCache(spec);
     }
 
-    private void resetCaches() {
-        for (var spec : cfg.layers()) {
-            int i = spec.index();
-            caches[i] = null;
-            if (spec.kvShared()) continue;
-            int stride = spec.kvHeads() * spec.headDim();
-            caches[i] = spec.type() == LayerType.SLIDING
-                    ? new SlidingLayerCache(stride, cfg.slidingWindow(), options.keyType(), options.valueType(), faultRingWrap, faultSlidingTruncate)
-                    : new FullLayerCache(stride, 64, options.keyType(), options.valueType(), faultDropFirst);
-        }
+    /** An empty cache for a layer with its own keys and values, in the session's KV types (full ones grow on commit). */
+    private LayerCache newCache(LayerSpec spec) {
+        int stride = spec.kvHeads() * spec.headDim();
+        return spec.type() == LayerType.SLIDING
+                ? new SlidingLayerCache(stride, cfg.slidingWindow(), options.keyType(), options.valueType(), faults.ringWrap(), faults.slidingTruncate())
+                : new FullLayerCache(stride, 64, options.keyType(), options.valueType(), faults.dropFirstPosition());
     }
 
     private static final int Q = 0, K = 1, V = 2, K_READ = 3, V_READ = 4, ATTN_OUT = 5, MLP_OUT = 6, MOE_OUT = 7, OUT = 8;
@@ -157,7 +120,7 @@ public final class InferenceSession {
         int[] t = snap.tokens();
         history = Arrays.copyOf(t, Math.max(64, t.length * 2));
         position = t.length;
-        ropeShift = faultStalePosition ? -1 : 0;
+        ropeShift = faults.stalePosition() ? -1 : 0;
     }
 
     /**
@@ -168,7 +131,7 @@ public final class InferenceSession {
     public void truncate(int length) {
         if (length < 0 || length > position) throw new CacheTruncationException("cannot cut a session of " + position + " tokens to " + length);
         for (var c : caches)
-            if (c instanceof SlidingLayerCache sc && !faultSlidingTruncate && !sc.canTruncateTo(length))
+            if (c instanceof SlidingLayerCache sc && !faults.slidingTruncate() && !sc.canTruncateTo(length))
                 sc.truncate(length); // throws with the explanation, before any cache is cut
         for (var c : caches) if (c != null) c.truncate(length);
         position = length;
@@ -192,10 +155,7 @@ public final class InferenceSession {
                 c.readKey(p, k, (p - drop) * stride);
                 c.readValue(p, v, (p - drop) * stride);
             }
-            var spec = cfg.layer(i);
-            caches[i] = spec.type() == LayerType.SLIDING
-                    ? new SlidingLayerCache(stride, cfg.slidingWindow(), options.keyType(), options.valueType(), faultRingWrap, faultSlidingTruncate)
-                    : new FullLayerCache(stride, Math.max(64, n), options.keyType(), options.valueType(), faultDropFirst);
+            caches[i] = newCache(cfg.layer(i));
             caches[i].commit(0, n, k, v);
         }
         history = Arrays.copyOfRange(history, drop, drop + Math.max(64, n * 2));
@@ -217,7 +177,7 @@ public final class InferenceSession {
         if (tokens.length == 0) throw new IllegalArgumentException("forward needs at least one token");
         for (int id : tokens)
             if (id < 0 || id >= cfg.vocabSize()) throw new IllegalArgumentException("token id " + id + " is outside the vocabulary [0, " + cfg.vocabSize() + ")");
-        if (faultRecompute && position > 0) recomputeHistory();
+        if (faults.recomputeHistory() && position > 0) recomputeHistory();
         if (history.length < position + tokens.length) history = Arrays.copyOf(history, Math.max(history.length * 2, position + tokens.length));
         System.arraycopy(tokens, 0, history, position, tokens.length);
         return run(tokens);
@@ -258,7 +218,7 @@ public final class InferenceSession {
 
         float[] logits = new float[cfg.vocabSize()];
         w.lmHead().matvec(normed, (T - 1) * H, logits, 0, matmul);
-        if (cfg.hasSoftcap() && !faultNoSoftcap) {
+        if (cfg.hasSoftcap() && !faults.noSoftcap()) {
             float c = cfg.finalLogitSoftcap();
             Parallel.forRange(logits.length, 4096, (from, to) -> Transcendentals.softcap(logits, from, to, c));
         }
@@ -332,7 +292,7 @@ public final class InferenceSession {
             rowsNorm(p, T, H, lw.plePostNorm(), p);
             VectorMath.add(x, 0, p, 0, x.length);
         }
-        float s = faultNoLayerScalar ? 1f : lw.layerScalar();
+        float s = faults.noLayerScalar() ? 1f : lw.layerScalar();
         for (int j = 0; j < x.length; j++) x[j] *= s;
         capture(names[i][OUT], new int[]{T, H}, x, x.length);
     }
@@ -341,62 +301,87 @@ public final class InferenceSession {
         for (int t = 0; t < T; t++) VectorMath.rmsNorm(in, t * H, H, weight, cfg.rmsNormEps(), out, t * H);
     }
 
+    /**
+     * Attention of one layer (spec §2.4): the projections, norms and RoPE of this step's rows, then the window each
+     * query reads ({@link #attendWindow}), then the output projection.
+     */
     private float[] attention(LayerSpec spec, LayerWeights lw, float[] h, int T, int start) {
-        int i = spec.index(), nh = cfg.numHeads(), d = spec.headDim(), nkv = spec.kvHeads();
-        int qDim = nh * d, stride = nkv * d, H = cfg.hidden();
-        float eps = cfg.rmsNormEps();
-        Rope rope = faultRopePrefix && spec.type() == LayerType.FULL ? prefixRope : model.rope(spec.type());
-        int posShift = (faultDecodePosition && T == 1 && start > 0 ? 1 : 0) + ropeShift;
+        int i = spec.index(), qDim = cfg.numHeads() * spec.headDim();
+        Rope rope = faults.rope(model, spec);
+        int posShift = (faults.decodePosition() && T == 1 && start > 0 ? 1 : 0) + ropeShift;
+        float[] q = queries(spec, lw, h, T, start + posShift, rope);
+        if (!spec.kvShared()) keysAndValues(spec, lw, h, T, start + posShift, rope);
+        float[] out = attendWindow(spec, q, T, start);
+        capture(names[i][ATTN_OUT], new int[]{T, qDim}, out, T * qDim);
 
+        float[] a = scratch(S_A, T * cfg.hidden());
+        lw.o().matmul(out, T, a, matmul);
+        addBias(a, T, lw.oBias());
+        return a;
+    }
+
+    /** q = RoPE(q_norm(h·Wq)) per head, rows at positions from {@code ropeStart}. */
+    private float[] queries(LayerSpec spec, LayerWeights lw, float[] h, int T, int ropeStart, Rope rope) {
+        int nh = cfg.numHeads(), d = spec.headDim(), qDim = nh * d;
+        float eps = cfg.rmsNormEps();
         float[] q = scratch(S_Q, T * qDim);
         lw.q().matmul(h, T, q, matmul);
         addBias(q, T, lw.qBias());
         for (int t = 0; t < T; t++) {
             for (int hd = 0; hd < nh; hd++) VectorMath.rmsNorm(q, t * qDim + hd * d, d, lw.qNorm(), eps, q, t * qDim + hd * d);
-            rope.apply(q, t * qDim, nh, start + t + posShift);
+            rope.apply(q, t * qDim, nh, ropeStart + t);
         }
-        capture(names[i][Q], new int[]{T, nh, d}, q, T * qDim);
+        capture(names[spec.index()][Q], new int[]{T, nh, d}, q, T * qDim);
+        return q;
+    }
 
-        float[] k, v;
-        LayerCache cache;
-        if (!spec.kvShared()) {
-            k = new float[T * stride];
-            lw.k().matmul(h, T, k, matmul);
-            addBias(k, T, lw.kBias());
-            if (spec.kEqV()) {
-                v = k.clone(); // k_eq_v: the value is the raw k projection, before k_norm and RoPE
-            } else {
-                v = new float[T * stride];
-                lw.v().matmul(h, T, v, matmul);
-                addBias(v, T, lw.vBias());
-            }
-            for (int t = 0; t < T; t++) {
-                for (int kh = 0; kh < nkv; kh++) {
-                    int o = t * stride + kh * d;
-                    if (!faultNoVNorm) VectorMath.rmsNorm(v, o, d, null, eps, v, o);
-                    VectorMath.rmsNorm(k, o, d, lw.kNorm(), eps, k, o);
-                }
-                rope.apply(k, t * stride, nkv, start + t + posShift);
-            }
-            capture(names[i][K], new int[]{T, nkv, d}, k, k.length);
-            capture(names[i][V], new int[]{T, nkv, d}, v, v.length);
-            stepK[i] = k;
-            stepV[i] = v;
-            cache = caches[i];
+    /**
+     * This step's keys k = RoPE(k_norm(h·Wk)) and values v = v_norm(h·Wv) (k_eq_v layers: the raw k projection),
+     * kept as the layer's step rows until the caches commit them after the last layer.
+     */
+    private void keysAndValues(LayerSpec spec, LayerWeights lw, float[] h, int T, int ropeStart, Rope rope) {
+        int i = spec.index(), d = spec.headDim(), nkv = spec.kvHeads(), stride = nkv * d;
+        float eps = cfg.rmsNormEps();
+        float[] k = new float[T * stride], v;
+        lw.k().matmul(h, T, k, matmul);
+        addBias(k, T, lw.kBias());
+        if (spec.kEqV()) {
+            v = k.clone(); // k_eq_v: the value is the raw k projection, before k_norm and RoPE
         } else {
-            int src = kvSource[i];
-            k = stepK[src];
-            v = stepV[src];
-            cache = caches[src];
+            v = new float[T * stride];
+            lw.v().matmul(h, T, v, matmul);
+            addBias(v, T, lw.vBias());
         }
+        for (int t = 0; t < T; t++) {
+            for (int kh = 0; kh < nkv; kh++) {
+                int o = t * stride + kh * d;
+                if (!faults.noVNorm()) VectorMath.rmsNorm(v, o, d, null, eps, v, o);
+                VectorMath.rmsNorm(k, o, d, lw.kNorm(), eps, k, o);
+            }
+            rope.apply(k, t * stride, nkv, ropeStart + t);
+        }
+        capture(names[i][K], new int[]{T, nkv, d}, k, k.length);
+        capture(names[i][V], new int[]{T, nkv, d}, v, v.length);
+        stepK[i] = k;
+        stepV[i] = v;
+    }
 
+    /**
+     * softmax(q·kᵀ)·v of every query row over the keys it may see (all earlier positions, or the sliding window),
+     * reading the layer's cache (or its KV source's) plus this step's rows. The last row's keys and values are
+     * offered to the probe as read back (attn.k_read / attn.v_read); a probe that replaces them substitutes what
+     * the last row attends over. Query heads sharing a KV head run together, spread over the cores by (row, group).
+     */
+    private float[] attendWindow(LayerSpec spec, float[] q, int T, int start) {
+        int i = spec.index(), nh = cfg.numHeads(), d = spec.headDim(), nkv = spec.kvHeads();
+        int qDim = nh * d, stride = nkv * d, src = faults.kvSource()[i];
         boolean sliding = spec.type() == LayerType.SLIDING;
-        int window = cfg.slidingWindow() + (faultWindowPlusOne ? 1 : 0);
+        int window = cfg.slidingWindow() + (faults.windowPlusOne() ? 1 : 0);
         int last = start + T - 1;
         int lastLo = sliding ? Math.max(0, last - window + 1) : 0;
-        boolean valuesFromKeys = faultValuesFromKeys && spec.kEqV() && T == 1 && start > 0;
-        KeyValueView view = KeyValueView.of(cache, k, v, start, stride, sliding ? Math.max(0, start - window + 1) : 0, valuesFromKeys,
-                packedAttention && d % 16 == 0);
+        boolean valuesFromKeys = faults.valuesFromKeys() && spec.kEqV() && T == 1 && start > 0;
+        KeyValueView view = KeyValueView.of(caches[src], stepK[src], stepV[src], start, stride, sliding ? Math.max(0, start - window + 1) : 0,
+                valuesFromKeys, packedAttention && d % 16 == 0);
         float[] readK = null, readV = null;
         if (probe != null && (probe.wants(names[i][K_READ]) || probe.wants(names[i][V_READ]))) {
             int C = last - lastLo + 1;
@@ -414,7 +399,7 @@ public final class InferenceSession {
         int[][] quads = headQuads(nh, nkv);
         Parallel.forRange(T * quads.length, 1, (from, to) -> {
             // Fault prefill-bidirectional: a row also sees the step's later positions, so it may read more than W keys.
-            int cap = sliding && !faultBidirectionalPrefill ? Math.min(window, last + 1) : last + 1;
+            int cap = sliding && !faults.bidirectionalPrefill() ? Math.min(window, last + 1) : last + 1;
             float[] scores = new float[VectorMath.HEADS * cap];
             float[][] keyRows = new float[cap][], valueRows = new float[cap][];
             int[] offsets = new int[cap], qOffs = new int[VectorMath.HEADS], slots = new int[cap];
@@ -424,7 +409,7 @@ public final class InferenceSession {
                 int kh = quad[0], heads = quad.length - 1;
                 int p = start + t;
                 int lo = sliding ? Math.max(0, p - window + 1) : 0;
-                int hi = faultBidirectionalPrefill ? last : p;
+                int hi = faults.bidirectionalPrefill() ? last : p;
                 int n = hi - lo + 1;
                 boolean sub = subK != null && t == T - 1;
                 for (int j = lo; j <= hi; j++) {
@@ -436,17 +421,12 @@ public final class InferenceSession {
                 int packedRows = sub ? 0 : Math.max(0, start - lo); // history rows; this step's rows are f32
                 for (int m = 0; m < heads; m++) qOffs[m] = t * qDim + quad[1 + m] * d;
                 VectorMath.dotsHeads(q, qOffs, heads, view.span(view.packedK, slots, packedRows, kh * d), keyRows, offsets, n, d, scores, cap);
-                if (faultScoreScale) for (int m = 0; m < heads; m++) VectorMath.scale(scores, m * cap, n, (float) (1 / Math.sqrt(d)));
+                if (faults.scoreScale()) for (int m = 0; m < heads; m++) VectorMath.scale(scores, m * cap, n, (float) (1 / Math.sqrt(d)));
                 for (int m = 0; m < heads; m++) VectorMath.softmax(scores, m * cap, n);
                 VectorMath.weightedSumHeads(scores, cap, heads, view.span(view.packedV, slots, packedRows, kh * d), valueRows, offsets, n, d, out, qOffs);
             }
         });
-        capture(names[i][ATTN_OUT], new int[]{T, qDim}, out, T * qDim);
-
-        float[] a = scratch(S_A, T * H);
-        lw.o().matmul(out, T, a, matmul);
-        addBias(a, T, lw.oBias());
-        return a;
+        return out;
     }
 
     /**
@@ -458,7 +438,7 @@ public final class InferenceSession {
         var out = new java.util.ArrayList<int[]>();
         for (int kh = 0; kh < nkv; kh++) {
             var heads = new java.util.ArrayList<Integer>();
-            for (int h = 0; h < nh; h++) if ((faultGqaModulo ? h % nkv : h / (nh / nkv)) == kh) heads.add(h);
+            for (int h = 0; h < nh; h++) if ((faults.gqaModulo() ? h % nkv : h / (nh / nkv)) == kh) heads.add(h);
             for (int i = 0; i < heads.size(); i += VectorMath.HEADS) {
                 var quad = heads.subList(i, Math.min(heads.size(), i + VectorMath.HEADS));
                 int[] e = new int[quad.size() + 1];
@@ -538,8 +518,8 @@ public final class InferenceSession {
         gate.matmul(h, T, g, matmul);
         up.matmul(h, T, u, matmul);
         // Element-wise, so splitting it over the cores changes no bit.
-        if (faultSilu) for (int j = 0; j < T * I; j++) g[j] = g[j] / (1f + (float) Math.exp(-g[j])) * u[j];
-        else if (faultGeluErf) for (int j = 0; j < T * I; j++) g[j] = (float) ExactGelu.gelu(g[j]) * u[j];
+        if (faults.silu()) for (int j = 0; j < T * I; j++) g[j] = g[j] / (1f + (float) Math.exp(-g[j])) * u[j];
+        else if (faults.geluErf()) for (int j = 0; j < T * I; j++) g[j] = (float) ExactGelu.gelu(g[j]) * u[j];
         else Parallel.forRange(T * I, 1024, (from, to) -> Transcendentals.geluTanhTimes(g, u, from, to));
         float[] out = scratch(S_MLP, T * down.rows());
         down.matmul(g, T, out, matmul);
