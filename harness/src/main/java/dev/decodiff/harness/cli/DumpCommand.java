@@ -11,7 +11,7 @@ import dev.decodiff.harness.dump.DumpReader;
 import dev.decodiff.harness.dump.DumpWriter;
 import dev.decodiff.harness.dump.CapturedTensor;
 import dev.decodiff.harness.dump.PointSelection;
-import dev.decodiff.harness.live.CapturingProbe;
+import dev.decodiff.harness.live.DumpRecorder;
 import dev.decodiff.harness.live.EngineSetup;
 import dev.decodiff.llamacpp.LlamaCppRunner;
 import dev.decodiff.llamacpp.ffi.LlamaCppException;
@@ -26,6 +26,7 @@ import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.Callable;
@@ -126,42 +127,17 @@ final class DumpCommand implements Callable<Integer> {
         if (ref != null) {
             Set<String> refPoints = ref.allPoints();
             Predicate<String> g = globs;
-            var probe = new CapturingProbe(p -> refPoints.contains(p) && g.test(p));
             var rm = ref.manifest();
             int n = steps == null ? rm.stepCount() : Math.min(steps, rm.stepCount());
             w = DumpWriter.create(out, force, producer, modelInfo, rm.tokens(), rm.promptLength(), selected);
-            var session = m.newSession(options.withProbe(probe));
             try (var bar = new ProgressBar("dumping", n)) {
-                for (int s = 0; s < n; s++) {
-                    var st = rm.step(s);
-                    try (var step = streaming(w, probe)) {
-                        float[] logits = forward(session, s, rm.stepTokens(s));
-                        commit(step, st.start(), st.length(), Sampler.argmax(logits), LiveStep.top2Margin(logits));
-                    }
-                    bar.update(s + 1);
-                }
+                new DumpRecorder(m, options, p -> refPoints.contains(p) && g.test(p), w, this::noPointMatched).teacherForced(rm, n, bar::update);
             }
         } else {
             int n = steps == null ? 16 : steps;
-            var probe = new CapturingProbe(globs);
-            var tokens = new ArrayList<Integer>();
-            for (int t : prompt) tokens.add(t);
-            w = DumpWriter.create(out, force, producer, modelInfo, tokens, prompt.length, selected);
-            var session = m.newSession(options.withProbe(probe));
-            int[] feed = prompt;
+            w = DumpWriter.create(out, force, producer, modelInfo, Arrays.stream(prompt).boxed().toList(), prompt.length, selected);
             try (var bar = new ProgressBar("dumping", n)) {
-                for (int s = 0; s < n; s++) {
-                    int start = session.position();
-                    try (var step = streaming(w, probe)) {
-                        float[] logits = forward(session, s, feed);
-                        int next = Sampler.argmax(logits);
-                        tokens.add(next);
-                        w.setTokens(tokens);
-                        commit(step, start, feed.length, next, LiveStep.top2Margin(logits));
-                    }
-                    feed = new int[]{tokens.getLast()};
-                    bar.update(s + 1);
-                }
+                new DumpRecorder(m, options, globs, w, this::noPointMatched).greedy(prompt, n, bar::update);
             }
         }
         w.finish();
@@ -187,30 +163,6 @@ final class DumpCommand implements Callable<Integer> {
         var names = new java.util.LinkedHashSet<String>(List.of(CapturePoints.EMBED, CapturePoints.PLE, CapturePoints.FINAL_NORM, CapturePoints.LOGITS));
         for (int l = 0; l < layers; l++) for (String s : CapturePoints.LAYER_SUFFIXES) names.add(CapturePoints.layer(l, s));
         return names;
-    }
-
-    /** The step's tensors; none at all means --points matched no point, which would write a dump of empty steps. */
-    /** One step of the engine; an exception from the engine becomes a finding about it, not an internal error. */
-    private static float[] forward(dev.decodiff.engine.InferenceSession session, int step, int[] tokens) {
-        try {
-            return session.forward(tokens);
-        } catch (BadInputException e) {
-            throw e;
-        } catch (RuntimeException e) {
-            throw new EngineThrewException(step, e);
-        }
-    }
-
-    /** The next step, its tensors written as the engine produces them (the heap holds one tensor, not a step). */
-    private static DumpWriter.StepWriter streaming(DumpWriter w, CapturingProbe probe) {
-        var step = w.beginStep();
-        probe.sendTo(step::add);
-        return step;
-    }
-
-    private void commit(DumpWriter.StepWriter step, int start, int length, int next, double margin) {
-        if (step.isEmpty()) throw noPointMatched();
-        step.commit(start, length, next, margin);
     }
 
     /** The same dump, produced by llama.cpp on the checkpoint's GGUF (producer "llama.cpp", its release). */

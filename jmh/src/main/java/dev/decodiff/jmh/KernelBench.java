@@ -1,4 +1,4 @@
-package dev.decodiff.bench;
+package dev.decodiff.jmh;
 
 import dev.decodiff.metal.DType;
 import dev.decodiff.metal.MatmulPrecision;

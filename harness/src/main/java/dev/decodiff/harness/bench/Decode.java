@@ -1,0 +1,50 @@
+package dev.decodiff.harness.bench;
+
+import dev.decodiff.engine.InferenceSession;
+import dev.decodiff.engine.Sampler;
+
+import java.util.LinkedHashMap;
+import java.util.Map;
+
+/**
+ * Time to first token of a {@code maxContext}-token request read cold (also what re-reading a whole conversation
+ * costs), then greedy decode at each of {@link BenchSetup#CONTEXTS}: 128 (its own session), 512 (the prefilled
+ * session) and 2048 (the cold one), one step of each in turn, so that drift over the run (other tenants, clocks)
+ * hits the three alike and their ratio is measured in one stretch of time.
+ */
+record Decode(Figure ttftColdS, Map<Integer, Figure> tokensPerS) {
+
+    static Decode measure(BenchSetup b, Prefill.Primed at512) {
+        b.log().accept("TTFT: " + b.maxContext() + " tokens cold…");
+        var cold = b.model().newSession();
+        long t0 = System.nanoTime();
+        float[] coldLogits = cold.forward(b.prompt(b.maxContext()));
+        Figure ttft = Figure.of(BenchSetup.secondsSince(t0));
+        var s128 = b.model().newSession();
+        float[] l128 = s128.forward(b.prompt(128));
+        b.log().accept("decode @128/512/2048, interleaved…");
+        var tps = interleaved(new InferenceSession[]{s128, at512.session(), cold}, new float[][]{l128, at512.logits(), coldLogits},
+                BenchSetup.CONTEXTS, b.decodeSteps());
+        return new Decode(ttft, tps);
+    }
+
+    /** Greedy decode steps on one or several sessions, one step of each in turn; tokens/s per step, by context. */
+    static Map<Integer, Figure> interleaved(InferenceSession[] sessions, float[][] logits, int[] contexts, int steps) {
+        int[] next = new int[sessions.length];
+        double[][] sec = new double[sessions.length][steps];
+        for (int k = 0; k < sessions.length; k++) {
+            sessions[k].setProbe(null);
+            next[k] = Sampler.argmax(logits[k]);
+        }
+        for (int i = 0; i < steps; i++) {
+            for (int k = 0; k < sessions.length; k++) {
+                long t0 = System.nanoTime();
+                next[k] = Sampler.argmax(sessions[k].forward(new int[]{next[k]}));
+                sec[k][i] = BenchSetup.secondsSince(t0);
+            }
+        }
+        var out = new LinkedHashMap<Integer, Figure>();
+        for (int k = 0; k < sessions.length; k++) out.put(contexts[k], Figure.rates(1, sec[k]));
+        return out;
+    }
+}
