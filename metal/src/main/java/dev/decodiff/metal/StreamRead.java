@@ -45,6 +45,23 @@ public final class StreamRead {
         return sum.get();
     }
 
+    /**
+     * Seconds to read every byte of {@code data} (rounded down to 256-byte blocks) once with {@code threads} threads,
+     * each an equal contiguous share, started together; the native prefetching reader where {@code useNative} and it
+     * is available.
+     */
+    public static double secondsEqualShares(MemorySegment data, int threads, boolean useNative) {
+        boolean nat = useNative && NativeKernels.available();
+        long bytes = data.byteSize();
+        return EqualShares.seconds(threads, i -> {
+            long start = shareStart(bytes, threads, i), end = shareStart(bytes, threads, i + 1);
+            return nat ? NativeKernels.streamRead(data.asSlice(start, end - start), end - start) : readRange(data, start, end);
+        });
+    }
+
+    /** Where share i of n begins: the whole 256-byte blocks of {@code bytes} cut into n runs that differ by at most a block. */
+    static long shareStart(long bytes, int n, int i) { return bytes / BLOCK * i / n * BLOCK; }
+
     private static long readRange(MemorySegment data, long start, long end) {
         var a0 = IntVector.zero(I);
         var a1 = a0;

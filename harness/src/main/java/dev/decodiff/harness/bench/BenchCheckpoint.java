@@ -79,17 +79,29 @@ public final class BenchCheckpoint {
         c.put("num_hidden_layers", s.layers());
         c.put("num_attention_heads", s.heads());
         c.put("num_key_value_heads", s.kvHeads());
-        c.put("num_global_key_value_heads", s.kvHeads());
+        c.put("num_global_key_value_heads", s.globalKv());
         c.put("head_dim", s.headDim());
         c.put("global_head_dim", s.globalHeadDim());
-        c.put("attention_k_eq_v", true);
+        c.put("attention_k_eq_v", s.kEqV());
         c.put("intermediate_size", s.ffn());
         c.put("sliding_window", s.window());
         c.put("rms_norm_eps", 1e-6);
         c.put("final_logit_softcapping", 30.0);
         c.put("tie_word_embeddings", true);
-        c.putNull("hidden_size_per_layer_input");
-        c.put("num_kv_shared_layers", 0);
+        if (s.ple() > 0) {
+            c.put("hidden_size_per_layer_input", s.ple());
+            c.put("vocab_size_per_layer_input", s.vocab());
+        } else {
+            c.putNull("hidden_size_per_layer_input");
+        }
+        c.put("num_kv_shared_layers", s.kvShared());
+        c.put("use_double_wide_mlp", s.doubleWide());
+        if (s.experts() > 0) {
+            c.put("enable_moe_block", true);
+            c.put("num_experts", s.experts());
+            c.put("top_k_experts", s.topK());
+            c.put("moe_intermediate_size", s.moeFfn());
+        }
         c.put("hidden_activation", "gelu_pytorch_tanh");
         c.put("max_position_embeddings", 131072);
         c.put("torch_dtype", "bfloat16");
@@ -114,25 +126,47 @@ public final class BenchCheckpoint {
     static List<Tensor> tensors(BenchSpec s) {
         var out = new ArrayList<Tensor>();
         int H = s.hidden();
+        int P = s.ple(), LP = s.layers() * P;
         out.add(rand("model.embed_tokens.weight", 0.02f, s.vocab(), H));
+        if (P > 0) {
+            out.add(rand("model.embed_tokens_per_layer.weight", 0.02f, s.vocab(), LP));
+            out.add(rand("model.per_layer_model_projection.weight", fanIn(H), LP, H));
+            out.add(one("model.per_layer_projection_norm.weight", P));
+        }
         for (int i = 0; i < s.layers(); i++) {
             String p = "model.layers." + i + ".";
-            boolean full = s.isFull(i);
-            int d = full ? s.globalHeadDim() : s.headDim(), kv = s.kvHeads(), nh = s.heads();
+            boolean full = s.isFull(i), shared = s.isShared(i);
+            int d = full ? s.globalHeadDim() : s.headDim(), kv = s.kv(i), nh = s.heads(), ffn = s.ffn(i);
             out.add(one(p + "input_layernorm.weight", H));
             out.add(one(p + "post_attention_layernorm.weight", H));
             out.add(one(p + "pre_feedforward_layernorm.weight", H));
             out.add(one(p + "post_feedforward_layernorm.weight", H));
             out.add(one(p + "layer_scalar", 1));
             out.add(rand(p + "self_attn.q_proj.weight", fanIn(H), (long) nh * d, H));
-            out.add(rand(p + "self_attn.k_proj.weight", fanIn(H), (long) kv * d, H));
-            if (!full) out.add(rand(p + "self_attn.v_proj.weight", fanIn(H), (long) kv * d, H));
+            if (!shared) out.add(rand(p + "self_attn.k_proj.weight", fanIn(H), (long) kv * d, H));
+            if (!shared && !(full && s.kEqV())) out.add(rand(p + "self_attn.v_proj.weight", fanIn(H), (long) kv * d, H));
             out.add(rand(p + "self_attn.o_proj.weight", fanIn(nh * d), H, (long) nh * d));
             out.add(one(p + "self_attn.q_norm.weight", d));
-            out.add(one(p + "self_attn.k_norm.weight", d));
-            out.add(rand(p + "mlp.gate_proj.weight", fanIn(H), s.ffn(), H));
-            out.add(rand(p + "mlp.up_proj.weight", fanIn(H), s.ffn(), H));
-            out.add(rand(p + "mlp.down_proj.weight", fanIn(s.ffn()), H, s.ffn()));
+            if (!shared) out.add(one(p + "self_attn.k_norm.weight", d));
+            out.add(rand(p + "mlp.gate_proj.weight", fanIn(H), ffn, H));
+            out.add(rand(p + "mlp.up_proj.weight", fanIn(H), ffn, H));
+            out.add(rand(p + "mlp.down_proj.weight", fanIn(ffn), H, ffn));
+            if (P > 0) {
+                out.add(rand(p + "per_layer_input_gate.weight", fanIn(H), P, H));
+                out.add(rand(p + "per_layer_projection.weight", fanIn(P), H, P));
+                out.add(one(p + "post_per_layer_input_norm.weight", H));
+            }
+            if (s.experts() > 0) {
+                int E = s.experts(), Im = s.moeFfn();
+                out.add(rand(p + "router.proj.weight", fanIn(H), E, H));
+                out.add(one(p + "router.scale", H));
+                out.add(one(p + "router.per_expert_scale", E));
+                out.add(rand(p + "experts.gate_up_proj", fanIn(H), E, 2L * Im, H));
+                out.add(rand(p + "experts.down_proj", fanIn(Im), E, H, Im));
+                out.add(one(p + "pre_feedforward_layernorm_2.weight", H));
+                out.add(one(p + "post_feedforward_layernorm_1.weight", H));
+                out.add(one(p + "post_feedforward_layernorm_2.weight", H));
+            }
         }
         out.add(one("model.norm.weight", H));
         return out;

@@ -73,13 +73,14 @@ public final class BenchCommand implements Callable<Integer> {
     /** The phases in order, the machine's yardstick first; the prefilled session goes on to decode and capture. */
     private static BenchReport run(BenchSpec bs, BenchSetup b) throws IOException {
         var read = ReadBandwidth.measure(b);
+        var compute = Compute.measure(b);
         var prefill = Prefill.measure(b);
         var decode = Decode.measure(b, prefill.last());
         var capture = CaptureOverhead.measure(b, prefill.last());
         var prefix = PrefixReuse.measure(b);
         var kv = KvTypes.measure(b);
         var compare = CompareThroughput.measure(b);
-        return new BenchReport(bs, Machine.current(), b.model().weightBytesPerToken(), read, prefill.tokensPerS(), decode, capture, prefix,
+        return new BenchReport(bs, Machine.current(), b.model().weightBytesPerToken(), read, compute, prefill.tokensPerS(), decode, capture, prefix,
                 kv, compare, Machine.peakRss());
     }
 

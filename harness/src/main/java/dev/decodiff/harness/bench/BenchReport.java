@@ -9,12 +9,13 @@ import java.util.LinkedHashMap;
 import java.util.Map;
 
 /** Everything one bench run measured, with the ratios and targets derived from it, as text or JSON. */
-record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, ReadBandwidth read, Figure prefillTps, Decode decode,
+record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, ReadBandwidth read, Compute compute, Figure prefillTps, Decode decode,
                    CaptureOverhead capture, PrefixReuse prefix, KvTypes kv, CompareThroughput compare, long peakRss) {
 
     int newTokens() { return BenchSetup.CONTEXTS[BenchSetup.CONTEXTS.length - 1] - BenchSetup.PREFIX; }
 
-    Figure readGbs() { return read.yardstick(); }
+    /** The typical pass of the prefetching reader over the weights file (the median). */
+    Figure readGbs() { return read.file(); }
 
     Figure decodeTps(int context) { return decode.tokensPerS().get(context); }
 
@@ -33,9 +34,14 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
         return w;
     }
 
-    double decodeWeightGbs() { return weightBytesPerToken * decodeTps(512).median() / 1e9; }
+    double decodeWeightGbs() { return decodeWeightGbs(512); }
 
-    double bandwidthRatio() { return decodeWeightGbs() / readGbs().median(); }
+    double decodeWeightGbs(int context) { return weightBytesPerToken * decodeTps(context).median() / 1e9; }
+
+    /** Decode's weight traffic at 512 over the best read pass (the ceiling, not a typical pass). */
+    double bandwidthRatio() { return decodeWeightGbs() / read.bestGbs(); }
+
+    double bandwidthRatio128() { return decodeWeightGbs(128) / read.bestGbs(); }
 
     double ratio2048over128() { return decodeTps(128).median() / decodeTps(2048).median(); }
 
@@ -51,12 +57,20 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
         o.put("threads", machine.threads());
         o.put("kernels", machine.kernels());
         o.put("read_bandwidth_gbs", readGbs().median());
+        o.put("read_bandwidth_best_gbs", read.bestGbs());
         o.put("read_bandwidth_java_gbs", read.javaGbs().median());
         if (read.nativeGbs() != null) o.put("read_bandwidth_native_gbs", read.nativeGbs().median());
+        o.put("read_bandwidth_anonymous_gbs", read.anonymousGbs().median());
+        o.put("read_bandwidth_anonymous_best_gbs", read.anonymousGbs().max());
+        o.put("fma_peak_gflops", compute.fmaPeakGflops().max());
+        o.put("gemm_gflops", compute.gemmGflops().max());
+        o.put("gemm_shape", compute.gemmShape());
+        o.put("gemm_over_fma_peak", compute.gemmOverPeak());
         var d = o.putObject("decode_tokens_per_s");
         decode.tokensPerS().forEach((c, f) -> d.put(Integer.toString(c), f.median()));
         o.put("decode_weight_gbs", decodeWeightGbs());
         o.put("decode_bandwidth_ratio", bandwidthRatio());
+        o.put("decode_128_bandwidth_ratio", bandwidthRatio128());
         o.put("decode_2048_over_128", ratio2048over128());
         o.put("prefill_tokens_per_s", prefillTps.median());
         o.put("prefill_over_decode", prefillOverDecode());
@@ -87,6 +101,9 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
         put(f, "read_bandwidth_gbs", readGbs());
         put(f, "read_bandwidth_java_gbs", read.javaGbs());
         if (read.nativeGbs() != null) put(f, "read_bandwidth_native_gbs", read.nativeGbs());
+        put(f, "read_bandwidth_anonymous_gbs", read.anonymousGbs());
+        put(f, "fma_peak_gflops", compute.fmaPeakGflops());
+        put(f, "gemm_gflops", compute.gemmGflops());
         decode.tokensPerS().forEach((c, x) -> put(f, "decode_tokens_per_s_" + c, x));
         put(f, "prefill_tokens_per_s", prefillTps);
         put(f, "decode_ms_no_probe", capture.noProbeMs());
@@ -111,6 +128,8 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
     Map<String, Boolean> targets() {
         var t = new LinkedHashMap<String, Boolean>();
         t.put("decode_weight_traffic_ge_0.85_read_bandwidth", bandwidthRatio() >= 0.85);
+        t.put("decode_128_weight_traffic_ge_0.8_best_read_bandwidth", bandwidthRatio128() >= 0.8);
+        t.put("gemm_ge_0.8_fma_peak", compute.gemmOverPeak() >= 0.8);
         t.put("decode_2048_le_1.25_decode_128", ratio2048over128() <= 1.25);
         t.put("prefill_ge_6_decode", prefillOverDecode() >= 6);
         t.put("idle_probe_le_1.02", capture.idleOverhead() <= 1.02);
@@ -125,8 +144,12 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
         out.println("machine: " + machine.cpu() + ", " + machine.threads() + " threads; weights read per decode token: %.3f GB".formatted(weightBytesPerToken / 1e9));
         out.println("kernels: " + machine.kernels());
         out.println("median (min, max, samples):");
-        out.println("  read bandwidth          " + readGbs().format("%7.2f") + " GB/s  (the faster streaming read: Java %.2f%s)"
-                .formatted(read.javaGbs().median(), read.nativeGbs() == null ? "" : ", native %.2f".formatted(read.nativeGbs().median())));
+        out.println("  read bandwidth          " + readGbs().format("%7.2f") + " GB/s  (weights file, %s reader, equal shares; Java reader %.2f)"
+                .formatted(read.nativeGbs() == null ? "Java" : "prefetching", read.javaGbs().median()));
+        out.println("  read bandwidth, best    %7.2f GB/s  (the ceiling decode is measured against)".formatted(read.bestGbs()));
+        out.println("  anonymous memory read   " + read.anonymousGbs().format("%7.2f") + " GB/s  (%d MiB, no page cache)".formatted(read.anonymousBytes() >> 20));
+        out.println("  fp32 FMA peak           " + compute.fmaPeakGflops().format("%7.1f") + " GFLOPS (in-register FMA loop, all threads)");
+        out.println("  prefill GEMM            " + compute.gemmGflops().format("%7.1f") + " GFLOPS (%s, exact fp32)".formatted(compute.gemmShape()));
         for (int c : BenchSetup.CONTEXTS) out.println("  decode @ctx %-5d       ".formatted(c) + decodeTps(c).format("%7.2f") + " tok/s");
         out.println("  decode weight traffic   %7.2f GB/s at ctx 512".formatted(decodeWeightGbs()));
         out.println("  prefill %d tokens      ".formatted(BenchSetup.PREFILL) + prefillTps.format("%7.1f") + " tok/s");
@@ -143,7 +166,9 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
             out.println("    %-5s        %10d   %8.1f (%4.2f)               %6.2f".formatted(t.id(), kv.bytesPerToken().get(t), kvPrefill(t).median(),
                     kvPrefill(t).median() / prefillTps.median(), kvDecode(t).median()));
         out.println("ratios (targets):");
-        out.println("  decode weight traffic / read bandwidth  %5.2f  (≥ 0.85) %s".formatted(bandwidthRatio(), ok(bandwidthRatio() >= 0.85)));
+        out.println("  decode weight traffic / best read       %5.2f  (≥ 0.85) %s".formatted(bandwidthRatio(), ok(bandwidthRatio() >= 0.85)));
+        out.println("  the same at ctx 128                     %5.2f  (≥ 0.8)  %s".formatted(bandwidthRatio128(), ok(bandwidthRatio128() >= 0.8)));
+        out.println("  prefill GEMM / FMA peak (best passes)   %5.2f  (≥ 0.8)  %s".formatted(compute.gemmOverPeak(), ok(compute.gemmOverPeak() >= 0.8)));
         out.println("  decode time @2048 / @128                %5.2f  (≤ 1.25) %s".formatted(ratio2048over128(), ok(ratio2048over128() <= 1.25)));
         out.println("  prefill tok/s / decode tok/s            %5.2f  (≥ 6)    %s".formatted(prefillOverDecode(), ok(prefillOverDecode() >= 6)));
         out.println("  idle probe / no probe                   %5.3f  (≤ 1.02) %s".formatted(capture.idleOverhead(), ok(capture.idleOverhead() <= 1.02)));
