@@ -6,7 +6,9 @@ import dev.decodiff.engine.Fault;
 import dev.decodiff.engine.Gemma4Config;
 import dev.decodiff.engine.LayerSpec;
 import dev.decodiff.harness.dump.DumpReader;
+import dev.decodiff.harness.compare.detect.Finding;
 import dev.decodiff.harness.selftest.ExpectedCell;
+import dev.decodiff.harness.selftest.ExpectedVariant;
 import dev.decodiff.harness.selftest.SelfTest;
 import dev.decodiff.harness.selftest.SelfTestReport;
 import dev.decodiff.harness.selftest.SelfTestResult;
@@ -251,6 +253,29 @@ class SelfTestTest {
         assertThat(ExpectedCell.of(Fault.K_EQ_V_ROTATED_KEYS, ple, ones, longCase)).isInstanceOf(ExpectedCell.NotApplicable.class);
         assertCell(ExpectedCell.of(Fault.KV_SHARED_FIRST_SOURCE, ple, ones, longCase), 0, 4, "layers.4.attn.k_read");
         assertThat(ExpectedCell.of(Fault.DECODE_RECOMPUTE, cfg, ones, longCase)).isInstanceOf(ExpectedCell.NoNumericDivergence.class);
+        // The op variants: the first op that computes them wrongly is in layer 0 at step 0.
+        assertCell(ExpectedCell.of(Fault.ATTENTION_SCALE_INV_SQRT_D, cfg, ones, shortCase), 0, 0, "layers.0.attn.out");
+        assertCell(ExpectedCell.of(Fault.PREFILL_BIDIRECTIONAL, cfg, ones, shortCase), 0, 0, "layers.0.attn.out");
+        assertCell(ExpectedCell.of(Fault.MLP_GELU_ERF, cfg, ones, longCase), 0, 0, "layers.0.mlp.out");
+    }
+
+    @Test
+    void expectedVariantsComeFromTheFaultAndTheConfig() {
+        var cfg = Gemma4Config.read(root.resolve("checkpoints/gemma4-tiny/config.json"));
+        var ple = Gemma4Config.read(root.resolve("checkpoints/gemma4-tiny-ple/config.json"));
+        var longCase = DumpReader.open(root.resolve("reference-dumps/gemma4-tiny/long")).manifest();
+        float[] ones = new float[ple.numLayers()];
+        java.util.Arrays.fill(ones, 1f);
+        // d of layer 0 from config.json: head_dim of a sliding layer
+        int d = cfg.layer(0).headDim();
+        assertThat(ExpectedVariant.of(Fault.ATTENTION_SCALE_INV_SQRT_D, cfg, null).name()).isEqualTo("the scores scaled by 1/√d (d = " + d + ")");
+        // ple: layer 4 shares layer 3's cache; the fault makes it read the first sliding layer, 0
+        var shared = ExpectedVariant.of(Fault.KV_SHARED_FIRST_SOURCE, ple, ExpectedCell.of(Fault.KV_SHARED_FIRST_SOURCE, ple, ones, longCase));
+        assertThat(shared).isEqualTo(new ExpectedVariant("kv source", "layer 4 reads layer 0's cache"));
+        assertThat(ExpectedVariant.of(Fault.DECODE_RECOMPUTE, cfg, null)).isNull();
+        assertThat(new ExpectedVariant("attention", "no causal mask in prefill")
+                .matches(new Finding.Variant("attention", "no causal mask in prefill (prompt rows also see the later prompt positions)"))).isTrue();
+        assertThat(new ExpectedVariant("attention", "no causal mask in prefill").matches(new Finding.Variant("attention", "no mask at all"))).isFalse();
     }
 
     static void assertCell(ExpectedCell e, int step, int layer, String point) {
