@@ -147,13 +147,10 @@ public final class Bisector {
             // (a) local: every layer on the reference's input and cache history, in one run.
             var inputs = new LinkedHashSet<String>();
             for (String p : stepPoints) if (isInput(p)) inputs.add(p);
-            Run local = run(refs, new Plan(s, s, inputs, p -> true));
+            var judged = new LocalCells(s, refStep, profile);
+            Run local = run(refs, new Plan(s, s, inputs, p -> true), judged);
             notes.addAll(local.notes);
-            var localCells = new TreeMap<String, CellStats>(Comparison.CAUSAL);
-            for (String p : stepPoints) {
-                var c = local.captured.get(p);
-                if (c != null) localCells.put(p, Cells.of(s, p, refStep.tensor(p), c.view(), profile.tolerance(p)));
-            }
+            var localCells = judged.cells;
             var accumulated = new HashMap<String, CellStats>();
             for (var c : compare.cellsOfStep(s)) accumulated.put(c.point(), c);
 
@@ -382,8 +379,12 @@ public final class Bisector {
 
     private record Run(Map<String, CapturedTensor> captured, Set<String> refused, List<String> notes, float[] logits) {}
 
-    private Run run(ReferenceTensors refs, Plan plan) {
+    private Run run(ReferenceTensors refs, Plan plan) { return run(refs, plan, null); }
+
+    /** A run of the plan; with a {@code local} collector, the target step's tensors go to it as produced and {@code captured} is what it kept. */
+    private Run run(ReferenceTensors refs, Plan plan, LocalCells local) {
         var probe = new SubstitutionProbe(refs, plan);
+        if (local != null) probe.sendTo(local);
         var session = model.newSession(options.withProbe(probe));
         float[] logits = null;
         for (int s = 0; s <= plan.target(); s++) {
@@ -395,7 +396,7 @@ public final class Bisector {
                 throw new EngineThrewException(s, e);
             }
         }
-        return new Run(probe.captured, probe.refused, probe.notes, logits);
+        return new Run(local != null ? local.kept : probe.captured, probe.refused, probe.notes, logits);
     }
 
     static Predicate<String> all() { return p -> true; }

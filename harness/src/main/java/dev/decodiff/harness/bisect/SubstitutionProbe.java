@@ -10,6 +10,7 @@ import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.function.Consumer;
 
 /**
  * Carries out a {@link Plan} inside the engine: hands the engine the reference's attn.k / attn.v at earlier steps
@@ -26,10 +27,15 @@ final class SubstitutionProbe implements Probe {
     final Set<String> refused = new LinkedHashSet<>();
     final List<String> notes = new ArrayList<>();
 
+    private Consumer<CapturedTensor> sink;
+
     SubstitutionProbe(ReferenceTensors ref, Plan plan) {
         this.ref = ref;
         this.plan = plan;
     }
+
+    /** Hands the target step's captured tensors to {@code sink} as produced instead of collecting them in {@link #captured}. */
+    void sendTo(Consumer<CapturedTensor> sink) { this.sink = sink; }
 
     static boolean cacheEntry(String point) {
         String kind = CapturePoints.kindOf(point);
@@ -50,7 +56,11 @@ final class SubstitutionProbe implements Probe {
     public float[] capture(String point, int[] shape, float[] data) {
         if (step < plan.referenceCacheBefore()) return substitute(point, data);
         if (step != plan.target()) return null;
-        if (plan.capture().test(point)) captured.put(point, CapturedTensor.of(point, shape, data));
+        if (plan.capture().test(point)) {
+            var t = CapturedTensor.of(point, shape, data);
+            if (sink != null) sink.accept(t);
+            else captured.put(point, t);
+        }
         return plan.replace().contains(point) ? substitute(point, data) : null;
     }
 

@@ -1,7 +1,6 @@
 package dev.decodiff.harness.live;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
-import dev.decodiff.harness.TinyCheckpoint;
 import dev.decodiff.harness.compare.EngineFailure;
 import dev.decodiff.harness.dump.DumpReader;
 import org.junit.jupiter.api.BeforeAll;
@@ -29,10 +28,9 @@ class EngineThrowsTest {
 
     @BeforeAll
     static void setUp() {
-        model = TinyCheckpoint.write(home.resolve("checkpoints/tiny"));
-        dump = home.resolve("case");
-        var r = run("dump", "--model", model.toString(), "--tokens", "2,5,9,13,17,21,25", "-n", "4", "--out", dump.toString());
-        assertThat(r.code()).as(r.err()).isZero();
+        var c = TinyCase.write(home, home.resolve("case"), 4);
+        model = c.model();
+        dump = c.dump();
         var m = DumpReader.open(dump).manifest();
         assertThat(m.step(1).start()).as("step 1 is the first to read the cache").isEqualTo(7);
     }

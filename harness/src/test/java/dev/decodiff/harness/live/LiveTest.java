@@ -28,10 +28,9 @@ class LiveTest {
 
     @BeforeAll
     static void setUp() {
-        model = TinyCheckpoint.write(home.resolve("checkpoints/tiny"));
-        dump = home.resolve("reference-dumps/tiny/case");
-        var r = run("dump", "--model", model.toString(), "--tokens", "2,5,9,13,17,21,25", "-n", "6", "--out", dump.toString());
-        assertThat(r.code()).as(r.err()).isZero();
+        var c = TinyCase.write(home, home.resolve("reference-dumps/tiny/case"), 6);
+        model = c.model();
+        dump = c.dump();
         oldHome = System.getProperty("decodiff.home");
         System.setProperty("decodiff.home", home.toString());
     }

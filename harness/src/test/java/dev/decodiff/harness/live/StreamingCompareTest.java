@@ -3,7 +3,6 @@ package dev.decodiff.harness.live;
 import dev.decodiff.engine.EngineOptions;
 import dev.decodiff.engine.Fault;
 import dev.decodiff.engine.Gemma4Model;
-import dev.decodiff.harness.TinyCheckpoint;
 import dev.decodiff.harness.compare.CandidateSource;
 import dev.decodiff.harness.compare.Comparison;
 import dev.decodiff.harness.compare.ComparisonResult;
@@ -16,7 +15,6 @@ import org.junit.jupiter.api.io.TempDir;
 import java.nio.file.Path;
 import java.util.Set;
 
-import static dev.decodiff.harness.cli.CliTest.run;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /**
@@ -30,10 +28,9 @@ class StreamingCompareTest {
 
     @BeforeAll
     static void setUp() {
-        model = TinyCheckpoint.write(home.resolve("checkpoints/tiny"));
-        dump = home.resolve("case");
-        var r = run("dump", "--model", model.toString(), "--tokens", "2,5,9,13,17,21,25", "-n", "6", "--out", dump.toString());
-        assertThat(r.code()).as(r.err()).isZero();
+        var c = TinyCase.write(home, home.resolve("case"), 6);
+        model = c.model();
+        dump = c.dump();
     }
 
     /** The same live engine, handing over whole steps only (the path a dump takes). */
