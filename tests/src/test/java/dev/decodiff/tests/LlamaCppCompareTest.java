@@ -2,7 +2,12 @@ package dev.decodiff.tests;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.decodiff.harness.llamacpp.GgufCache;
+import dev.decodiff.llamacpp.LlamaCppRunner;
+import dev.decodiff.llamacpp.ffi.LlamaContext;
+import dev.decodiff.llamacpp.ffi.LlamaCppException;
 import dev.decodiff.llamacpp.ffi.LlamaCppHome;
+import dev.decodiff.llamacpp.gguf.GgufOutputType;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -12,8 +17,10 @@ import org.junit.jupiter.params.provider.ValueSource;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.List;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
 /**
  * `decodiff compare --engine llama.cpp` end to end on the bundled checkpoints, asserting what docs/engines/llama.cpp.md
@@ -109,6 +116,18 @@ class LlamaCppCompareTest {
         var r = Cli.run("compare", "--engine", "llama.cpp", "--gguf", tmp.resolve("moe.gguf").toString());
         assertThat(r.code()).as(r.toString()).isEqualTo(2);
         assertThat(r.err()).contains(tmp.resolve("moe.gguf").toString()).contains("expert_count").contains("is not a GGUF of");
+    }
+
+    @Test
+    void aPointTheGraphDoesNotEmitStopsTheFirstStepNamingTheGraphNamesLookedFor() {
+        // as when a llama.cpp release renames a tensor: the reference wants a point no graph tensor gives
+        var gguf = GgufCache.of(root.resolve("checkpoints/gemma4-tiny"), GgufOutputType.F32);
+        try (var r = LlamaCppRunner.open(gguf, LlamaContext.Options.exact(256), p -> true)) {
+            assertThatThrownBy(() -> r.step(new int[]{2, 651}, 0, List.of("layers.0.attn.q", "layers.6.attn.q")))
+                    .isInstanceOf(LlamaCppException.class)
+                    .hasMessageContaining("emitted no tensor for layers.6.attn.q (graph name Qcur_pos-6)")
+                    .hasMessageContaining("update the table in GraphNames");
+        }
     }
 
     @Test
