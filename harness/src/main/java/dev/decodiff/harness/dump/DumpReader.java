@@ -49,6 +49,7 @@ public final class DumpReader {
         Path mf = dir.resolve(DumpManifest.FILE_NAME);
         if (!Files.isRegularFile(mf))
             throw new BadInputException(mf, "missing; a dump folder needs manifest.json (docs/dump-format.md) — is this the right folder?");
+        checkInside(dir, mf);
         DumpManifest manifest = parseManifest(mf);
         var points = checkStepFiles(dir, manifest, mf);
         checkLayers(mf, manifest, points);
@@ -173,13 +174,13 @@ public final class DumpReader {
         }
     }
 
-    /** A step file that is a link must still land inside the dump folder: a dump is one self-contained folder. */
+    /** A manifest or step file that is a link must still land inside the dump folder: a dump is one self-contained folder. */
     private static void checkInside(Path dir, Path f) {
         try {
             Path real = f.toRealPath(), home = dir.toRealPath();
             if (!real.startsWith(home))
                 throw new BadInputException(f, "resolves to " + real + ", outside the dump folder " + home
-                        + "; a dump's step files must lie inside its folder — copy the file in instead of linking it");
+                        + "; a dump's files must lie inside its folder — copy the file in instead of linking it");
         } catch (IOException e) {
             throw new BadInputException(f, "cannot be resolved: " + e.getMessage());
         }

@@ -105,6 +105,15 @@ class StrictReadingTest {
     }
 
     @Test
+    void aManifestLinkedFromOutsideTheDumpFolderIsRefused() throws IOException {
+        Path c = cand(), mf = c.resolve("manifest.json");
+        Path outside = tmp.resolve("elsewhere-manifest.json");
+        Files.move(mf, outside);
+        Files.createSymbolicLink(mf, outside);
+        assertRefused(CliTest.run("compare", ref().toString(), c.toString()), mf, "outside the dump folder");
+    }
+
+    @Test
     void aLinkThatStaysInsideTheFolderIsFine() throws IOException {
         Path c = cand(), f = c.resolve("step-0001.safetensors");
         Files.move(f, c.resolve("real-0001.bin"));
