@@ -28,7 +28,8 @@ conv="$cache-converter"
 need_conv=0
 [ "${1:-}" = "--with-converter" ] && need_conv=1
 
-# .complete holds the layout of the cache; an older layout is fetched again.
+# .complete holds the layout of the cache; an older layout is fetched again. LlamaCppHome.CACHE_LAYOUT (Java) reads
+# the same number: change both together.
 LAYOUT=2
 if [ -f "$cache/.complete" ] && [ "$(cat "$cache/.complete")" = "$LAYOUT" ] && { [ "$need_conv" = 0 ] || [ -f "$conv/.complete" ]; }; then
   echo "$lib"
