@@ -29,7 +29,10 @@ class OutputSafetyTest {
     @TempDir
     Path tmp;
 
-    Path ref() { return SyntheticDump.write(tmp.resolve("ref"), SyntheticDump.NONE); }
+    Path ref() { return dump("ref"); }
+
+    /** A clean synthetic dump in tmp/name. */
+    Path dump(String name) { return SyntheticDump.write(tmp.resolve(name), SyntheticDump.NONE); }
 
     /** sha256 of every file under dir, by relative path: the "nothing changed" check. */
     static TreeMap<String, String> fingerprint(Path dir) throws Exception {
@@ -87,7 +90,7 @@ class OutputSafetyTest {
     void calibrateOutInsideAReferenceIsRefusedEvenWithForce() throws Exception {
         Path ref = ref();
         var before = fingerprint(ref);
-        Path twin = SyntheticDump.write(tmp.resolve("twin"), SyntheticDump.NONE);
+        Path twin = dump("twin");
         assertRefused(run("calibrate", ref.toString(), twin.toString(), "--out", ref.resolve("manifest.json").toString(), "--force"),
                 "--out is inside the input");
         assertRefused(run("calibrate", ref.toString(), twin.toString(), "--out", twin.resolve("p.json").toString()), "--out is inside the input");
@@ -97,7 +100,7 @@ class OutputSafetyTest {
     @Test
     void htmlInsideAnInputIsRefusedBeforeAnyWork() throws Exception {
         Path ref = ref();
-        Path cand = SyntheticDump.write(tmp.resolve("cand"), SyntheticDump.NONE);
+        Path cand = dump("cand");
         var before = fingerprint(cand);
         assertRefused(run("compare", ref.toString(), cand.toString(), "--html", cand.resolve("report.html").toString()), "--html is inside the input");
         assertThat(fingerprint(cand)).isEqualTo(before);
@@ -106,7 +109,7 @@ class OutputSafetyTest {
     @Test
     void anHtmlReportThatCannotBeWrittenFailsAndLeavesNoFile() throws Exception {
         Path ref = ref();
-        Path cand = SyntheticDump.write(tmp.resolve("cand"), SyntheticDump.NONE);
+        Path cand = dump("cand");
         Path blocker = Files.writeString(tmp.resolve("not-a-folder"), "x");
         Path html = blocker.resolve("report.html");
         var r = run("compare", ref.toString(), cand.toString(), "--html", html.toString());
@@ -119,7 +122,7 @@ class OutputSafetyTest {
     @Test
     void anHtmlReportReplacesAnEarlierOneWholeAndLeavesNoTemporaryFile() throws Exception {
         Path ref = ref();
-        Path cand = SyntheticDump.write(tmp.resolve("cand"), SyntheticDump.NONE);
+        Path cand = dump("cand");
         Path dir = Files.createDirectories(tmp.resolve("out"));
         Path html = dir.resolve("r.html");
         assertThat(run("compare", ref.toString(), cand.toString(), "--html", html.toString()).code()).isZero();
@@ -133,7 +136,7 @@ class OutputSafetyTest {
     @Test
     void aStdoutThatFailsMakesTheRunFailWhateverTheVerdict() {
         Path ref = ref();
-        Path cand = SyntheticDump.write(tmp.resolve("cand"), SyntheticDump.NONE);
+        Path cand = dump("cand");
         var broken = new PrintWriter(new OutputStream() {
             @Override
             public void write(int b) throws IOException { throw new IOException("No space left on device"); }
@@ -147,7 +150,7 @@ class OutputSafetyTest {
     @Test
     void compareJsonToDevFullExitsNonZeroInARealProcess() throws Exception {
         Path ref = ref();
-        Path cand = SyntheticDump.write(tmp.resolve("cand"), SyntheticDump.NONE);
+        Path cand = dump("cand");
         String java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
         Path errFile = tmp.resolve("stderr.txt");
         var p = new ProcessBuilder(List.of(java, "--add-modules", "jdk.incubator.vector", "--enable-native-access=ALL-UNNAMED",
@@ -174,7 +177,7 @@ class OutputSafetyTest {
     @Test
     void aProfileOrReportInAReadOnlyPlaceFailsWithTheReasonAndNoFile() throws Exception {
         Path ref = ref();
-        Path twin = SyntheticDump.write(tmp.resolve("twin"), SyntheticDump.NONE);
+        Path twin = dump("twin");
         // /proc takes no new files, not even from root: a read-only place wherever the tests run
         Path profile = Path.of("/proc/decodiff-test/profile.json");
         var r = run("calibrate", ref.toString(), twin.toString(), "--out", profile.toString());
