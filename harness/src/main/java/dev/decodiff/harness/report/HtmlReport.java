@@ -40,8 +40,12 @@ public final class HtmlReport {
                         code{font-size:12px;background:#f6f8fa;padding:1px 4px;border-radius:4px}
                         """)
                 .append("</style></head><body>\n");
-        h.append("<h1>decodiff compare</h1>\n<div class=\"meta\">reference <code>").append(esc(r.reference()))
-                .append("</code><br>candidate <code>").append(esc(r.candidate())).append("</code><br>")
+        var rp = r.referenceManifest().producer();
+        var cp = r.candidateProducer();
+        h.append("<h1>decodiff compare</h1>\n<div class=\"meta\">reference <code>").append(esc(r.reference())).append("</code>")
+                .append(rp == null ? "" : " (" + esc(rp.describe()) + ")")
+                .append("<br>candidate <code>").append(esc(r.candidate())).append("</code>")
+                .append(cp == null ? "" : " (" + esc(cp.describe()) + ")").append("<br>")
                 .append(r.stepsCompared()).append(" of ").append(r.referenceSteps()).append(" steps · ")
                 .append(Fmt.count(r.cells().size())).append(" cells · tolerances: ").append(esc(r.profile().source()));
         if (!ComparisonResult.NOT_APPLICABLE.equals(r.observerEffect()))

@@ -83,6 +83,9 @@ class ProvenanceTest {
         int cand = lines.indexOf("  candidate  " + faulted);
         assertThat(cand).as(r.out()).isPositive();
         assertThat(lines.get(cand + 1)).startsWith("             by decodiff").contains("faults ring-wrap").contains("kernels " + NativeKernels.status());
+        Path html = tmp.resolve("provenance.html");
+        run("compare", clean.toString(), faulted.toString(), "--html", html.toString());
+        assertThat(Files.readString(html)).contains("faults ring-wrap").contains("kernels " + NativeKernels.status());
         var j = new ObjectMapper().readTree(run("compare", clean.toString(), lossy.toString(), "--json").out());
         assertThat(j.get("producers").get("candidate").get("kv_cache").get("values").asText()).isEqualTo("bf16");
         assertThat(j.get("producers").get("reference").get("engine").asText()).isEqualTo("decodiff-java");
