@@ -29,8 +29,14 @@ class BenchSmokeTest {
         assertThat(code).as(err.toString()).isZero();
         JsonNode j = new ObjectMapper().readTree(out.toString());
         for (String k : List.of("read_bandwidth_gbs", "decode_weight_gbs", "decode_bandwidth_ratio", "decode_2048_over_128",
-                "prefill_over_decode", "idle_probe_overhead", "compare_bandwidth_ratio", "peak_rss_bytes"))
+                "prefill_over_decode", "idle_probe_overhead", "compare_bandwidth_ratio", "peak_rss_bytes",
+                // the ceilings: best and median read of the weights, anonymous memory, FMA peak and a prefill GEMM
+                "read_bandwidth_best_gbs", "read_bandwidth_anonymous_gbs", "fma_peak_gflops", "gemm_gflops", "gemm_over_fma_peak"))
             assertPositive(j, k);
+        // the best pass is a pass: at least the median, and the decode ratio is taken against it
+        assertThat(j.get("read_bandwidth_best_gbs").asDouble()).isGreaterThanOrEqualTo(j.get("read_bandwidth_gbs").asDouble());
+        assertThat(j.get("decode_bandwidth_ratio").asDouble())
+                .isCloseTo(j.get("decode_weight_gbs").asDouble() / j.get("read_bandwidth_best_gbs").asDouble(), org.assertj.core.data.Percentage.withPercentage(1e-6));
         for (String c : List.of("128", "512", "2048")) assertPositive(j.get("decode_tokens_per_s"), c);
         // issue 6 point 4: prefix-reuse and second-turn time to first token, and each KV type's memory and speed
         for (String k : List.of("ttft_cold_s", "ttft_prefix_reuse_s", "prefix_reuse_speedup", "ttft_second_turn_s", "second_turn_speedup"))
@@ -47,6 +53,22 @@ class BenchSmokeTest {
             assertThat(entries.getFirst().resolve("model.safetensors")).isRegularFile();
             assertThat(entries.getFirst().getFileName().toString()).doesNotContain("partial");
         }
+    }
+
+    @Test
+    void coreBenchMeasuresTheCeilingsPrefillAndDecodeOnly(@TempDir Path cache) throws Exception {
+        var out = new StringWriter();
+        var err = new StringWriter();
+        int code = Main.commandLine(new PrintWriter(out, true), new PrintWriter(err, true))
+                .execute("bench", "--size", "small,hidden=128,ffn=256,vocab=4096,head_dim=32,global_head_dim=64,layers=2", "--core", "--json",
+                        "--cache", cache.toString(), "--decode-steps", "2", "--repeats", "1");
+        assertThat(code).as(err.toString()).isZero();
+        JsonNode j = new ObjectMapper().readTree(out.toString());
+        for (String k : List.of("read_bandwidth_best_gbs", "fma_peak_gflops", "gemm_gflops", "prefill_tokens_per_s", "peak_rss_bytes"))
+            assertPositive(j, k);
+        for (String c : List.of("128", "512", "2048")) assertPositive(j.get("decode_tokens_per_s"), c);
+        for (String k : List.of("compare_gbs", "idle_probe_overhead", "ttft_prefix_reuse_s", "kv_bytes_per_token"))
+            assertThat(j.has(k)).as("%s left out under --core", k).isFalse();
     }
 
     private static void assertPositive(JsonNode j, String key) {

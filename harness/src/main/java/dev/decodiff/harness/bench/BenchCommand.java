@@ -24,11 +24,14 @@ import java.util.function.Consumer;
 @Command(name = "bench", mixinStandardHelpOptions = true,
         description = {"Measures decode/prefill speed against the machine's memory bandwidth, probe and dump overhead, and compare throughput,",
                 "on a random Gemma 4 checkpoint synthesized once and cached (default: a 1.06 B-parameter model, 2.1 GB in bf16)."},
-        footer = {"", "Examples:", "  decodiff bench", "  decodiff bench --size small --json", "  decodiff bench --size default,layers=6"})
+        footer = {"", "Examples:", "  decodiff bench", "  decodiff bench --size small --json", "  decodiff bench --size default,layers=6",
+                "  decodiff bench --size e2b --core"})
 public final class BenchCommand implements Callable<Integer> {
     @Option(names = "--size", paramLabel = "SPEC", defaultValue = "default",
-            description = "Preset (default = 1.06 B params/2.1 GB, small ≈ 100 MB) with optional overrides, e.g. 'default,layers=12' "
-                    + "(keys: hidden, layers, heads, kv, head_dim, global_head_dim, ffn, vocab, window, seed).")
+            description = "Preset (default = 1.06 B params/2.1 GB, small ≈ 100 MB; e2b = Gemma 4 E2B's geometry with PLE and KV sharing, ≈ 4.6 B "
+                    + "params/9.2 GB; 26b-a4b = Gemma 4 26B-A4B's width with 128 experts, two layers deep, 2.3 B/4.7 GB) with optional overrides, "
+                    + "e.g. 'default,layers=12' (keys: hidden, layers, heads, kv, head_dim, global_head_dim, ffn, vocab, window, seed, "
+                    + "period, global_kv, ple, kv_shared, experts, top_k, moe_ffn).")
     String size;
 
     @Option(names = "--json", description = "Print the figures as JSON on stdout (progress still goes to stderr).")
@@ -42,6 +45,10 @@ public final class BenchCommand implements Callable<Integer> {
 
     @Option(names = "--repeats", paramLabel = "N", defaultValue = "3", description = "Repeats of prefill, compare and bandwidth runs (default 3; bandwidth runs 2N+1, compare max(N, 5) after a 3 s warm-up).")
     int repeats;
+
+    @Option(names = "--core", description = "Measure only the ceilings, prefill, decode and peak RSS (for the large real-shape presets, "
+            + "where capture overhead, prefix reuse, the KV types and compare take long).")
+    boolean core;
 
     @picocli.CommandLine.Spec
     picocli.CommandLine.Model.CommandSpec spec;
@@ -59,7 +66,7 @@ public final class BenchCommand implements Callable<Integer> {
         Path dir = BenchCheckpoint.ensure(bs, cache != null ? cache : BenchCheckpoint.defaultCacheRoot(), log);
         Path work = Files.createTempDirectory("decodiff-bench-");
         try (var model = Gemma4Model.load(dir)) {
-            var r = run(bs, BenchSetup.of(bs, model, dir, repeats, decodeSteps, work, log));
+            var r = run(bs, BenchSetup.of(bs, model, dir, repeats, decodeSteps, work, log), core);
             var out = spec.commandLine().getOut();
             if (json) out.println(new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT).writeValueAsString(r.json()));
             else r.print(out);
@@ -70,16 +77,16 @@ public final class BenchCommand implements Callable<Integer> {
         return 0;
     }
 
-    /** The phases in order, the machine's yardstick first; the prefilled session goes on to decode and capture. */
-    private static BenchReport run(BenchSpec bs, BenchSetup b) throws IOException {
+    /** The phases in order, the machine's ceilings first; the prefilled session goes on to decode and capture. */
+    private static BenchReport run(BenchSpec bs, BenchSetup b, boolean core) throws IOException {
         var read = ReadBandwidth.measure(b);
         var compute = Compute.measure(b);
         var prefill = Prefill.measure(b);
         var decode = Decode.measure(b, prefill.last());
-        var capture = CaptureOverhead.measure(b, prefill.last());
-        var prefix = PrefixReuse.measure(b);
-        var kv = KvTypes.measure(b);
-        var compare = CompareThroughput.measure(b);
+        var capture = core ? null : CaptureOverhead.measure(b, prefill.last());
+        var prefix = core ? null : PrefixReuse.measure(b);
+        var kv = core ? null : KvTypes.measure(b);
+        var compare = core ? null : CompareThroughput.measure(b);
         return new BenchReport(bs, Machine.current(), b.model().weightBytesPerToken(), read, compute, prefill.tokensPerS(), decode, capture, prefix,
                 kv, compare, Machine.peakRss());
     }

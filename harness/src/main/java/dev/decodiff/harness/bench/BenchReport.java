@@ -8,7 +8,10 @@ import java.io.PrintWriter;
 import java.util.LinkedHashMap;
 import java.util.Map;
 
-/** Everything one bench run measured, with the ratios and targets derived from it, as text or JSON. */
+/**
+ * Everything one bench run measured, with the ratios and targets derived from it, as text or JSON. Under
+ * {@code --core} capture, prefix reuse, the KV types and compare are not measured (null) and their figures are left out.
+ */
 record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, ReadBandwidth read, Compute compute, Figure prefillTps, Decode decode,
                    CaptureOverhead capture, PrefixReuse prefix, KvTypes kv, CompareThroughput compare, long peakRss) {
 
@@ -74,28 +77,36 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
         o.put("decode_2048_over_128", ratio2048over128());
         o.put("prefill_tokens_per_s", prefillTps.median());
         o.put("prefill_over_decode", prefillOverDecode());
-        o.put("idle_probe_overhead", capture.idleOverhead());
-        o.put("dump_overhead", capture.dumpOverhead());
-        o.put("compare_gbs", compare.warmGbs().median());
-        o.put("compare_bandwidth_ratio", compareRatio());
-        o.put("compare_first_run_gbs", compare.firstGbs().median());
         o.put("peak_rss_bytes", peakRss);
-        o.put("prefix_tokens", BenchSetup.PREFIX);
-        o.put("new_tokens", newTokens());
         o.put("ttft_cold_s", decode.ttftColdS().median());
-        o.put("ttft_prefix_reuse_s", prefix.prefixReusedS().median());
-        o.put("prefix_reuse_speedup", prefixSpeedup());
-        o.put("ttft_second_turn_s", prefix.secondTurnS().median());
-        o.put("second_turn_speedup", turnSpeedup());
-        var kb = o.putObject("kv_bytes_per_token");
-        kv.bytesPerToken().forEach((t, b) -> kb.put(t.id(), b));
-        var kp = o.putObject("kv_prefill_tokens_per_s");
-        var kr = o.putObject("kv_prefill_over_f32");
-        var kd = o.putObject("kv_decode_512_tokens_per_s");
-        for (var t : KvType.values()) {
-            kp.put(t.id(), kvPrefill(t).median());
-            kr.put(t.id(), kvPrefill(t).median() / prefillTps.median());
-            kd.put(t.id(), kvDecode(t).median());
+        if (capture != null) {
+            o.put("idle_probe_overhead", capture.idleOverhead());
+            o.put("dump_overhead", capture.dumpOverhead());
+        }
+        if (compare != null) {
+            o.put("compare_gbs", compare.warmGbs().median());
+            o.put("compare_bandwidth_ratio", compareRatio());
+            o.put("compare_first_run_gbs", compare.firstGbs().median());
+        }
+        if (prefix != null) {
+            o.put("prefix_tokens", BenchSetup.PREFIX);
+            o.put("new_tokens", newTokens());
+            o.put("ttft_prefix_reuse_s", prefix.prefixReusedS().median());
+            o.put("prefix_reuse_speedup", prefixSpeedup());
+            o.put("ttft_second_turn_s", prefix.secondTurnS().median());
+            o.put("second_turn_speedup", turnSpeedup());
+        }
+        if (kv != null) {
+            var kb = o.putObject("kv_bytes_per_token");
+            kv.bytesPerToken().forEach((t, b) -> kb.put(t.id(), b));
+            var kp = o.putObject("kv_prefill_tokens_per_s");
+            var kr = o.putObject("kv_prefill_over_f32");
+            var kd = o.putObject("kv_decode_512_tokens_per_s");
+            for (var t : KvType.values()) {
+                kp.put(t.id(), kvPrefill(t).median());
+                kr.put(t.id(), kvPrefill(t).median() / prefillTps.median());
+                kd.put(t.id(), kvDecode(t).median());
+            }
         }
         var f = o.putObject("figures");
         put(f, "read_bandwidth_gbs", readGbs());
@@ -106,16 +117,24 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
         put(f, "gemm_gflops", compute.gemmGflops());
         decode.tokensPerS().forEach((c, x) -> put(f, "decode_tokens_per_s_" + c, x));
         put(f, "prefill_tokens_per_s", prefillTps);
-        put(f, "decode_ms_no_probe", capture.noProbeMs());
-        put(f, "decode_ms_idle_probe", capture.idleProbeMs());
-        put(f, "decode_ms_dump", capture.dumpMs());
-        put(f, "compare_gbs", compare.warmGbs());
-        put(f, "compare_first_run_gbs", compare.firstGbs());
         put(f, "ttft_cold_s", decode.ttftColdS());
-        put(f, "ttft_prefix_reuse_s", prefix.prefixReusedS());
-        put(f, "ttft_second_turn_s", prefix.secondTurnS());
-        kv.prefillTps().forEach((t, x) -> put(f, "kv_prefill_tokens_per_s_" + t.id(), x));
-        kv.decodeTps().forEach((t, x) -> put(f, "kv_decode_512_tokens_per_s_" + t.id(), x));
+        if (capture != null) {
+            put(f, "decode_ms_no_probe", capture.noProbeMs());
+            put(f, "decode_ms_idle_probe", capture.idleProbeMs());
+            put(f, "decode_ms_dump", capture.dumpMs());
+        }
+        if (compare != null) {
+            put(f, "compare_gbs", compare.warmGbs());
+            put(f, "compare_first_run_gbs", compare.firstGbs());
+        }
+        if (prefix != null) {
+            put(f, "ttft_prefix_reuse_s", prefix.prefixReusedS());
+            put(f, "ttft_second_turn_s", prefix.secondTurnS());
+        }
+        if (kv != null) {
+            kv.prefillTps().forEach((t, x) -> put(f, "kv_prefill_tokens_per_s_" + t.id(), x));
+            kv.decodeTps().forEach((t, x) -> put(f, "kv_decode_512_tokens_per_s_" + t.id(), x));
+        }
         var t = o.putObject("targets");
         targets().forEach(t::put);
         return o;
@@ -132,10 +151,10 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
         t.put("gemm_ge_0.8_fma_peak", compute.gemmOverPeak() >= 0.8);
         t.put("decode_2048_le_1.25_decode_128", ratio2048over128() <= 1.25);
         t.put("prefill_ge_6_decode", prefillOverDecode() >= 6);
-        t.put("idle_probe_le_1.02", capture.idleOverhead() <= 1.02);
-        t.put("compare_ge_0.5_read_bandwidth", compareRatio() >= 0.5);
-        t.put("prefix_reuse_ttft_ge_10x", prefixSpeedup() >= 10);
-        t.put("no_kv_prefill_cliff", worstKvPrefillRatio() >= 0.5);
+        if (capture != null) t.put("idle_probe_le_1.02", capture.idleOverhead() <= 1.02);
+        if (compare != null) t.put("compare_ge_0.5_read_bandwidth", compareRatio() >= 0.5);
+        if (prefix != null) t.put("prefix_reuse_ttft_ge_10x", prefixSpeedup() >= 10);
+        if (kv != null) t.put("no_kv_prefill_cliff", worstKvPrefillRatio() >= 0.5);
         return t;
     }
 
@@ -153,27 +172,38 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
         for (int c : BenchSetup.CONTEXTS) out.println("  decode @ctx %-5d       ".formatted(c) + decodeTps(c).format("%7.2f") + " tok/s");
         out.println("  decode weight traffic   %7.2f GB/s at ctx 512".formatted(decodeWeightGbs()));
         out.println("  prefill %d tokens      ".formatted(BenchSetup.PREFILL) + prefillTps.format("%7.1f") + " tok/s");
-        out.println("  decode step, no probe   " + capture.noProbeMs().format("%7.1f") + " ms");
-        out.println("  decode step, idle probe " + capture.idleProbeMs().format("%7.1f") + " ms");
-        out.println("  decode step, dump       " + capture.dumpMs().format("%7.1f") + " ms  (%.1f MB per step written)".formatted(capture.dumpBytesPerStep() / 1e6));
-        out.println("  compare                 " + compare.warmGbs().format("%7.2f") + " GB/s of tensor data (warm; first, cold run: %.2f)".formatted(compare.firstGbs().median()));
+        if (capture != null) {
+            out.println("  decode step, no probe   " + capture.noProbeMs().format("%7.1f") + " ms");
+            out.println("  decode step, idle probe " + capture.idleProbeMs().format("%7.1f") + " ms");
+            out.println("  decode step, dump       " + capture.dumpMs().format("%7.1f") + " ms  (%.1f MB per step written)".formatted(capture.dumpBytesPerStep() / 1e6));
+        }
+        if (compare != null)
+            out.println("  compare                 " + compare.warmGbs().format("%7.2f") + " GB/s of tensor data (warm; first, cold run: %.2f)".formatted(compare.firstGbs().median()));
         out.println("  peak RSS                %7.2f GB".formatted(peakRss / 1e9));
         out.println("  TTFT, %d tokens cold    ".formatted(BenchSetup.PREFIX + newTokens()) + decode.ttftColdS().format("%7.2f") + " s");
-        out.println("  TTFT, %d-token prefix reused + %d new ".formatted(BenchSetup.PREFIX, newTokens()) + prefix.prefixReusedS().format("%7.3f") + " s");
-        out.println("  TTFT, second turn of %d new tokens    ".formatted(newTokens()) + prefix.secondTurnS().format("%7.3f") + " s");
-        out.println("  KV cache type   bytes/token   prefill %d tok/s (× f32)   decode @512 tok/s".formatted(BenchSetup.PREFILL));
-        for (var t : KvType.values())
-            out.println("    %-5s        %10d   %8.1f (%4.2f)               %6.2f".formatted(t.id(), kv.bytesPerToken().get(t), kvPrefill(t).median(),
-                    kvPrefill(t).median() / prefillTps.median(), kvDecode(t).median()));
+        if (prefix != null) {
+            out.println("  TTFT, %d-token prefix reused + %d new ".formatted(BenchSetup.PREFIX, newTokens()) + prefix.prefixReusedS().format("%7.3f") + " s");
+            out.println("  TTFT, second turn of %d new tokens    ".formatted(newTokens()) + prefix.secondTurnS().format("%7.3f") + " s");
+        }
+        if (kv != null) {
+            out.println("  KV cache type   bytes/token   prefill %d tok/s (× f32)   decode @512 tok/s".formatted(BenchSetup.PREFILL));
+            for (var t : KvType.values())
+                out.println("    %-5s        %10d   %8.1f (%4.2f)               %6.2f".formatted(t.id(), kv.bytesPerToken().get(t), kvPrefill(t).median(),
+                        kvPrefill(t).median() / prefillTps.median(), kvDecode(t).median()));
+        }
         out.println("ratios (targets):");
         out.println("  decode weight traffic / best read       %5.2f  (≥ 0.85) %s".formatted(bandwidthRatio(), ok(bandwidthRatio() >= 0.85)));
         out.println("  the same at ctx 128                     %5.2f  (≥ 0.8)  %s".formatted(bandwidthRatio128(), ok(bandwidthRatio128() >= 0.8)));
         out.println("  prefill GEMM / FMA peak (best passes)   %5.2f  (≥ 0.8)  %s".formatted(compute.gemmOverPeak(), ok(compute.gemmOverPeak() >= 0.8)));
         out.println("  decode time @2048 / @128                %5.2f  (≤ 1.25) %s".formatted(ratio2048over128(), ok(ratio2048over128() <= 1.25)));
         out.println("  prefill tok/s / decode tok/s            %5.2f  (≥ 6)    %s".formatted(prefillOverDecode(), ok(prefillOverDecode() >= 6)));
-        out.println("  idle probe / no probe                   %5.3f  (≤ 1.02) %s".formatted(capture.idleOverhead(), ok(capture.idleOverhead() <= 1.02)));
-        out.println("  dump / no probe                         %5.2f".formatted(capture.dumpOverhead()));
-        out.println("  compare / read bandwidth                %5.2f  (≥ 0.5)  %s".formatted(compareRatio(), ok(compareRatio() >= 0.5)));
+        if (capture != null) {
+            out.println("  idle probe / no probe                   %5.3f  (≤ 1.02) %s".formatted(capture.idleOverhead(), ok(capture.idleOverhead() <= 1.02)));
+            out.println("  dump / no probe                         %5.2f".formatted(capture.dumpOverhead()));
+        }
+        if (compare != null)
+            out.println("  compare / read bandwidth                %5.2f  (≥ 0.5)  %s".formatted(compareRatio(), ok(compareRatio() >= 0.5)));
+        if (prefix == null || kv == null) return;
         out.println("ratios (prefix reuse):");
         out.println("  TTFT cold / prefix reused               %5.1f  (≥ 10)   %s".formatted(prefixSpeedup(), ok(prefixSpeedup() >= 10)));
         out.println("  TTFT re-read conversation / second turn %5.1f".formatted(turnSpeedup()));

@@ -34,7 +34,4 @@ record PrefixReuse(Figure secondTurnS, Figure prefixReusedS) {
         }
         return new PrefixReuse(Figure.of(turnS), Figure.of(prefixS));
     }
-
-    /** The new tokens a request or turn adds to the prefix. */
-    static int newTokens(BenchSetup b) { return b.maxContext() - BenchSetup.PREFIX; }
 }

@@ -25,7 +25,7 @@ class BenchCheckpointTest {
             var c = m.config();
             assertThat(c.numLayers()).isEqualTo(35);
             assertThat(c.pleDim()).isEqualTo(8);
-            // gemma4-spec.md §4's E2B example: L=35, [S,S,S,S,F]×7, N=20: shared sliding layers read layer 13, full ones 14
+            // the Gemma 4 spec's E2B example: L=35, [S,S,S,S,F]×7, N=20: shared sliding layers read layer 13, full ones 14
             for (var l : c.layers()) {
                 assertThat(l.type()).as("layer %d", l.index()).isEqualTo((l.index() + 1) % 5 == 0 ? LayerType.FULL : LayerType.SLIDING);
                 if (l.index() < 15) assertThat(l.kvShared()).isFalse();
@@ -33,10 +33,7 @@ class BenchCheckpointTest {
                 assertThat(l.intermediate()).as("layer %d", l.index()).isEqualTo(l.index() >= 15 ? 128 : 64); // double-wide MLP
                 assertThat(l.kEqV()).isFalse();
             }
-            assertThat(storedParameters(dir)).isEqualTo(spec.parameters());
-            float[] logits = m.newSession().forward(new int[]{2, 7, 9});
-            assertThat(logits).hasSize(512);
-            for (float x : logits) assertThat(x).isFinite();
+            assertStoredAsCountedAndRuns(spec, dir, m);
         }
     }
 
@@ -54,10 +51,7 @@ class BenchCheckpointTest {
             assertThat(c.layer(1).type()).isEqualTo(LayerType.FULL);
             assertThat(c.layer(1).kEqV()).isTrue();
             assertThat(c.layer(1).kvHeads()).isEqualTo(2);
-            assertThat(storedParameters(dir)).isEqualTo(spec.parameters());
-            float[] logits = m.newSession().forward(new int[]{2, 7, 9});
-            assertThat(logits).hasSize(512);
-            for (float x : logits) assertThat(x).isFinite();
+            assertStoredAsCountedAndRuns(spec, dir, m);
         }
     }
 
@@ -65,6 +59,14 @@ class BenchCheckpointTest {
     void theDefaultModelKeepsTheCacheKeyItHadBeforeTheRealShapes() {
         assertThat(BenchSpec.DEFAULT.key()).isEqualTo("gemma4-h1536-l18-nh8-kv1-d256-512-ffn6144-v262144-w512-s1");
         assertThat(BenchSpec.DEFAULT.parameters()).isBetween(1_050_000_000L, 1_070_000_000L); // the 1.06 B model
+    }
+
+    /** The file holds as many parameters as the spec counts, and a forward pass gives finite logits. */
+    private static void assertStoredAsCountedAndRuns(BenchSpec spec, Path dir, Gemma4Model m) throws Exception {
+        assertThat(storedParameters(dir)).isEqualTo(spec.parameters());
+        float[] logits = m.newSession().forward(new int[]{2, 7, 9});
+        assertThat(logits).hasSize(512);
+        for (float x : logits) assertThat(x).isFinite();
     }
 
     private static long storedParameters(Path dir) throws Exception {
