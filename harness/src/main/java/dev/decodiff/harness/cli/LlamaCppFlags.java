@@ -102,7 +102,7 @@ public final class LlamaCppFlags {
         var lib = dev.decodiff.llamacpp.ffi.LlamaLibrary.get();
         return new DumpManifest.Producer(LLAMA_CPP, dev.decodiff.llamacpp.ffi.LlamaCppHome.RELEASE + " (node-llama-cpp "
                 + dev.decodiff.llamacpp.ffi.LlamaCppHome.PACKAGE_VERSION + ")", fileType, o.flashAttention() ? "flash" : "eager",
-                "llama.cpp, " + o.threads() + " thread" + (o.threads() == 1 ? "" : "s"), lib.backend(),
+                "llama.cpp, " + o.threads() + " thread" + (o.threads() == 1 ? "" : "s"), lib.backend(), null,
                 new DumpManifest.KvCache(o.typeK(), o.typeV()), null, commandOptions);
     }
 }

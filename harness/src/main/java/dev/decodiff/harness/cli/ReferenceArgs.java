@@ -41,16 +41,17 @@ public final class ReferenceArgs {
     }
 
     @Option(names = "--allow-faulted-reference",
-            description = "Accept a REFERENCE whose producer switched on catalog faults or stored its KV cache in a lossy type (refused by default: a reference must be exact).")
+            description = "Accept a REFERENCE whose producer switched on catalog faults, stored its KV cache in a lossy type or rounded its matrix products (refused by default: a reference must be exact).")
     boolean allowFaultedReference;
 
     /** Opens the reference, refusing one that is wrong or rounded on purpose unless --allow-faulted-reference. */
     public DumpReader open() {
         var ref = DumpReader.open(dir());
         var p = ref.manifest().producer();
-        if (!allowFaultedReference && p != null && (p.faulted() || p.lossyKvCache())) {
+        if (!allowFaultedReference && p != null && (p.faulted() || p.lossyKvCache() || p.lossyMatmul())) {
             String why = p.faulted() ? "was made with catalog faults switched on (" + String.join(",", p.faults()) + ")"
-                    : "was made with a lossy KV cache (keys " + p.kvCache().keys() + ", values " + p.kvCache().values() + ")";
+                    : p.lossyKvCache() ? "was made with a lossy KV cache (keys " + p.kvCache().keys() + ", values " + p.kvCache().values() + ")"
+                    : "was made with " + p.matmul() + " matrix products (--matmul " + p.matmul() + ")";
             throw new BadInputException(ref.manifestFile(), why + ", so it is no reference for exact numbers; use a clean dump"
                     + " (or pass it as CANDIDATE), or pass --allow-faulted-reference to judge against it anyway");
         }

@@ -45,7 +45,7 @@ public record DumpManifest(
      */
     @JsonIgnoreProperties(ignoreUnknown = true)
     @JsonInclude(JsonInclude.Include.NON_NULL)
-    @JsonPropertyOrder({"name", "version", "dtype", "attention", "engine", "kernels", "kv_cache", "faults", "options"})
+    @JsonPropertyOrder({"name", "version", "dtype", "attention", "engine", "kernels", "matmul", "kv_cache", "faults", "options"})
     public record Producer(
             @JsonProperty("name") String name,
             @JsonProperty("version") String version,
@@ -53,6 +53,7 @@ public record DumpManifest(
             @JsonProperty("attention") String attention,
             @JsonProperty("engine") String engine,
             @JsonProperty("kernels") String kernels,
+            @JsonProperty("matmul") String matmul,
             @JsonProperty("kv_cache") KvCache kvCache,
             @JsonProperty("faults") List<String> faults,
             @JsonProperty("options") List<String> options) {
@@ -64,7 +65,7 @@ public record DumpManifest(
 
         /** A producer that states only who it is and its dtype (other producers; older decodiff dumps). */
         public Producer(String name, String version, String dtype, String attention) {
-            this(name, version, dtype, attention, null, null, null, null, null);
+            this(name, version, dtype, attention, null, null, null, null, null, null);
         }
 
         /** Catalog faults were switched on: the numbers are wrong on purpose. */
@@ -73,6 +74,9 @@ public record DumpManifest(
         /** The KV cache stored keys or values in a lossy type (bf16, q8_0, q4_0): the numbers carry its rounding. */
         public boolean lossyKvCache() { return kvCache != null && !(kvCache.exact()); }
 
+        /** The matrix products rounded their inputs (e.g. "bf16" activations): the numbers carry that rounding. */
+        public boolean lossyMatmul() { return matmul != null && !"fp32".equals(matmul); }
+
         /** One line for report headers: "decodiff 0.1.0, float32, engine decodiff-java, kernels …, KV cache q8_0/q8_0, faults ring-wrap". */
         public String describe() {
             var parts = new java.util.ArrayList<String>();
@@ -80,6 +84,7 @@ public record DumpManifest(
             if (dtype != null) parts.add(dtype);
             if (engine != null) parts.add("engine " + engine);
             if (kernels != null) parts.add("kernels " + kernels);
+            if (lossyMatmul()) parts.add("matmul " + matmul);
             if (kvCache != null) parts.add("KV cache " + kvCache.keys() + "/" + kvCache.values());
             if (faulted()) parts.add("faults " + String.join(",", faults));
             return String.join(", ", parts);

@@ -22,7 +22,8 @@ final class ProducerFields {
         }
         return new DumpManifest.Producer(text(p, "name", "producer.name", fail), text(p, "version", "producer.version", fail),
                 text(p, "dtype", "producer.dtype", fail), text(p, "attention", "producer.attention", fail),
-                text(p, "engine", "producer.engine", fail), text(p, "kernels", "producer.kernels", fail), kv,
+                text(p, "engine", "producer.engine", fail), text(p, "kernels", "producer.kernels", fail),
+                text(p, "matmul", "producer.matmul", fail), kv,
                 strings(p, "faults", fail), strings(p, "options", fail));
     }
 

@@ -26,7 +26,7 @@ public final class EngineSetup {
      */
     public static DumpManifest.Producer producer(EngineOptions o, List<String> commandOptions) {
         var faults = o.faults().stream().map(Fault::id).sorted().toList();
-        return new DumpManifest.Producer("decodiff", Home.version(), "float32", ENGINE, ENGINE, kernels(o),
+        return new DumpManifest.Producer("decodiff", Home.version(), "float32", ENGINE, ENGINE, kernels(o), o.matmul().id(),
                 new DumpManifest.KvCache(o.keyType().id(), o.valueType().id()), faults, commandOptions);
     }
 

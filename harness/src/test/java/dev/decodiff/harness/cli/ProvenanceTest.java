@@ -18,7 +18,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 class ProvenanceTest {
     @TempDir
     static Path tmp;
-    static Path model, clean, faulted, lossy;
+    static Path model, clean, faulted, lossy, roundedMatmul;
 
     @BeforeAll
     static void dumps() {
@@ -26,11 +26,13 @@ class ProvenanceTest {
         clean = tmp.resolve("clean");
         faulted = tmp.resolve("faulted");
         lossy = tmp.resolve("lossy");
+        roundedMatmul = tmp.resolve("matmul-bf16");
         String tokens = "2,5,9,13,17,21,25";
         for (var args : new String[][]{
                 {"dump", "--model", model.toString(), "--tokens", tokens, "-n", "6", "--out", clean.toString()},
                 {"dump", "--model", model.toString(), "--tokens", tokens, "-n", "6", "--out", faulted.toString(), "--fault", "ring-wrap"},
-                {"dump", "--model", model.toString(), "--tokens", tokens, "-n", "6", "--out", lossy.toString(), "--kv-cache", "bf16,bf16"}}) {
+                {"dump", "--model", model.toString(), "--tokens", tokens, "-n", "6", "--out", lossy.toString(), "--kv-cache", "bf16,bf16"},
+                {"dump", "--model", model.toString(), "--tokens", tokens, "-n", "6", "--out", roundedMatmul.toString(), "--matmul", "bf16"}}) {
             var r = run(args);
             assertThat(r.code()).as(r.err()).isZero();
         }
@@ -55,11 +57,13 @@ class ProvenanceTest {
         assertThat(q.get("kv_cache").get("values").asText()).isEqualTo("bf16");
         assertThat(q.get("faults")).isEmpty();
         assertThat(producer(clean).get("faults")).isEmpty();
+        assertThat(producer(clean).get("matmul").asText()).isEqualTo("fp32");
+        assertThat(producer(roundedMatmul).get("matmul").asText()).isEqualTo("bf16");
     }
 
     @Test
     void aFaultedOrLossyDumpIsRefusedAsAReferenceUnlessAllowed() {
-        for (Path bad : new Path[]{faulted, lossy}) {
+        for (Path bad : new Path[]{faulted, lossy, roundedMatmul}) {
             var r = run("compare", bad.toString(), clean.toString());
             assertThat(r.code()).as(r.out() + r.err()).isEqualTo(2);
             assertThat(r.out()).doesNotContain("MATCH");
@@ -68,6 +72,7 @@ class ProvenanceTest {
         }
         assertThat(run("compare", faulted.toString(), clean.toString()).err()).contains("catalog faults switched on (ring-wrap)");
         assertThat(run("compare", lossy.toString(), clean.toString()).err()).contains("lossy KV cache (keys bf16, values bf16)");
+        assertThat(run("compare", roundedMatmul.toString(), clean.toString()).err()).contains("bf16 matrix products (--matmul bf16)");
         var allowed = run("compare", faulted.toString(), clean.toString(), "--allow-faulted-reference");
         assertThat(allowed.code()).as(allowed.err()).isNotEqualTo(2);
         // the same dumps are fine as candidates
