@@ -131,9 +131,10 @@ KERNEL int64_t decodiff_stream_read(const uint8_t *p, int64_t n) {
 }
 
 /*
- * The fp32 FMA peak yardstick: `iterations` rounds of FMA_CHAINS independent 16-lane fused multiply-adds kept in
- * registers (no memory traffic), so it runs at the core's FMA throughput: FMA_CHAINS · 32 flops per iteration. The
- * chains start from different values so the compiler cannot merge them. Returns a checksum.
+ * The fp32 FMA peak yardstick in C, for jmh/c/kernels_cpu_time.c (decodiff bench runs the same loop in Java,
+ * FmaPeak): `iterations` rounds of FMA_CHAINS independent 16-lane fused multiply-adds kept in registers (no memory
+ * traffic), so it runs at the core's FMA throughput: FMA_CHAINS · 32 flops per iteration. The chains start from
+ * different values so the compiler cannot merge them. Returns a checksum.
  */
 #define FMA_CHAINS 12
 int32_t decodiff_fma_chains(void) { return FMA_CHAINS; }

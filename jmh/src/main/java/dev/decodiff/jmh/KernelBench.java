@@ -2,7 +2,8 @@ package dev.decodiff.jmh;
 
 import dev.decodiff.metal.DType;
 import dev.decodiff.metal.MatmulPrecision;
-import dev.decodiff.metal.NativeKernels;
+import dev.decodiff.metal.FmaPeak;
+import dev.decodiff.metal.Parallel;
 import dev.decodiff.metal.PackedRows;
 import dev.decodiff.metal.StreamRead;
 import dev.decodiff.metal.VectorMath;
@@ -150,9 +151,9 @@ public class KernelBench {
         return ys[ys.length - 1];
     }
 
-    /** The fp32 FMA peak yardstick: 1M iterations of the in-register FMA loop on every thread (GFLOPS returned). */
+    /** The fp32 FMA peak yardstick bench reports: 1M iterations of the in-register FMA loop on every thread (GFLOPS). */
     @Benchmark
-    public double fmaPeak() { return NativeKernels.fmaPeakGflops(1_000_000L); }
+    public double fmaPeak() { return FmaPeak.gflops(Parallel.threads(), 1_000_000L); }
 
     /** {@link #attentionGroup} over a q8_0 cache read packed (widened in registers): same bits as over its decoded rows. */
     @Benchmark

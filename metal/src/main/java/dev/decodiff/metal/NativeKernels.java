@@ -15,7 +15,6 @@ import java.nio.file.StandardCopyOption;
 import java.util.Locale;
 
 import static java.lang.foreign.ValueLayout.ADDRESS;
-import static java.lang.foreign.ValueLayout.JAVA_FLOAT;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
@@ -39,18 +38,15 @@ public final class NativeKernels {
     private static final MethodHandle MATVEC;
     private static final MethodHandle MATMUL;
     private static final MethodHandle STREAM;
-    private static final MethodHandle FMA_LOOP;
     /** The AVX512-BF16 GEMM of --matmul bf16, or null where the CPU lacks those instructions. */
     private static final MethodHandle MATMUL_BF16DOT;
-    /** Flops one iteration of {@link #fmaLoop} performs (its independent 16-lane FMA chains × 32). */
-    private static final int FMA_FLOPS_PER_ITERATION;
     /** Floats of accumulator scratch the native GEMM needs per token (its row tile × 16 lanes). */
     private static final int ACC_PER_TOKEN;
     private static final String STATUS;
 
     static {
-        MethodHandle mv = null, mm = null, sr = null, fma = null, dot = null;
-        int accPerToken = 0, fmaFlops = 0;
+        MethodHandle mv = null, mm = null, sr = null, dot = null;
+        int accPerToken = 0;
         String status;
         try {
             var lookup = load();
@@ -70,8 +66,6 @@ public final class NativeKernels {
                         FunctionDescriptor.ofVoid(ADDRESS, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, ADDRESS, ADDRESS), critical);
                 sr = linker.downcallHandle(find(lookup, "decodiff_stream_read"), FunctionDescriptor.of(JAVA_LONG, ADDRESS, JAVA_LONG), critical);
                 accPerToken = (int) linker.downcallHandle(find(lookup, "decodiff_matmul_acc_floats_per_token"), FunctionDescriptor.of(JAVA_INT)).invokeExact();
-                fma = linker.downcallHandle(find(lookup, "decodiff_fma_loop"), FunctionDescriptor.of(JAVA_FLOAT, JAVA_LONG));
-                fmaFlops = 32 * (int) linker.downcallHandle(find(lookup, "decodiff_fma_chains"), FunctionDescriptor.of(JAVA_INT)).invokeExact();
                 if ((int) linker.downcallHandle(find(lookup, "decodiff_cpu_bf16dot"), FunctionDescriptor.of(JAVA_INT)).invokeExact() == 1)
                     dot = linker.downcallHandle(find(lookup, "decodiff_matmul_bf16dot"),
                             FunctionDescriptor.ofVoid(ADDRESS, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, ADDRESS, ADDRESS), critical);
@@ -87,9 +81,7 @@ public final class NativeKernels {
         MATMUL = off ? null : mm;
         ACC_PER_TOKEN = accPerToken;
         STREAM = off ? null : sr;
-        FMA_LOOP = fma; // a yardstick, not a kernel: available whenever the library loads
         MATMUL_BF16DOT = off ? null : dot;
-        FMA_FLOPS_PER_ITERATION = fmaFlops;
         STATUS = off && mv != null ? "java (-Ddecodiff.kernels=java)" : status;
     }
 
@@ -128,30 +120,6 @@ public final class NativeKernels {
             return (long) STREAM.invokeExact(seg, n);
         } catch (Throwable t) {
             throw new IllegalStateException("native stream read failed", t);
-        }
-    }
-
-    /**
-     * The fp32 FMA peak of this machine in GFLOPS: {@code threads} threads (on {@link Parallel}'s pool) each run an
-     * in-register loop of independent 16-lane FMA chains for {@code iterations} rounds; flops over wall time. The
-     * yardstick prefill's GEMM is measured against; NaN where the native library is not loaded.
-     */
-    public static double fmaPeakGflops(long iterations) {
-        if (FMA_LOOP == null) return Double.NaN;
-        int threads = Parallel.threads();
-        long t0 = System.nanoTime();
-        Parallel.forRange(threads, 1, (from, to) -> {
-            for (int i = from; i < to; i++) fmaLoop(iterations);
-        });
-        double s = (System.nanoTime() - t0) / 1e9;
-        return (double) threads * iterations * FMA_FLOPS_PER_ITERATION / s / 1e9;
-    }
-
-    private static float fmaLoop(long iterations) {
-        try {
-            return (float) FMA_LOOP.invokeExact(iterations);
-        } catch (Throwable t) {
-            throw new IllegalStateException("native FMA loop failed", t);
         }
     }
 

@@ -4,7 +4,7 @@
  * other jobs: compare ratios within one run.)
  *
  *   gcc -O2 -std=c11 -fPIC -ffp-contract=off -shared -o /tmp/libk.so metal/src/main/c/decodiff_kernels.c
- *   gcc -O2 -o /tmp/kcpu bench/c/kernels_cpu_time.c -L/tmp -lk -Wl,-rpath,/tmp
+ *   gcc -O2 -o /tmp/kcpu jmh/c/kernels_cpu_time.c -L/tmp -lk -Wl,-rpath,/tmp
  *   /tmp/kcpu gemm 168 5        # fp32 FMA peak, exact fp32 GEMM and bf16-dot GEMM (6144 x 1536, 168 tokens)
  *   /tmp/kcpu matvec 131072 5   # streaming read vs fp32 matvec vs bf16-dot matvec over 131072 x 1536 bf16 (403 MB)
  */
