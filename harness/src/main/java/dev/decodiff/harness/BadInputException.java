@@ -16,10 +16,19 @@ public final class BadInputException extends RuntimeException {
 
     public BadInputException(Path file, String what, Throwable cause) { super(file + ": " + what, cause); }
 
-    /** Makes a lower layer's message one line (Jackson appends "\n at [Source: …]" to parse errors). */
+    /**
+     * Makes a lower layer's message one line (Jackson appends "\n at [Source: …]" to parse errors). A damaged file can put
+     * any byte into a name the message quotes, so every other control character is shown as an escape, never printed.
+     */
     public static String oneLine(String message) {
         if (message == null) return "";
-        return message.replaceAll("\\s*\\n\\s*at \\[Source:[^\\]]*\\]", "").replaceAll("\\s*\\n\\s*", " ").strip();
+        String joined = message.replaceAll("\\s*\\n\\s*at \\[Source:[^\\]]*\\]", "").replaceAll("\\s*\\R\\s*", " ").strip();
+        var out = new StringBuilder(joined.length());
+        joined.codePoints().forEach(c -> {
+            if (Character.isISOControl(c) || c == 0x2028 || c == 0x2029) out.append(String.format(java.util.Locale.ROOT, "\\u%04x", c));
+            else out.appendCodePoint(c);
+        });
+        return out.toString();
     }
 
     /** A damaged safetensors file of a dump. */
