@@ -5,6 +5,8 @@ import com.fasterxml.jackson.databind.SerializationFeature;
 import dev.decodiff.engine.Gemma4Model;
 import dev.decodiff.harness.BadInputException;
 import picocli.CommandLine.Command;
+import dev.decodiff.engine.EngineOptions;
+import dev.decodiff.metal.MatmulPrecision;
 import picocli.CommandLine.Option;
 
 import java.io.IOException;
@@ -87,8 +89,13 @@ public final class BenchCommand implements Callable<Integer> {
         var prefix = core ? null : PrefixReuse.measure(b);
         var kv = core ? null : KvTypes.measure(b);
         var compare = core ? null : CompareThroughput.measure(b);
+        Figure bf16Matmul = null;
+        if (!core) {
+            b.log().accept("prefill " + BenchSetup.PREFILL + " tokens with --matmul bf16 ×" + b.repeats() + "…");
+            bf16Matmul = Prefill.timed(b, EngineOptions.defaults().withMatmul(MatmulPrecision.BF16)).tokensPerS();
+        }
         return new BenchReport(bs, Machine.current(), b.model().weightBytesPerToken(), read, compute, prefill.tokensPerS(), decode, capture, prefix,
-                kv, compare, Machine.peakRss());
+                kv, compare, Machine.peakRss(), bf16Matmul);
     }
 
     private static void deleteTree(Path p) {

@@ -13,7 +13,7 @@ import java.util.Map;
  * {@code --core} capture, prefix reuse, the KV types and compare are not measured (null) and their figures are left out.
  */
 record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, ReadBandwidth read, Compute compute, Figure prefillTps, Decode decode,
-                   CaptureOverhead capture, PrefixReuse prefix, KvTypes kv, CompareThroughput compare, long peakRss) {
+                   CaptureOverhead capture, PrefixReuse prefix, KvTypes kv, CompareThroughput compare, long peakRss, Figure prefillBf16MatmulTps) {
 
     int newTokens() { return BenchSetup.CONTEXTS[BenchSetup.CONTEXTS.length - 1] - BenchSetup.PREFIX; }
 
@@ -77,6 +77,10 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
         o.put("decode_2048_over_128", ratio2048over128());
         o.put("prefill_tokens_per_s", prefillTps.median());
         o.put("prefill_over_decode", prefillOverDecode());
+        if (prefillBf16MatmulTps != null) {
+            o.put("prefill_bf16_matmul_tokens_per_s", prefillBf16MatmulTps.median());
+            o.put("prefill_bf16_matmul_over_fp32", prefillBf16MatmulTps.median() / prefillTps.median());
+        }
         o.put("peak_rss_bytes", peakRss);
         o.put("ttft_cold_s", decode.ttftColdS().median());
         if (capture != null) {
@@ -117,6 +121,7 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
         put(f, "gemm_gflops", compute.gemmGflops());
         decode.tokensPerS().forEach((c, x) -> put(f, "decode_tokens_per_s_" + c, x));
         put(f, "prefill_tokens_per_s", prefillTps);
+        if (prefillBf16MatmulTps != null) put(f, "prefill_bf16_matmul_tokens_per_s", prefillBf16MatmulTps);
         put(f, "ttft_cold_s", decode.ttftColdS());
         if (capture != null) {
             put(f, "decode_ms_no_probe", capture.noProbeMs());
@@ -172,6 +177,9 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
         for (int c : BenchSetup.CONTEXTS) out.println("  decode @ctx %-5d       ".formatted(c) + decodeTps(c).format("%7.2f") + " tok/s");
         out.println("  decode weight traffic   %7.2f GB/s at ctx 512".formatted(decodeWeightGbs()));
         out.println("  prefill %d tokens      ".formatted(BenchSetup.PREFILL) + prefillTps.format("%7.1f") + " tok/s");
+        if (prefillBf16MatmulTps != null)
+            out.println("  … with --matmul bf16    " + prefillBf16MatmulTps.format("%7.1f") + " tok/s  (%.2f × exact fp32; not exact, docs/matmul-bf16.md)"
+                    .formatted(prefillBf16MatmulTps.median() / prefillTps.median()));
         if (capture != null) {
             out.println("  decode step, no probe   " + capture.noProbeMs().format("%7.1f") + " ms");
             out.println("  decode step, idle probe " + capture.idleProbeMs().format("%7.1f") + " ms");
