@@ -46,6 +46,31 @@ class ConfigValidationTest {
     }
 
     @Test
+    void dumpPastMaxPositionEmbeddingsIsRefusedUnlessTheUserOverrides() throws IOException {
+        Path ck = tinyWith("\"max_position_embeddings\": 4096", "\"max_position_embeddings\": 8");
+        Path out = tmp.resolve("dump");
+        var refused = Cli.run("dump", "--model", ck.toString(), "--tokens", "2,367,965", "-n", "7", "--out", out.toString());
+        assertRefused(refused, ck.resolve("config.json"), "max_position_embeddings is 8");
+        assertThat(refused.err()).contains("need 9 positions").contains("--beyond-max-positions");
+        assertThat(out).doesNotExist();
+        var forced = Cli.run("dump", "--model", ck.toString(), "--tokens", "2,367,965", "-n", "7", "--out", out.toString(), "--beyond-max-positions");
+        assertThat(forced.code()).as(forced.toString()).isZero();
+        assertThat(out.resolve("manifest.json")).exists();
+    }
+
+    @Test
+    void liveComparePastMaxPositionEmbeddingsIsRefusedUnlessTheUserOverrides() throws IOException {
+        Path ck = tinyWith("\"max_position_embeddings\": 4096", "\"max_position_embeddings\": 8");
+        String ref = ReferenceCases.repoRoot().resolve("reference-dumps/gemma4-tiny/short").toString();
+        // the reference holds a 7-token prompt and 9 steps: 15 positions; only max_position_embeddings differs, hence --allow-mismatch
+        var refused = Cli.run("compare", ref, "--model", ck.toString(), "--allow-mismatch");
+        assertRefused(refused, ck.resolve("config.json"), "max_position_embeddings is 8");
+        assertThat(refused.err()).contains("need 15 positions").contains("--beyond-max-positions");
+        var forced = Cli.run("compare", ref, "--model", ck.toString(), "--allow-mismatch", "--beyond-max-positions");
+        assertThat(forced.code()).as(forced.toString()).isZero();
+    }
+
+    @Test
     void aSlidingWindowOfZeroIsRefused() throws IOException {
         Path ck = tinyWith("\"sliding_window\": 8", "\"sliding_window\": 0");
         assertRefused(Cli.run("run", "--model", ck.toString(), "--tokens", "2,367", "-n", "2", "--ids"), ck.resolve("config.json"), "'sliding_window' = 0");

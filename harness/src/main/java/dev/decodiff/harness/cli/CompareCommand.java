@@ -54,6 +54,9 @@ final class CompareCommand implements Callable<Integer> {
     @Mixin
     EngineFlags engine = new EngineFlags();
 
+    @Mixin
+    MaxPositions maxPositions = new MaxPositions();
+
     @picocli.CommandLine.Mixin
     LlamaCppFlags llamaCpp = new LlamaCppFlags();
 
@@ -116,10 +119,14 @@ final class CompareCommand implements Callable<Integer> {
         if (located.note() != null) notes.add(located.note());
         Path modelDir = located.dir();
         var options = engine.options();
-        try (var m = Gemma4Model.load(modelDir);
-             var bar = new ProgressBar("running " + modelDir.getFileName(), ref.stepCount());
-             var source = LiveCandidate.forPoints(m, options, ref.manifest(), ref.allPoints(), !noObserverCheck)) {
-            return Comparison.run(ref, source, new Comparison.Options(profile, referenceArgs.allowMismatch(), bar::update), notes);
+        try (var m = Gemma4Model.load(modelDir)) {
+            var rm = ref.manifest();
+            maxPositions.check(modelDir.resolve("config.json"), m.config().maxPositions(), (long) rm.promptLength() + ref.stepCount() - 1,
+                    "the reference's prompt (" + rm.promptLength() + " tokens) and " + ref.stepCount() + " steps", "compare a shorter reference");
+            try (var bar = new ProgressBar("running " + modelDir.getFileName(), ref.stepCount());
+                 var source = LiveCandidate.forPoints(m, options, rm, ref.allPoints(), !noObserverCheck)) {
+                return Comparison.run(ref, source, new Comparison.Options(profile, referenceArgs.allowMismatch(), bar::update), notes);
+            }
         }
     }
 }

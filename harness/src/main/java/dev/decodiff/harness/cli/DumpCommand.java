@@ -78,6 +78,9 @@ final class DumpCommand implements Callable<Integer> {
     EngineFlags engine = new EngineFlags();
 
     @picocli.CommandLine.Mixin
+    MaxPositions maxPositions = new MaxPositions();
+
+    @picocli.CommandLine.Mixin
     LlamaCppFlags llamaCpp = new LlamaCppFlags();
 
     @picocli.CommandLine.Spec
@@ -135,6 +138,8 @@ final class DumpCommand implements Callable<Integer> {
             }
         } else {
             int n = steps == null ? 16 : steps;
+            maxPositions.check(model.resolve("config.json"), m.config().maxPositions(), (long) prompt.length + n - 1,
+                    "the prompt (" + prompt.length + " tokens) and -n " + n, "lower -n");
             w = DumpWriter.create(out, force, producer, modelInfo, Arrays.stream(prompt).boxed().toList(), prompt.length, selected);
             try (var bar = new ProgressBar("dumping", n)) {
                 new DumpRecorder(m, options, globs, w, this::noPointMatched).greedy(prompt, n, bar::update);

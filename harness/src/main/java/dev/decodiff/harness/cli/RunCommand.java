@@ -50,9 +50,8 @@ final class RunCommand implements Callable<Integer> {
     @Option(names = "--stats", description = "Print prefill and decode speed on stderr.")
     boolean stats;
 
-    @Option(names = "--beyond-max-positions",
-            description = "Run past the checkpoint's max_position_embeddings (refused by default: the model was not trained that far).")
-    boolean beyondMaxPositions;
+    @Mixin
+    MaxPositions maxPositions = new MaxPositions();
 
     @picocli.CommandLine.Mixin
     EngineFlags engine = new EngineFlags();
@@ -80,10 +79,8 @@ final class RunCommand implements Callable<Integer> {
         if (!ids && !haveTokenizer) throw new BadInputException(model, "has no tokenizer.json to print text; pass --ids to print token ids");
         try (var m = Gemma4Model.load(model); var tok = ids ? null : TextTokenizer.load(model)) {
             long positions = (long) prompt.length + n - 1; // the last sampled token is never fed
-            int max = m.config().maxPositions();
-            if (positions > max && !beyondMaxPositions)
-                throw new BadInputException(model.resolve("config.json"), "max_position_embeddings is " + max + " but the prompt ("
-                        + prompt.length + " tokens) and -n " + n + " need " + positions + " positions; lower -n, or pass --beyond-max-positions to run anyway");
+            maxPositions.check(model.resolve("config.json"), m.config().maxPositions(), positions,
+                    "the prompt (" + prompt.length + " tokens) and -n " + n, "lower -n");
             dev.decodiff.harness.live.EngineSetup.checkKvFits(m, options);
             var session = m.newSession(options);
             long t0 = System.nanoTime();
