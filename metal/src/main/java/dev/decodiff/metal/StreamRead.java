@@ -59,6 +59,40 @@ public final class StreamRead {
         });
     }
 
+    /**
+     * As {@link #secondsEqualShares(MemorySegment, int, boolean)} over several segments read as one run of bytes (each
+     * rounded down to whole 256-byte blocks): thread i reads the i-th equal share of the concatenation, crossing from one
+     * segment into the next, so the shares stay equal however the bytes are split into segments.
+     */
+    public static double secondsEqualShares(java.util.List<MemorySegment> parts, int threads, boolean useNative) {
+        boolean nat = useNative && NativeKernels.available();
+        long[] ends = blockEnds(parts);
+        long bytes = ends.length == 0 ? 0 : ends[ends.length - 1];
+        return EqualShares.seconds(threads, i -> readShare(parts, ends, shareStart(bytes, threads, i), shareStart(bytes, threads, i + 1), nat));
+    }
+
+    /** Where each part ends in the run of their whole 256-byte blocks. */
+    static long[] blockEnds(java.util.List<MemorySegment> parts) {
+        long[] ends = new long[parts.size()];
+        long total = 0;
+        for (int k = 0; k < ends.length; k++) ends[k] = total += parts.get(k).byteSize() / BLOCK * BLOCK;
+        return ends;
+    }
+
+    /** Reads bytes [from, to) of the run of the parts' whole blocks, crossing from one part into the next. */
+    static long readShare(java.util.List<MemorySegment> parts, long[] ends, long from, long to, boolean nat) {
+        long sum = 0;
+        for (int k = 0; k < ends.length && from < to; k++) {
+            long begin = k == 0 ? 0 : ends[k - 1];
+            if (ends[k] <= from) continue;
+            long a = from - begin, b = Math.min(to, ends[k]) - begin;
+            var seg = parts.get(k);
+            sum += nat ? NativeKernels.streamRead(seg.asSlice(a, b - a), b - a) : readRange(seg, a, b);
+            from = begin + b;
+        }
+        return sum;
+    }
+
     /** Where share i of n begins: the whole 256-byte blocks of {@code bytes} cut into n runs that differ by at most a block. */
     static long shareStart(long bytes, int n, int i) { return bytes / BLOCK * i / n * BLOCK; }
 

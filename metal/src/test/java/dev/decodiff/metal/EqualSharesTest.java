@@ -40,4 +40,28 @@ class EqualSharesTest {
                 assertThat(max - min).as("%d bytes, %d shares", bytes, n).isLessThanOrEqualTo(256);
             }
     }
+
+    @Test
+    void sharesOfSeveralSegmentsReadEveryWholeBlockOfEachExactlyOnce() {
+        // ints of 1 in parts of uneven sizes (tails shorter than a block are not read): the sum of the ints the shares
+        // read is the number of ints in the parts' whole blocks, whatever the share count
+        try (var arena = java.lang.foreign.Arena.ofConfined()) {
+            var parts = new java.util.ArrayList<java.lang.foreign.MemorySegment>();
+            long ints = 0;
+            for (long size : new long[]{256 * 3 + 100, 256, 40, 256 * 17, 256 * 5 + 255}) {
+                var seg = arena.allocate(size, 64);
+                for (long o = 0; o + 4 <= size; o += 4) seg.set(java.lang.foreign.ValueLayout.JAVA_INT_UNALIGNED, o, 1);
+                parts.add(seg);
+                ints += size / 256 * 64;
+            }
+            long[] ends = StreamRead.blockEnds(parts);
+            long bytes = ends[ends.length - 1];
+            for (int n : new int[]{1, 2, 3, 7}) {
+                long sum = 0;
+                for (int i = 0; i < n; i++)
+                    sum += StreamRead.readShare(parts, ends, StreamRead.shareStart(bytes, n, i), StreamRead.shareStart(bytes, n, i + 1), false);
+                assertThat(sum).as("%d shares", n).isEqualTo(ints);
+            }
+        }
+    }
 }

@@ -17,7 +17,7 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
 
     int newTokens() { return BenchSetup.CONTEXTS[BenchSetup.CONTEXTS.length - 1] - BenchSetup.PREFIX; }
 
-    /** The typical pass of the prefetching reader over the weights file (the median). */
+    /** The typical pass of the prefetching reader over the streamed weights (the median). */
     Figure readGbs() { return read.file(); }
 
     Figure decodeTps(int context) { return decode.tokensPerS().get(context); }
@@ -168,7 +168,7 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
         out.println("machine: " + machine.cpu() + ", " + machine.threads() + " threads; weights read per decode token: %.3f GB".formatted(weightBytesPerToken / 1e9));
         out.println("kernels: " + machine.kernels());
         out.println("median (min, max, samples):");
-        out.println("  read bandwidth          " + readGbs().format("%7.2f") + " GB/s  (weights file, %s reader, equal shares; Java reader %.2f)"
+        out.println("  read bandwidth          " + readGbs().format("%7.2f") + " GB/s  (streamed weights, %s reader, equal shares; Java reader %.2f)"
                 .formatted(read.nativeGbs() == null ? "Java" : "prefetching", read.javaGbs().median()));
         out.println("  read bandwidth, best    %7.2f GB/s  (the ceiling decode is measured against)".formatted(read.bestGbs()));
         out.println("  anonymous memory read   " + read.anonymousGbs().format("%7.2f") + " GB/s  (%d MiB, no page cache)".formatted(read.anonymousBytes() >> 20));
