@@ -61,7 +61,19 @@ public enum Fault {
             "step 0, layer 0, mlp.out"),
     MLP_GELU_ERF("mlp-gelu-erf",
             "the MLP gates with exact (erf) GELU, torch's default, instead of gelu_pytorch_tanh: a bug at 1.6× the fp32 tolerance",
-            "step 0, layer 0, mlp.out");
+            "step 0, layer 0, mlp.out"),
+    ATTENTION_SOFTCAP_50("attention-softcap-50",
+            "attention scores are soft-capped at 50 (50·tanh(s/50), the Gemma 2 habit) where Gemma 4 has no attention soft-cap",
+            "step 0, layer 0, attn.out"),
+    SLIDING_WINDOW_MINUS_TWO("sliding-window-minus-two",
+            "sliding layers attend W−2 keys instead of W",
+            "the first step whose last position is ≥ W−2, the first sliding layer, attn.k_read"),
+    Q_NORM_MISSING("q-norm-missing",
+            "queries skip the per-head q_norm",
+            "step 0, layer 0, attn.q"),
+    K_NORM_ONE_PLUS("k-norm-one-plus",
+            "keys are normed with (1+w), the Gemma 2/3 RMSNorm, where Gemma 4's k_norm multiplies by w",
+            "step 0, the first layer with its own keys, attn.k");
 
     private final String id;
     private final String description;

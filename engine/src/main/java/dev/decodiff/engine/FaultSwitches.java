@@ -15,7 +15,7 @@ record FaultSwitches(boolean valuesFromKeys, boolean windowPlusOne, boolean ring
                      boolean noVNorm, boolean gqaModulo, boolean noLayerScalar, boolean noSoftcap,
                      boolean recomputeHistory, boolean stalePosition, boolean slidingTruncate,
                      boolean dropFirstPosition, boolean scoreScale, boolean bidirectionalPrefill, boolean silu,
-                     boolean geluErf,
+                     boolean geluErf, boolean scoreSoftcap, boolean windowMinusTwo, boolean noQNorm, boolean kNormOnePlus,
                      int[] kvSource, Rope prefixRope) {
 
     static FaultSwitches resolve(Gemma4Config cfg, EngineOptions options) {
@@ -36,6 +36,10 @@ record FaultSwitches(boolean valuesFromKeys, boolean windowPlusOne, boolean ring
                 options.has(Fault.PREFILL_BIDIRECTIONAL),
                 options.has(Fault.MLP_SILU),
                 options.has(Fault.MLP_GELU_ERF),
+                options.has(Fault.ATTENTION_SOFTCAP_50),
+                options.has(Fault.SLIDING_WINDOW_MINUS_TWO),
+                options.has(Fault.Q_NORM_MISSING),
+                options.has(Fault.K_NORM_ONE_PLUS),
                 kvSources(cfg, options.has(Fault.KV_SHARED_FIRST_SOURCE)),
                 options.has(Fault.ROPE_PROPORTIONAL_AS_PREFIX) ? firstFullRopeAsPrefix(cfg) : null);
     }
@@ -43,6 +47,14 @@ record FaultSwitches(boolean valuesFromKeys, boolean windowPlusOne, boolean ring
     /** The RoPE a layer applies to q and k: the model's for its type, unless a fault swaps the full layers'. */
     Rope rope(Gemma4Model model, LayerSpec spec) {
         return prefixRope != null && spec.type() == LayerType.FULL ? prefixRope : model.rope(spec.type());
+    }
+
+    /** Fault k-norm-one-plus's k_norm weights (1+w); the checkpoint's w otherwise. */
+    float[] kNorm(float[] w) {
+        if (!kNormOnePlus || w == null) return w;
+        float[] p = new float[w.length];
+        for (int j = 0; j < w.length; j++) p[j] = 1 + w[j];
+        return p;
     }
 
     private static int[] kvSources(Gemma4Config cfg, boolean firstSource) {

@@ -328,7 +328,8 @@ public final class InferenceSession {
         lw.q().matmul(h, T, q, matmul);
         addBias(q, T, lw.qBias());
         for (int t = 0; t < T; t++) {
-            for (int hd = 0; hd < nh; hd++) VectorMath.rmsNorm(q, t * qDim + hd * d, d, lw.qNorm(), eps, q, t * qDim + hd * d);
+            if (!faults.noQNorm())
+                for (int hd = 0; hd < nh; hd++) VectorMath.rmsNorm(q, t * qDim + hd * d, d, lw.qNorm(), eps, q, t * qDim + hd * d);
             rope.apply(q, t * qDim, nh, ropeStart + t);
         }
         capture(names[spec.index()][Q], new int[]{T, nh, d}, q, T * qDim);
@@ -343,6 +344,7 @@ public final class InferenceSession {
         int i = spec.index(), d = spec.headDim(), nkv = spec.kvHeads(), stride = nkv * d;
         float eps = cfg.rmsNormEps();
         float[] k = new float[T * stride], v;
+        float[] kNorm = faults.kNorm(lw.kNorm());
         lw.k().matmul(h, T, k, matmul);
         addBias(k, T, lw.kBias());
         if (spec.kEqV()) {
@@ -356,7 +358,7 @@ public final class InferenceSession {
             for (int kh = 0; kh < nkv; kh++) {
                 int o = t * stride + kh * d;
                 if (!faults.noVNorm()) VectorMath.rmsNorm(v, o, d, null, eps, v, o);
-                VectorMath.rmsNorm(k, o, d, lw.kNorm(), eps, k, o);
+                VectorMath.rmsNorm(k, o, d, kNorm, eps, k, o);
             }
             rope.apply(k, t * stride, nkv, ropeStart + t);
         }
@@ -376,7 +378,7 @@ public final class InferenceSession {
         int i = spec.index(), nh = cfg.numHeads(), d = spec.headDim(), nkv = spec.kvHeads();
         int qDim = nh * d, stride = nkv * d, src = faults.kvSource()[i];
         boolean sliding = spec.type() == LayerType.SLIDING;
-        int window = cfg.slidingWindow() + (faults.windowPlusOne() ? 1 : 0);
+        int window = cfg.slidingWindow() + (faults.windowPlusOne() ? 1 : 0) - (faults.windowMinusTwo() ? 2 : 0);
         int last = start + T - 1;
         int lastLo = sliding ? Math.max(0, last - window + 1) : 0;
         boolean valuesFromKeys = faults.valuesFromKeys() && spec.kEqV() && T == 1 && start > 0;
@@ -422,6 +424,7 @@ public final class InferenceSession {
                 for (int m = 0; m < heads; m++) qOffs[m] = t * qDim + quad[1 + m] * d;
                 VectorMath.dotsHeads(q, qOffs, heads, view.span(view.packedK, slots, packedRows, kh * d), keyRows, offsets, n, d, scores, cap);
                 if (faults.scoreScale()) for (int m = 0; m < heads; m++) VectorMath.scale(scores, m * cap, n, (float) (1 / Math.sqrt(d)));
+                if (faults.scoreSoftcap()) for (int m = 0; m < heads; m++) Transcendentals.softcap(scores, m * cap, m * cap + n, 50f);
                 for (int m = 0; m < heads; m++) VectorMath.softmax(scores, m * cap, n);
                 VectorMath.weightedSumHeads(scores, cap, heads, view.span(view.packedV, slots, packedRows, kh * d), valueRows, offsets, n, d, out, qOffs);
             }

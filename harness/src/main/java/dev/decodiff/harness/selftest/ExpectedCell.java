@@ -166,6 +166,25 @@ public sealed interface ExpectedCell {
                 yield new Cell(0, 0, CapturePoints.layer(0, CapturePoints.ATTN_OUT), "every prompt row but the last sees later positions from layer 0 on");
             }
             case MLP_SILU, MLP_GELU_ERF -> new Cell(0, 0, CapturePoints.layer(0, CapturePoints.MLP_OUT), "layer 0's MLP is the first to apply the activation");
+            case ATTENTION_SOFTCAP_50 -> new Cell(0, 0, CapturePoints.layer(0, CapturePoints.ATTN_OUT),
+                    "every layer caps its scores; layer 0's q, k and v are still right");
+            case SLIDING_WINDOW_MINUS_TWO -> {
+                var sliding = firstSliding(cfg);
+                if (sliding.isEmpty()) yield new NotApplicable("no sliding layer");
+                var st = firstStep(m, s -> s.end() - 1 >= W - 2);
+                if (st.isEmpty()) yield new NotApplicable("no position reaches W−2 (W = " + W + ")");
+                int l = sliding.get();
+                yield new Cell(st.get(), l, CapturePoints.layer(l, CapturePoints.K_READ),
+                        "the first step whose last position is ≥ W−2 = " + (W - 2) + " reads W−2 keys on the first sliding layer (" + l + ")");
+            }
+            case Q_NORM_MISSING -> new Cell(0, 0, CapturePoints.layer(0, CapturePoints.Q), "layer 0 is the first to norm its queries");
+            case K_NORM_ONE_PLUS -> {
+                var own = layers.stream().filter(l -> !l.kvShared()).findFirst();
+                if (own.isEmpty()) yield new NotApplicable("no layer computes its own keys");
+                int l = own.get().index();
+                yield new Cell(0, l, CapturePoints.layer(l, CapturePoints.K),
+                        "keys enter the cache normed with (1+w) from the first layer with its own keys (" + l + ")");
+            }
         };
     }
 

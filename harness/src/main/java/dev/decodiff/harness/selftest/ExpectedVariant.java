@@ -29,6 +29,10 @@ public record ExpectedVariant(String op, String name) {
             case PREFILL_BIDIRECTIONAL -> new ExpectedVariant("attention", "no causal mask in prefill");
             case MLP_SILU -> new ExpectedVariant("mlp activation", "SiLU instead of gelu_pytorch_tanh");
             case MLP_GELU_ERF -> new ExpectedVariant("mlp activation", "exact (erf) GELU instead of gelu_pytorch_tanh");
+            case ATTENTION_SOFTCAP_50 -> new ExpectedVariant("attention", "a soft-cap of 50 on the scores");
+            case SLIDING_WINDOW_MINUS_TWO -> new ExpectedVariant("cache window", "window off by −2");
+            case Q_NORM_MISSING -> new ExpectedVariant("norm", "q_norm absent");
+            case K_NORM_ONE_PLUS -> new ExpectedVariant("norm", "k_norm with (1+w)");
             case DECODE_RECOMPUTE, PREFIX_REUSE_STALE_POSITION, SLIDING_TRUNCATE, CACHE_DROPS_FIRST_POSITION -> null;
         };
     }

@@ -1,5 +1,6 @@
 package dev.decodiff.harness.compare.detect;
 
+import dev.decodiff.engine.LayerType;
 import dev.decodiff.harness.compare.CellKernel;
 import dev.decodiff.metal.TensorView;
 
@@ -13,10 +14,25 @@ final class ReadWindowLength implements Detector {
     public Finding explain(DetectorContext ctx) {
         if (ctx.cell().shapeNote() == null) return null;
         String shift = whichEnd(ctx.r(), ctx.c(), ctx.near());
-        long k = ctx.c().dim(0) - ctx.r().dim(0);
+        long rr = ctx.r().dim(0), cr = ctx.c().dim(0), k = cr - rr;
         String off = (Math.abs(k) == 1 ? "one" : Long.toString(Math.abs(k)));
-        return Finding.variant(OP, "window off by " + (k > 0 ? "+" : "−") + Math.abs(k),
-                ctx.cell().shapeNote() + (shift != null ? "; " + shift : "") + ": the read window is off by " + off);
+        String detail = ctx.cell().shapeNote() + (shift != null ? "; " + shift : "") + ": the read window is off by " + off;
+        int W = slidingWindow(ctx);
+        // The reference reads every position so far (its window is not full yet) and the candidate fewer: the
+        // candidate's window is cr keys, so its error is cr − W, which the short read alone understates.
+        if (W > 0 && cr < rr && rr < W) {
+            k = cr - W;
+            detail += " (a window of " + cr + " keys where the model sees " + W + "; the reference's is not full yet)";
+        }
+        return Finding.variant(OP, "window off by " + (k > 0 ? "+" : "−") + Math.abs(k), detail);
+    }
+
+    /** W of the cell's layer when it is a sliding layer and the model is known (bisect), else 0. */
+    private static int slidingWindow(DetectorContext ctx) {
+        if (ctx.model() == null || ctx.layer() < 0) return 0;
+        var cfg = ctx.model().config();
+        if (ctx.layer() >= cfg.numLayers() || cfg.layer(ctx.layer()).type() != LayerType.SLIDING) return 0;
+        return cfg.slidingWindow();
     }
 
     private static String whichEnd(TensorView r, TensorView c, double near) {
