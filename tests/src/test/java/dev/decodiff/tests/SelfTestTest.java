@@ -105,7 +105,8 @@ class SelfTestTest {
         assertThat(naming.get("false_names").asLong()).isZero();
         // every family the catalog switches on is named somewhere: attention scale, mask, activation, norm, rope, cache
         for (String f : List.of("attention-scale-inv-sqrt-d", "prefill-bidirectional", "mlp-silu", "v-norm-missing",
-                "decode-position-off-by-one", "sliding-window-off-by-one", "ring-wrap"))
+                "decode-position-off-by-one", "sliding-window-off-by-one", "ring-wrap", "attention-softcap-50",
+                "sliding-window-minus-two", "q-norm-missing", "k-norm-one-plus"))
             assertThat(naming.get("table").get(f).toString()).as(f).contains("✓").doesNotContain("✗");
         // the margins of the enumerated variants: every op family is measured, and exact GELU is the small one
         var margins = new java.util.HashMap<String, Double>();
@@ -257,6 +258,11 @@ class SelfTestTest {
         assertCell(ExpectedCell.of(Fault.ATTENTION_SCALE_INV_SQRT_D, cfg, ones, shortCase), 0, 0, "layers.0.attn.out");
         assertCell(ExpectedCell.of(Fault.PREFILL_BIDIRECTIONAL, cfg, ones, shortCase), 0, 0, "layers.0.attn.out");
         assertCell(ExpectedCell.of(Fault.MLP_GELU_ERF, cfg, ones, longCase), 0, 0, "layers.0.mlp.out");
+        assertCell(ExpectedCell.of(Fault.ATTENTION_SOFTCAP_50, cfg, ones, shortCase), 0, 0, "layers.0.attn.out");
+        assertCell(ExpectedCell.of(Fault.Q_NORM_MISSING, cfg, ones, shortCase), 0, 0, "layers.0.attn.q");
+        assertCell(ExpectedCell.of(Fault.K_NORM_ONE_PLUS, cfg, ones, shortCase), 0, 0, "layers.0.attn.k");
+        // short: the prompt's last position 6 is W−2 already, so a window of W−2 = 6 keys drops position 0 at step 0.
+        assertCell(ExpectedCell.of(Fault.SLIDING_WINDOW_MINUS_TWO, cfg, ones, shortCase), 0, 0, "layers.0.attn.k_read");
     }
 
     @Test
