@@ -40,8 +40,8 @@ final class CalibrateCommand implements Callable<Integer> {
     @Option(names = "--per-layer", description = "Also set a tolerance per layer point (layers.i.KIND): tighter on early layers, where the noise is smaller.")
     boolean perLayer;
 
-    @Option(names = "--json", description = "Print the profile on stdout instead of the summary table.")
-    boolean json;
+    @picocli.CommandLine.Mixin
+    JsonOption json = new JsonOption();
 
     @picocli.CommandLine.Spec
     picocli.CommandLine.Model.CommandSpec spec;
@@ -59,7 +59,7 @@ final class CalibrateCommand implements Callable<Integer> {
         }
         write(r.profileJson());
         var o = spec.commandLine().getOut();
-        if (json) o.println(r.profileJson());
+        if (json.on()) o.println(r.profileJson());
         else o.print(CalibrationReport.terminal(r, out.toString()));
         o.flush();
         return Main.MATCH;

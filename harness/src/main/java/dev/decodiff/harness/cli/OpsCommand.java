@@ -26,8 +26,8 @@ import java.util.concurrent.Callable;
                 "  decodiff ops --json",
                 "  decodiff ops --op rope --perturb rope=1e-3   # NMSE 1e-6 of noise: must fail"})
 final class OpsCommand implements Callable<Integer> {
-    @Option(names = "--json", description = "Print the results as JSON on stdout instead of the table.")
-    boolean json;
+    @picocli.CommandLine.Mixin
+    JsonOption json = new JsonOption();
 
     @Option(names = "--seed", paramLabel = "N", defaultValue = "" + KernelChecks.DEFAULT_SEED,
             description = "Seed of the random inputs (default ${DEFAULT-VALUE}).")
@@ -59,7 +59,7 @@ final class OpsCommand implements Callable<Integer> {
         }
         List<OpResult> results = KernelChecks.run(oracle, seed, new java.util.HashSet<>(only), noise, null);
         var out = spec.commandLine().getOut();
-        if (json) out.println(OpsReport.json(oracle.describe(), oracle.initSeconds(), seed, results));
+        if (json.on()) out.println(OpsReport.json(oracle.describe(), oracle.initSeconds(), seed, results));
         else out.print(OpsReport.terminal(oracle.describe(), oracle.initSeconds(), seed, results));
         out.flush();
         return OpsReport.allPassed(results) ? Main.MATCH : Main.DIVERGENCE;

@@ -1,5 +1,6 @@
 package dev.decodiff.harness.cli;
 
+import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;
 
@@ -11,13 +12,13 @@ import java.util.function.Supplier;
  * optionally one self-contained HTML page (--html FILE), written atomically.
  */
 public final class OutputArgs {
-    @Option(names = "--json", description = "Print the machine-readable result (JSON) on stdout instead of the terminal report.")
-    boolean json;
+    @Mixin
+    JsonOption jsonOption = new JsonOption();
 
     @Option(names = "--html", paramLabel = "FILE", description = "Also write a self-contained HTML report to FILE.")
     Path html;
 
-    public boolean json() { return json; }
+    public boolean json() { return jsonOption.on(); }
 
     /** Refuses an --html path that would replace something the user has, before any work is done. */
     public void checkTargets(Path... inputs) {
@@ -29,9 +30,9 @@ public final class OutputArgs {
     /** Prints JSON or the terminal text on stdout, then writes the HTML page if asked. */
     public void deliver(CommandSpec spec, Supplier<String> jsonText, Supplier<String> terminalText, Supplier<String> page) {
         var out = spec.commandLine().getOut();
-        if (json) out.println(jsonText.get());
+        if (json()) out.println(jsonText.get());
         else out.print(terminalText.get());
         out.flush();
-        if (html != null) HtmlFile.write(html, page.get(), spec, json);
+        if (html != null) HtmlFile.write(html, page.get(), spec, json());
     }
 }

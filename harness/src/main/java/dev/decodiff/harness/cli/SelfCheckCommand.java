@@ -30,8 +30,8 @@ final class SelfCheckCommand implements Callable<Integer> {
     @picocli.CommandLine.Mixin
     EngineFlags engine = new EngineFlags();
 
-    @Option(names = "--json", description = "Print the machine-readable result (JSON) on stdout instead of the table.")
-    boolean json;
+    @picocli.CommandLine.Mixin
+    JsonOption json = new JsonOption();
 
     @picocli.CommandLine.Spec
     picocli.CommandLine.Model.CommandSpec spec;
@@ -59,7 +59,7 @@ final class SelfCheckCommand implements Callable<Integer> {
             String how = dev.decodiff.harness.live.EngineSetup.describe(options);
             var run = new SelfCheckReport.Run(dir, how.isEmpty() ? "none" : how, tokens.length, prompt, m.config().slidingWindow(), results, secs);
             var out = spec.commandLine().getOut();
-            if (json) out.println(SelfCheckReport.json(run));
+            if (json.on()) out.println(SelfCheckReport.json(run));
             else out.print(SelfCheckReport.terminal(run, Terminal.colourStdout()));
             out.flush();
             return run.passed() ? Main.MATCH : Main.DIVERGENCE;

@@ -5,7 +5,6 @@ import dev.decodiff.harness.report.Terminal;
 import dev.decodiff.harness.selftest.SelfTest;
 import dev.decodiff.harness.selftest.SelfTestReport;
 import picocli.CommandLine.Command;
-import picocli.CommandLine.Option;
 
 import java.util.concurrent.Callable;
 
@@ -15,8 +14,8 @@ import java.util.concurrent.Callable;
                 "and selfcheck must catch the faults it is required to catch without a reference. Prints the accuracy table."},
         footer = {"", "Exit codes: 0 everything localized and no false alarm, 1 otherwise, 2 bad input."})
 final class SelfTestCommand implements Callable<Integer> {
-    @Option(names = "--json", description = "Print the machine-readable result (JSON) on stdout instead of the tables.")
-    boolean json;
+    @picocli.CommandLine.Mixin
+    JsonOption json = new JsonOption();
 
     @picocli.CommandLine.Spec
     picocli.CommandLine.Model.CommandSpec spec;
@@ -36,7 +35,7 @@ final class SelfTestCommand implements Callable<Integer> {
             err.flush();
         }
         var out = spec.commandLine().getOut();
-        if (json) out.println(SelfTestReport.json(result));
+        if (json.on()) out.println(SelfTestReport.json(result));
         else out.print(SelfTestReport.terminal(result, Terminal.colourStdout()));
         out.flush();
         return result.passed() ? Main.MATCH : Main.DIVERGENCE;
