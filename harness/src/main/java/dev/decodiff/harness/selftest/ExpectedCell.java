@@ -95,13 +95,7 @@ public sealed interface ExpectedCell {
                 yield new Cell(st.get(), l, CapturePoints.layer(l, CapturePoints.Q),
                         "the first step with a position ≥ 1 rotates q wrongly on the first full layer (" + l + ")");
             }
-            case V_NORM_MISSING -> {
-                var own = layers.stream().filter(l -> !l.kvShared()).findFirst();
-                if (own.isEmpty()) yield new NotApplicable("no layer computes its own values");
-                int l = own.get().index();
-                yield new Cell(0, l, CapturePoints.layer(l, CapturePoints.V),
-                        "values enter the cache unnormalized from the first layer with its own values (" + l + ")");
-            }
+            case V_NORM_MISSING -> firstOwnKv(cfg, CapturePoints.V, "values", "unnormalized");
             case GQA_MODULO -> {
                 int nh = cfg.numHeads();
                 var l = layers.stream().filter(s -> mixesHeads(nh, s.kvHeads())).findFirst();
@@ -178,13 +172,7 @@ public sealed interface ExpectedCell {
                         "the first step whose last position is ≥ W−2 = " + (W - 2) + " reads W−2 keys on the first sliding layer (" + l + ")");
             }
             case Q_NORM_MISSING -> new Cell(0, 0, CapturePoints.layer(0, CapturePoints.Q), "layer 0 is the first to norm its queries");
-            case K_NORM_ONE_PLUS -> {
-                var own = layers.stream().filter(l -> !l.kvShared()).findFirst();
-                if (own.isEmpty()) yield new NotApplicable("no layer computes its own keys");
-                int l = own.get().index();
-                yield new Cell(0, l, CapturePoints.layer(l, CapturePoints.K),
-                        "keys enter the cache normed with (1+w) from the first layer with its own keys (" + l + ")");
-            }
+            case K_NORM_ONE_PLUS -> firstOwnKv(cfg, CapturePoints.K, "keys", "normed with (1+w)");
         };
     }
 
@@ -194,6 +182,14 @@ public sealed interface ExpectedCell {
      */
     static int policyBoundary(int window, int promptLength) {
         return promptLength > window + 2 ? window + 1 : Math.max(1, promptLength / 2);
+    }
+
+    /** Step 0 at {@code kind} of the first layer that computes its own keys and values (not KV-shared). */
+    private static ExpectedCell firstOwnKv(Gemma4Config cfg, String kind, String what, String how) {
+        var own = cfg.layers().stream().filter(l -> !l.kvShared()).findFirst();
+        if (own.isEmpty()) return new NotApplicable("no layer computes its own " + what);
+        int l = own.get().index();
+        return new Cell(0, l, CapturePoints.layer(l, kind), what + " enter the cache " + how + " from the first layer with its own " + what + " (" + l + ")");
     }
 
     private static boolean mixesHeads(int nh, int nkv) {
