@@ -4,6 +4,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
 import dev.decodiff.engine.Gemma4Model;
 import dev.decodiff.harness.BadInputException;
+import dev.decodiff.harness.cli.OutputPaths;
 import picocli.CommandLine.Command;
 import dev.decodiff.engine.EngineOptions;
 import dev.decodiff.metal.MatmulPrecision;
@@ -59,6 +60,7 @@ public final class BenchCommand implements Callable<Integer> {
     public Integer call() throws IOException {
         if (decodeSteps < 2 || repeats < 1) throw new BadInputException("--decode-steps must be ≥ 2 and --repeats ≥ 1");
         BenchSpec bs = BenchSpec.parse(size);
+        if (cache != null) OutputPaths.refuseOverlap("--cache", cache, OutputPaths.withBundledData());
         PrintWriter err = spec.commandLine().getErr();
         long began = System.nanoTime();
         Consumer<String> log = s -> {

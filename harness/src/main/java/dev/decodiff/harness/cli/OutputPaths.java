@@ -11,10 +11,10 @@ import java.nio.file.Path;
  * checkpoint folder is refused, --force or not. Paths are compared after resolving links, so a symlink or a
  * "../" spelling of the same folder is caught too.
  */
-final class OutputPaths {
+public final class OutputPaths {
     private OutputPaths() {}
 
-    static void refuseOverlap(String option, Path out, Path... inputs) {
+    public static void refuseOverlap(String option, Path out, Path... inputs) {
         Path o = real(out);
         for (Path in : inputs) {
             if (in == null) continue;
@@ -27,7 +27,7 @@ final class OutputPaths {
     }
 
     /** The inputs plus the bundled reference dumps and checkpoints, which no command may write into either. */
-    static Path[] withBundledData(Path... inputs) {
+    public static Path[] withBundledData(Path... inputs) {
         var all = new java.util.ArrayList<Path>(java.util.Arrays.asList(inputs));
         for (String folder : new String[]{"reference-dumps", "checkpoints"}) {
             Path p = dev.decodiff.harness.Home.get().resolve(folder);

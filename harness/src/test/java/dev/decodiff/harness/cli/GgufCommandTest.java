@@ -57,6 +57,24 @@ class GgufCommandTest {
     }
 
     @Test
+    void anOutputThatIsInsideOrContainsTheCheckpointOrTheBundledDataIsRefusedEvenWithForce() throws Exception {
+        Path hf = tmp.resolve("models").resolve("mine");
+        Files.createDirectories(hf);
+        for (String f : new String[]{"config.json", "model.safetensors"}) Files.copy(checkpoint("gemma4-tiny").resolve(f), hf.resolve(f));
+        long weights = Files.size(hf.resolve("model.safetensors"));
+        Path bundled = Home.get().resolve("reference-dumps").resolve("x.gguf");
+        record Case(Path out, String how) {}
+        for (var c : new Case[]{new Case(hf, "--out is the input"), new Case(hf.getParent(), "--out contains the input"),
+                new Case(hf.resolve("model.safetensors"), "--out is inside the input"), new Case(bundled, "--out is inside the input")}) {
+            var r = run("gguf", "--model", hf.toString(), "--out", c.out().toString(), "--force");
+            assertThat(r.code()).as(c.out() + ": " + r.err()).isEqualTo(Main.BAD_INPUT);
+            assertThat(r.err()).contains(c.how()).contains("--force does not change that").hasLineCount(1);
+        }
+        assertThat(Files.size(hf.resolve("model.safetensors"))).isEqualTo(weights);
+        assertThat(bundled).doesNotExist();
+    }
+
+    @Test
     void aCheckpointWithoutTokenizerConvertsToIdsOnly() throws Exception {
         Path hf = tmp.resolve("no-tokenizer");
         Files.createDirectories(hf);
