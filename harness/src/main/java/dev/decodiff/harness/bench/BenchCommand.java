@@ -4,7 +4,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
 import dev.decodiff.engine.Gemma4Model;
 import dev.decodiff.harness.BadInputException;
-import dev.decodiff.harness.cli.OutputPaths;
+import dev.decodiff.harness.OutputPaths;
 import picocli.CommandLine.Command;
 import dev.decodiff.engine.EngineOptions;
 import dev.decodiff.metal.MatmulPrecision;

@@ -1,5 +1,6 @@
 package dev.decodiff.harness.cli;
 
+import dev.decodiff.harness.OutputPaths;
 import dev.decodiff.engine.Gemma4Model;
 import dev.decodiff.harness.BadInputException;
 import dev.decodiff.harness.compare.Comparison;

@@ -1,5 +1,6 @@
 package dev.decodiff.harness.cli;
 
+import dev.decodiff.harness.OutputPaths;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.decodiff.engine.CapturePoints;
 import dev.decodiff.engine.Gemma4Model;

@@ -1,5 +1,6 @@
 package dev.decodiff.harness.cli;
 
+import dev.decodiff.harness.OutputPaths;
 import dev.decodiff.llamacpp.gguf.GgmlType;
 import dev.decodiff.llamacpp.gguf.GgufOutputType;
 import dev.decodiff.llamacpp.gguf.HfToGguf;

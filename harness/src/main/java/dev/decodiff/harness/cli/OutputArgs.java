@@ -1,5 +1,6 @@
 package dev.decodiff.harness.cli;
 
+import dev.decodiff.harness.OutputPaths;
 import picocli.CommandLine.Mixin;
 import picocli.CommandLine.Model.CommandSpec;
 import picocli.CommandLine.Option;

@@ -1,6 +1,5 @@
-package dev.decodiff.harness.cli;
+package dev.decodiff.harness;
 
-import dev.decodiff.harness.BadInputException;
 
 import java.io.IOException;
 import java.nio.file.Files;
