@@ -3,6 +3,8 @@ package dev.decodiff.tests;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.decodiff.harness.cli.Main;
+import dev.decodiff.llamacpp.ffi.LlamaCppHome;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -69,6 +71,37 @@ class BenchSmokeTest {
         for (String c : List.of("128", "512", "2048")) assertPositive(j.get("decode_tokens_per_s"), c);
         for (String k : List.of("compare_gbs", "idle_probe_overhead", "ttft_prefix_reuse_s", "kv_bytes_per_token"))
             assertThat(j.has(k)).as("%s left out under --core", k).isFalse();
+    }
+
+    @Test
+    void benchAgainstLlamaCppGivesDecodiffOverLlamaCppPerContextAndForPrefill(@TempDir Path cache) throws Exception {
+        Assumptions.assumeTrue(LlamaCppHome.configured() || LlamaCppHome.available(), "llama.cpp is not set up: run scripts/llamacpp.sh");
+        var out = new StringWriter();
+        var err = new StringWriter();
+        int code = Main.commandLine(new PrintWriter(out, true), new PrintWriter(err, true))
+                .execute("bench", "--size", "small", "--core", "--against", "llama.cpp", "--json", "--cache", cache.toString(),
+                        "--decode-steps", "2", "--repeats", "2");
+        assertThat(code).as(err.toString()).isZero();
+        JsonNode j = new ObjectMapper().readTree(out.toString());
+        for (String c : List.of("128", "512", "2048")) {
+            assertPositive(j.get("decode_vs_llamacpp"), c);
+            assertThat(j.get("per_round_vs_llamacpp").get("decode_" + c)).hasSize(2);
+            // the ratio is decodiff's figure over llama.cpp's, both measured
+            assertPositive(j.get("figures").get("against_llamacpp_decode_tokens_per_s_" + c), "median");
+            assertPositive(j.get("figures").get("against_decodiff_decode_tokens_per_s_" + c), "median");
+        }
+        assertPositive(j, "prefill_vs_llamacpp");
+        assertThat(j.get("per_round_vs_llamacpp").get("prefill_512")).hasSize(2);
+        for (JsonNode r : j.get("per_round_vs_llamacpp").get("prefill_512")) assertThat(r.asDouble()).isPositive().isFinite();
+    }
+
+    @Test
+    void benchAgainstAnUnknownEngineIsRefusedAsBadInput(@TempDir Path cache) {
+        var err = new StringWriter();
+        int code = Main.commandLine(new PrintWriter(new StringWriter(), true), new PrintWriter(err, true))
+                .execute("bench", "--size", "small", "--against", "vllm", "--cache", cache.toString());
+        assertThat(code).isEqualTo(2);
+        assertThat(err.toString()).contains("--against takes llama.cpp");
     }
 
     private static void assertPositive(JsonNode j, String key) {

@@ -28,7 +28,7 @@ import java.util.function.Consumer;
         description = {"Measures decode/prefill speed against the machine's memory bandwidth, probe and dump overhead, and compare throughput,",
                 "on a random Gemma 4 checkpoint synthesized once and cached (default: a 1.06 B-parameter model, 2.1 GB in bf16)."},
         footer = {"", "Examples:", "  decodiff bench", "  decodiff bench --size small --json", "  decodiff bench --size default,layers=6",
-                "  decodiff bench --size e2b --core"})
+                "  decodiff bench --size e2b --core", "  decodiff bench --against llama.cpp"})
 public final class BenchCommand implements Callable<Integer> {
     @Option(names = "--size", paramLabel = "SPEC", defaultValue = "default",
             description = "Preset (default = 1.06 B params/2.1 GB, small ≈ 100 MB; e2b = Gemma 4 E2B's geometry with PLE and KV sharing, ≈ 4.6 B "
@@ -53,12 +53,19 @@ public final class BenchCommand implements Callable<Integer> {
             + "where capture overhead, prefix reuse, the KV types and compare take long).")
     boolean core;
 
+    @Option(names = "--against", paramLabel = "ENGINE",
+            description = "Also run the bench model through this engine (llama.cpp: the checkpoint converted to a bf16 GGUF, f32 K/V, the same threads), "
+                    + "interleaved with decodiff in --repeats rounds, and print decodiff/llama.cpp for decode @128/512/2048 and prefill 512.")
+    String against;
+
     @picocli.CommandLine.Spec
     picocli.CommandLine.Model.CommandSpec spec;
 
     @Override
     public Integer call() throws IOException {
         if (decodeSteps < 2 || repeats < 1) throw new BadInputException("--decode-steps must be ≥ 2 and --repeats ≥ 1");
+        if (against != null && !against.equalsIgnoreCase("llama.cpp") && !against.equalsIgnoreCase("llamacpp"))
+            throw new BadInputException("--against takes llama.cpp, got '" + against + "'");
         BenchSpec bs = BenchSpec.parse(size);
         if (cache != null) OutputPaths.refuseOverlap("--cache", cache, OutputPaths.withBundledData());
         PrintWriter err = spec.commandLine().getErr();
@@ -70,7 +77,7 @@ public final class BenchCommand implements Callable<Integer> {
         Path dir = BenchCheckpoint.ensure(bs, cache != null ? cache : BenchCheckpoint.defaultCacheRoot(), log);
         Path work = Files.createTempDirectory("decodiff-bench-");
         try (var model = Gemma4Model.load(dir)) {
-            var r = run(bs, BenchSetup.of(bs, model, dir, repeats, decodeSteps, work, log), core);
+            var r = run(bs, BenchSetup.of(bs, model, dir, repeats, decodeSteps, work, log), core, against != null);
             var out = spec.commandLine().getOut();
             if (json) out.println(new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT).writeValueAsString(r.json()));
             else r.print(out);
@@ -82,7 +89,7 @@ public final class BenchCommand implements Callable<Integer> {
     }
 
     /** The phases in order, the machine's ceilings first; the prefilled session goes on to decode and capture. */
-    private static BenchReport run(BenchSpec bs, BenchSetup b, boolean core) throws IOException {
+    private static BenchReport run(BenchSpec bs, BenchSetup b, boolean core, boolean againstLlamaCpp) throws IOException {
         var read = ReadBandwidth.measure(b);
         var compute = Compute.measure(b);
         var prefill = Prefill.measure(b);
@@ -98,8 +105,11 @@ public final class BenchCommand implements Callable<Integer> {
             b.model().newSession(bf16).forward(b.prompt(BenchSetup.PREFILL)); // warm-up: its kernels compile untimed, as the f32 prefill's did
             bf16Matmul = Prefill.timed(b, bf16).tokensPerS();
         }
-        return new BenchReport(bs, Machine.current(), b.model().weightBytesPerToken(), read, compute, prefill.tokensPerS(), decode, capture, prefix,
-                kv, compare, Machine.peakRss(), bf16Matmul);
+        var machine = Machine.current();
+        long rss = Machine.peakRss(); // before llama.cpp's model joins the process
+        var vsLlamaCpp = againstLlamaCpp ? AgainstLlamaCpp.measure(b, machine.threads()) : null;
+        return new BenchReport(bs, machine, b.model().weightBytesPerToken(), read, compute, prefill.tokensPerS(), decode, capture, prefix,
+                kv, compare, rss, bf16Matmul, vsLlamaCpp);
     }
 
     private static void deleteTree(Path p) {

@@ -10,10 +10,12 @@ import java.util.Map;
 
 /**
  * Everything one bench run measured, with the ratios and targets derived from it, as text or JSON. Under
- * {@code --core} capture, prefix reuse, the KV types and compare are not measured (null) and their figures are left out.
+ * {@code --core} capture, prefix reuse, the KV types and compare are not measured (null) and their figures are left out;
+ * without {@code --against llama.cpp} so is the comparison with llama.cpp.
  */
 record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, ReadBandwidth read, Compute compute, Figure prefillTps, Decode decode,
-                   CaptureOverhead capture, PrefixReuse prefix, KvTypes kv, CompareThroughput compare, long peakRss, Figure prefillBf16MatmulTps) {
+                   CaptureOverhead capture, PrefixReuse prefix, KvTypes kv, CompareThroughput compare, long peakRss, Figure prefillBf16MatmulTps,
+                   AgainstLlamaCpp vsLlamaCpp) {
 
     int newTokens() { return BenchSetup.CONTEXTS[BenchSetup.CONTEXTS.length - 1] - BenchSetup.PREFIX; }
 
@@ -140,9 +142,29 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
             kv.prefillTps().forEach((t, x) -> put(f, "kv_prefill_tokens_per_s_" + t.id(), x));
             kv.decodeTps().forEach((t, x) -> put(f, "kv_decode_512_tokens_per_s_" + t.id(), x));
         }
+        if (vsLlamaCpp != null) {
+            o.put("llamacpp_release", vsLlamaCpp.release());
+            var dv = o.putObject("decode_vs_llamacpp");
+            var pr = o.putObject("per_round_vs_llamacpp");
+            for (int c : BenchSetup.CONTEXTS) {
+                dv.put(Integer.toString(c), Figure.of(vsLlamaCpp.decodeRatios(c)).median());
+                putRounds(pr, "decode_" + c, vsLlamaCpp.decodeRatios(c));
+                put(f, "against_decodiff_decode_tokens_per_s_" + c, Figure.of(vsLlamaCpp.decodiff().decodeTps().get(c)));
+                put(f, "against_llamacpp_decode_tokens_per_s_" + c, Figure.of(vsLlamaCpp.llamaCpp().decodeTps().get(c)));
+            }
+            o.put("prefill_vs_llamacpp", Figure.of(vsLlamaCpp.prefillRatios()).median());
+            putRounds(pr, "prefill_" + BenchSetup.PREFILL, vsLlamaCpp.prefillRatios());
+            put(f, "against_decodiff_prefill_tokens_per_s", Figure.of(vsLlamaCpp.decodiff().prefillTps()));
+            put(f, "against_llamacpp_prefill_tokens_per_s", Figure.of(vsLlamaCpp.llamaCpp().prefillTps()));
+        }
         var t = o.putObject("targets");
         targets().forEach(t::put);
         return o;
+    }
+
+    private static void putRounds(ObjectNode o, String k, double[] v) {
+        var a = o.putArray(k);
+        for (double x : v) a.add(x);
     }
 
     private static void put(ObjectNode o, String k, Figure f) {
@@ -199,6 +221,7 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
                 out.println("    %-5s        %10d   %8.1f (%4.2f)               %6.2f".formatted(t.id(), kv.bytesPerToken().get(t), kvPrefill(t).median(),
                         kvPrefill(t).median() / prefillTps.median(), kvDecode(t).median()));
         }
+        if (vsLlamaCpp != null) printVsLlamaCpp(out);
         out.println("ratios (targets):");
         out.println("  decode weight traffic / best read       %5.2f  (≥ 0.85) %s".formatted(bandwidthRatio(), ok(bandwidthRatio() >= 0.85)));
         out.println("  the same at ctx 128                     %5.2f  (≥ 0.8)  %s".formatted(bandwidthRatio128(), ok(bandwidthRatio128() >= 0.8)));
@@ -216,6 +239,21 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
         out.println("  TTFT cold / prefix reused               %5.1f  (≥ 10)   %s".formatted(prefixSpeedup(), ok(prefixSpeedup() >= 10)));
         out.println("  TTFT re-read conversation / second turn %5.1f".formatted(turnSpeedup()));
         out.println("  slowest quantized-KV prefill / f32      %5.2f  (no cliff: ≥ 0.5) %s".formatted(worstKvPrefillRatio(), ok(worstKvPrefillRatio() >= 0.5)));
+    }
+
+    private void printVsLlamaCpp(PrintWriter out) {
+        out.println("against " + vsLlamaCpp.release() + " (bf16 GGUF, f32 K/V, %d threads; rounds interleaved, decodiff first):".formatted(vsLlamaCpp.threads()));
+        out.println("  figure (tok/s)     decodiff   llama.cpp   decodiff/llama.cpp median   per round");
+        for (int c : BenchSetup.CONTEXTS)
+            printVs(out, "decode @ctx %-5d".formatted(c), vsLlamaCpp.decodiff().decodeTps().get(c), vsLlamaCpp.llamaCpp().decodeTps().get(c));
+        printVs(out, "prefill %d     ".formatted(BenchSetup.PREFILL), vsLlamaCpp.decodiff().prefillTps(), vsLlamaCpp.llamaCpp().prefillTps());
+    }
+
+    private static void printVs(PrintWriter out, String label, double[] ours, double[] theirs) {
+        var rounds = new StringBuilder();
+        for (double r : AgainstLlamaCpp.ratios(ours, theirs)) rounds.append(" %.2f".formatted(r));
+        out.println("  %s  %8.2f    %8.2f    %8.2f                 %s".formatted(label, Figure.of(ours).median(), Figure.of(theirs).median(),
+                Figure.of(AgainstLlamaCpp.ratios(ours, theirs)).median(), rounds.toString().strip()));
     }
 
     private static String ok(boolean b) { return b ? "holds" : "MISSED"; }
