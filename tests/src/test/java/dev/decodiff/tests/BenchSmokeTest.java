@@ -93,6 +93,8 @@ class BenchSmokeTest {
         assertPositive(j, "prefill_vs_llamacpp");
         assertThat(j.get("per_round_vs_llamacpp").get("prefill_512")).hasSize(2);
         for (JsonNode r : j.get("per_round_vs_llamacpp").get("prefill_512")) assertThat(r.asDouble()).isPositive().isFinite();
+        // the 16-bit pair: decodiff's bf16 K/V against llama.cpp's default f16 K/V
+        for (String k : List.of("decode_512", "prefill_512")) assertPositive(j.get("bf16_kv_vs_llamacpp_f16_kv"), k);
     }
 
     @Test

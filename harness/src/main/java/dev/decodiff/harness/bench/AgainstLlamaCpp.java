@@ -1,5 +1,8 @@
 package dev.decodiff.harness.bench;
 
+import dev.decodiff.engine.EngineOptions;
+import dev.decodiff.engine.InferenceSession;
+import dev.decodiff.engine.KvType;
 import dev.decodiff.engine.Sampler;
 import dev.decodiff.harness.llamacpp.GgufCache;
 import dev.decodiff.llamacpp.LlamaCppRunner;
@@ -15,15 +18,19 @@ import java.util.Map;
  * both alike. Each engine reads the same prompt token ids, decodes greedily, keeps its K/V in f32 (llama.cpp's default
  * f16 cache would not be the same work) and uses the same number of threads. Per round and engine: for each of
  * {@link BenchSetup#CONTEXTS}, a fresh context reads that many prompt tokens (the 512-token read is the prefill
- * figure), then decodes {@code decodeSteps} tokens.
+ * figure), then decodes {@code decodeSteps} tokens. After the f32 pair, each round also runs decodiff with bf16 K/V
+ * against llama.cpp with f16 K/V (its default), at the prefill's context only.
  */
-record AgainstLlamaCpp(String release, int threads, Rounds decodiff, Rounds llamaCpp) {
+record AgainstLlamaCpp(String release, int threads, Rounds decodiff, Rounds llamaCpp, Rounds decodiffBf16Kv, Rounds llamaCppF16Kv) {
+
+    /** The contexts of the 16-bit K/V pair (decodiff bf16, llama.cpp f16): the prefill's alone, to keep the run short. */
+    static final int[] HALF_KV_CONTEXTS = {BenchSetup.PREFILL};
 
     /** Per round: decode tokens/s by context, and prefill tokens/s of {@link BenchSetup#PREFILL} tokens. */
     record Rounds(Map<Integer, double[]> decodeTps, double[] prefillTps) {
-        static Rounds of(int rounds) {
+        static Rounds of(int rounds, int[] contexts) {
             var d = new LinkedHashMap<Integer, double[]>();
-            for (int c : BenchSetup.CONTEXTS) d.put(c, new double[rounds]);
+            for (int c : contexts) d.put(c, new double[rounds]);
             return new Rounds(d, new double[rounds]);
         }
     }
@@ -39,44 +46,59 @@ record AgainstLlamaCpp(String release, int threads, Rounds decodiff, Rounds llam
         b.log().accept("against llama.cpp: converting the bench checkpoint to a bf16 GGUF (cached)…");
         var gguf = GgufCache.of(b.checkpoint(), GgufOutputType.BF16);
         int room = LlamaContext.Options.lengthFor(b.maxContext() + b.decodeSteps() + 1);
-        var options = new LlamaContext.Options(room, threads, "f32", "f32", false);
-        try (var runner = LlamaCppRunner.open(gguf, options, null)) {
-            Engine ours = new Engine() {
-                dev.decodiff.engine.InferenceSession s;
-
-                public float[] read(int[] prompt) {
-                    s = b.model().newSession();
-                    return s.forward(prompt);
-                }
-
-                public float[] step(int token) { return s.forward(new int[]{token}); }
-            };
-            Engine theirs = new Engine() {
-                int pos;
-
-                public float[] read(int[] prompt) {
-                    runner.reset();
-                    pos = prompt.length;
-                    return runner.decode(prompt, 0);
-                }
-
-                public float[] step(int token) { return runner.decode(new int[]{token}, pos++); }
-            };
+        try (var runner = LlamaCppRunner.open(gguf, new LlamaContext.Options(room, threads, "f32", "f32", false), null);
+             var runnerF16 = LlamaCppRunner.open(gguf, new LlamaContext.Options(room, threads, "f16", "f16", false), null)) {
+            Engine ours = decodiff(b, EngineOptions.defaults()), theirs = llamaCpp(runner);
+            Engine oursBf16 = decodiff(b, EngineOptions.defaults().withKvTypes(KvType.BF16, KvType.BF16)), theirsF16 = llamaCpp(runnerF16);
             b.log().accept("against llama.cpp: warm-up…");
-            run(b, theirs, Rounds.of(1), 0); // llama.cpp's first graphs and page faults, untimed (decodiff warmed up in its own prefill phase)
-            var d = Rounds.of(b.repeats());
-            var l = Rounds.of(b.repeats());
-            for (int r = 0; r < b.repeats(); r++) {
-                b.log().accept("against llama.cpp: round " + (r + 1) + "/" + b.repeats() + ", decodiff then llama.cpp…");
-                run(b, ours, d, r);
-                run(b, theirs, l, r);
+            // llama.cpp's first graphs and page faults, untimed (decodiff warmed up in its own prefill phase)
+            run(b, theirs, Rounds.of(1, BenchSetup.CONTEXTS), 0, BenchSetup.CONTEXTS);
+            run(b, theirsF16, Rounds.of(1, HALF_KV_CONTEXTS), 0, HALF_KV_CONTEXTS);
+            int n = b.repeats();
+            var d = Rounds.of(n, BenchSetup.CONTEXTS);
+            var l = Rounds.of(n, BenchSetup.CONTEXTS);
+            var dh = Rounds.of(n, HALF_KV_CONTEXTS);
+            var lh = Rounds.of(n, HALF_KV_CONTEXTS);
+            for (int r = 0; r < n; r++) {
+                b.log().accept("against llama.cpp: round " + (r + 1) + "/" + n + ", decodiff then llama.cpp, f32 K/V then 16-bit…");
+                run(b, ours, d, r, BenchSetup.CONTEXTS);
+                run(b, theirs, l, r, BenchSetup.CONTEXTS);
+                run(b, oursBf16, dh, r, HALF_KV_CONTEXTS);
+                run(b, theirsF16, lh, r, HALF_KV_CONTEXTS);
             }
-            return new AgainstLlamaCpp(LlamaCppRunner.describeRelease(), threads, d, l);
+            return new AgainstLlamaCpp(LlamaCppRunner.describeRelease(), threads, d, l, dh, lh);
         }
     }
 
-    private static void run(BenchSetup b, Engine e, Rounds into, int round) {
-        for (int c : BenchSetup.CONTEXTS) {
+    private static Engine decodiff(BenchSetup b, EngineOptions options) {
+        return new Engine() {
+            InferenceSession s;
+
+            public float[] read(int[] prompt) {
+                s = b.model().newSession(options);
+                return s.forward(prompt);
+            }
+
+            public float[] step(int token) { return s.forward(new int[]{token}); }
+        };
+    }
+
+    private static Engine llamaCpp(LlamaCppRunner runner) {
+        return new Engine() {
+            int pos;
+
+            public float[] read(int[] prompt) {
+                runner.reset();
+                pos = prompt.length;
+                return runner.decode(prompt, 0);
+            }
+
+            public float[] step(int token) { return runner.decode(new int[]{token}, pos++); }
+        };
+    }
+
+    private static void run(BenchSetup b, Engine e, Rounds into, int round, int[] contexts) {
+        for (int c : contexts) {
             long t0 = System.nanoTime();
             int next = Sampler.argmax(e.read(b.prompt(c)));
             double read = BenchSetup.secondsSince(t0);
@@ -97,4 +119,11 @@ record AgainstLlamaCpp(String release, int threads, Rounds decodiff, Rounds llam
     double[] decodeRatios(int context) { return ratios(decodiff.decodeTps().get(context), llamaCpp.decodeTps().get(context)); }
 
     double[] prefillRatios() { return ratios(decodiff.prefillTps(), llamaCpp.prefillTps()); }
+
+    /** decodiff with bf16 K/V over llama.cpp with f16 K/V, decode at {@link BenchSetup#PREFILL}, round by round. */
+    double[] halfKvDecodeRatios() {
+        return ratios(decodiffBf16Kv.decodeTps().get(BenchSetup.PREFILL), llamaCppF16Kv.decodeTps().get(BenchSetup.PREFILL));
+    }
+
+    double[] halfKvPrefillRatios() { return ratios(decodiffBf16Kv.prefillTps(), llamaCppF16Kv.prefillTps()); }
 }

@@ -55,7 +55,8 @@ public final class BenchCommand implements Callable<Integer> {
 
     @Option(names = "--against", paramLabel = "ENGINE",
             description = "Also run the bench model through this engine (llama.cpp: the checkpoint converted to a bf16 GGUF, f32 K/V, the same threads), "
-                    + "interleaved with decodiff in --repeats rounds, and print decodiff/llama.cpp for decode @128/512/2048 and prefill 512.")
+                    + "interleaved with decodiff in --repeats rounds, and print decodiff/llama.cpp for decode @128/512/2048 and prefill 512, "
+                    + "then decodiff bf16 K/V against llama.cpp f16 K/V at 512.")
     String against;
 
     @picocli.CommandLine.Spec

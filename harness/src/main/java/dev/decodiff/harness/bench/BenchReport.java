@@ -156,6 +156,11 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
             putRounds(pr, "prefill_" + BenchSetup.PREFILL, vsLlamaCpp.prefillRatios());
             put(f, "against_decodiff_prefill_tokens_per_s", Figure.of(vsLlamaCpp.decodiff().prefillTps()));
             put(f, "against_llamacpp_prefill_tokens_per_s", Figure.of(vsLlamaCpp.llamaCpp().prefillTps()));
+            var h = o.putObject("bf16_kv_vs_llamacpp_f16_kv");
+            h.put("decode_" + BenchSetup.PREFILL, Figure.of(vsLlamaCpp.halfKvDecodeRatios()).median());
+            h.put("prefill_" + BenchSetup.PREFILL, Figure.of(vsLlamaCpp.halfKvPrefillRatios()).median());
+            putRounds(pr, "bf16_kv_vs_f16_kv_decode_" + BenchSetup.PREFILL, vsLlamaCpp.halfKvDecodeRatios());
+            putRounds(pr, "bf16_kv_vs_f16_kv_prefill_" + BenchSetup.PREFILL, vsLlamaCpp.halfKvPrefillRatios());
         }
         var t = o.putObject("targets");
         targets().forEach(t::put);
@@ -247,6 +252,10 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
         for (int c : BenchSetup.CONTEXTS)
             printVs(out, "decode @ctx %-5d".formatted(c), vsLlamaCpp.decodiff().decodeTps().get(c), vsLlamaCpp.llamaCpp().decodeTps().get(c));
         printVs(out, "prefill %d     ".formatted(BenchSetup.PREFILL), vsLlamaCpp.decodiff().prefillTps(), vsLlamaCpp.llamaCpp().prefillTps());
+        out.println("  decodiff bf16 K/V against llama.cpp f16 K/V (its default):");
+        printVs(out, "decode @ctx %-5d".formatted(BenchSetup.PREFILL), vsLlamaCpp.decodiffBf16Kv().decodeTps().get(BenchSetup.PREFILL),
+                vsLlamaCpp.llamaCppF16Kv().decodeTps().get(BenchSetup.PREFILL));
+        printVs(out, "prefill %d     ".formatted(BenchSetup.PREFILL), vsLlamaCpp.decodiffBf16Kv().prefillTps(), vsLlamaCpp.llamaCppF16Kv().prefillTps());
     }
 
     private static void printVs(PrintWriter out, String label, double[] ours, double[] theirs) {
