@@ -55,13 +55,5 @@ final class Recompute {
     }
 
     /** rel L2 of {@code got} against {@code want}. */
-    static double rel(float[] got, float[] want) {
-        double n = 0, d = 0;
-        for (int i = 0; i < got.length; i++) {
-            double x = (double) got[i] - want[i];
-            n += x * x;
-            d += (double) want[i] * want[i];
-        }
-        return d == 0 ? (n == 0 ? 0 : Double.POSITIVE_INFINITY) : Math.sqrt(n / d);
-    }
+    static double rel(float[] got, float[] want) { return dev.decodiff.harness.compare.CellStats.relL2(got, want); }
 }

@@ -43,6 +43,17 @@ public record CellStats(int step, String point, long[] shape, double relL2, doub
     public long[] maxIndexND() { return indexND(shape, maxIndex); }
 
     /** The multi-index of a flat row-major index into {@code shape}. */
+    /** rel L2 = ‖c − r‖₂ / ‖r‖₂ of two whole arrays, summed in double (0 when both are zero, ∞ when only r is). */
+    public static double relL2(float[] c, float[] r) {
+        double num = 0, den = 0;
+        for (int i = 0; i < c.length; i++) {
+            double d = (double) c[i] - r[i];
+            num += d * d;
+            den += (double) r[i] * r[i];
+        }
+        return den == 0 ? (num == 0 ? 0 : Double.POSITIVE_INFINITY) : Math.sqrt(num / den);
+    }
+
     public static long[] indexND(long[] shape, long flat) {
         var idx = new long[shape.length];
         long rem = Math.max(0, flat);

@@ -1,5 +1,6 @@
 package dev.decodiff.harness.selfcheck;
 
+import dev.decodiff.harness.compare.CellStats;
 import dev.decodiff.harness.report.Fmt;
 import dev.decodiff.engine.CapturePoints;
 import dev.decodiff.engine.EngineOptions;
@@ -185,7 +186,7 @@ public final class SelfCheck {
             float[] a = plain.forward(chunk), b = probed.forward(chunk);
             if (!Arrays.equals(a, b)) {
                 return new SelfCheckResult("instrumented-vs-plain", "logits with every probe attached vs none (bit-identical)",
-                        false, pos + len - 1, CapturePoints.LOGITS, relL2(b, a), 0, "attaching probes changed the logits at step " + step);
+                        false, pos + len - 1, CapturePoints.LOGITS, CellStats.relL2(b, a), 0, "attaching probes changed the logits at step " + step);
             }
             pos += len;
             step++;
@@ -223,7 +224,7 @@ public final class SelfCheck {
                 float[] c = cand.get(r.getKey());
                 if (c == null) continue;
                 cells++;
-                double rel = c.length == r.getValue().length ? relL2(c, r.getValue()) : Double.POSITIVE_INFINITY;
+                double rel = c.length == r.getValue().length ? CellStats.relL2(c, r.getValue()) : Double.POSITIVE_INFINITY;
                 worst = Math.max(worst, Double.isNaN(rel) ? Double.POSITIVE_INFINITY : rel);
                 if (!(rel <= TOLERANCE)) failures.add(new Cell(r.getKey(), e.getKey(), rel));
             }
@@ -237,13 +238,4 @@ public final class SelfCheck {
                 Fmt.format("%d of %d cells disagree; first at position %d, %s (rel L2 %.3g)", failures.size(), cells, first.pos(), first.point(), first.rel()));
     }
 
-    static double relL2(float[] c, float[] r) {
-        double num = 0, den = 0;
-        for (int i = 0; i < c.length; i++) {
-            double d = (double) c[i] - r[i];
-            num += d * d;
-            den += (double) r[i] * r[i];
-        }
-        return den == 0 ? (num == 0 ? 0 : Double.POSITIVE_INFINITY) : Math.sqrt(num / den);
-    }
 }
