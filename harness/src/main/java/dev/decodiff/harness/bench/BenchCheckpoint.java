@@ -1,5 +1,6 @@
 package dev.decodiff.harness.bench;
 
+import dev.decodiff.harness.report.Fmt;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
 import com.fasterxml.jackson.databind.node.ObjectNode;
@@ -60,7 +61,7 @@ public final class BenchCheckpoint {
                 } catch (IOException e) {
                     if (!Files.isRegularFile(dir.resolve("model.safetensors"))) throw e; // rename onto a non-empty folder fails
                 }
-                log.accept("synthesized %.2f GB in %.1f s".formatted(Files.size(dir.resolve("model.safetensors")) / 1e9, (System.nanoTime() - t0) / 1e9));
+                log.accept(Fmt.format("synthesized %.2f GB in %.1f s", Files.size(dir.resolve("model.safetensors")) / 1e9, (System.nanoTime() - t0) / 1e9));
             } finally {
                 deleteTree(tmp);
             }

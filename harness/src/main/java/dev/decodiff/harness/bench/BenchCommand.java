@@ -5,6 +5,7 @@ import com.fasterxml.jackson.databind.SerializationFeature;
 import dev.decodiff.engine.Gemma4Model;
 import dev.decodiff.harness.BadInputException;
 import dev.decodiff.harness.OutputPaths;
+import dev.decodiff.harness.report.Fmt;
 import picocli.CommandLine.Command;
 import dev.decodiff.engine.EngineOptions;
 import dev.decodiff.metal.MatmulPrecision;
@@ -72,7 +73,7 @@ public final class BenchCommand implements Callable<Integer> {
         PrintWriter err = spec.commandLine().getErr();
         long began = System.nanoTime();
         Consumer<String> log = s -> {
-            err.printf("bench [%5.1f s] %s%n", BenchSetup.secondsSince(began), s);
+            err.print(Fmt.format("bench [%5.1f s] %s%n", BenchSetup.secondsSince(began), s));
             err.flush();
         };
         Path dir = BenchCheckpoint.ensure(bs, cache != null ? cache : BenchCheckpoint.defaultCacheRoot(), log);

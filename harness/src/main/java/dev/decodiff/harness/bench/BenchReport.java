@@ -1,5 +1,6 @@
 package dev.decodiff.harness.bench;
 
+import dev.decodiff.harness.report.Fmt;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.decodiff.engine.KvType;
@@ -192,76 +193,74 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
 
     void print(PrintWriter out) {
         out.println("decodiff bench — " + spec.describe());
-        out.println("machine: " + machine.cpu() + ", " + machine.threads() + " threads; weights read per decode token: %.3f GB".formatted(weightBytesPerToken / 1e9));
+        out.println("machine: " + machine.cpu() + ", " + machine.threads() + Fmt.format(" threads; weights read per decode token: %.3f GB", weightBytesPerToken / 1e9));
         out.println("kernels: " + machine.kernels());
         out.println("median (min, max, samples):");
-        out.println("  read bandwidth          " + readGbs().format("%7.2f") + " GB/s  (streamed weights, %s reader, equal shares; Java reader %.2f)"
-                .formatted(read.nativeGbs() == null ? "Java" : "prefetching", read.javaGbs().median()));
-        out.println("  read bandwidth, best    %7.2f GB/s  (the ceiling decode is measured against)".formatted(read.bestGbs()));
-        out.println("  anonymous memory read   " + read.anonymousGbs().format("%7.2f") + " GB/s  (%d MiB, no page cache)".formatted(read.anonymousBytes() >> 20));
+        out.println("  read bandwidth          " + readGbs().format("%7.2f") + Fmt.format(" GB/s  (streamed weights, %s reader, equal shares; Java reader %.2f)", read.nativeGbs() == null ? "Java" : "prefetching", read.javaGbs().median()));
+        out.println(Fmt.format("  read bandwidth, best    %7.2f GB/s  (the ceiling decode is measured against)", read.bestGbs()));
+        out.println("  anonymous memory read   " + read.anonymousGbs().format("%7.2f") + Fmt.format(" GB/s  (%d MiB, no page cache)", read.anonymousBytes() >> 20));
         out.println("  fp32 FMA peak           " + compute.fmaPeakGflops().format("%7.1f") + " GFLOPS (in-register FMA loop, all threads)");
-        out.println("  prefill GEMM            " + compute.gemmGflops().format("%7.1f") + " GFLOPS (%s, exact fp32)".formatted(compute.gemmShape()));
-        for (int c : BenchSetup.CONTEXTS) out.println("  decode @ctx %-5d       ".formatted(c) + decodeTps(c).format("%7.2f") + " tok/s");
-        out.println("  decode weight traffic   %7.2f GB/s at ctx 512".formatted(decodeWeightGbs()));
-        out.println("  prefill %d tokens      ".formatted(BenchSetup.PREFILL) + prefillTps.format("%7.1f") + " tok/s");
+        out.println("  prefill GEMM            " + compute.gemmGflops().format("%7.1f") + Fmt.format(" GFLOPS (%s, exact fp32)", compute.gemmShape()));
+        for (int c : BenchSetup.CONTEXTS) out.println(Fmt.format("  decode @ctx %-5d       ", c) + decodeTps(c).format("%7.2f") + " tok/s");
+        out.println(Fmt.format("  decode weight traffic   %7.2f GB/s at ctx 512", decodeWeightGbs()));
+        out.println(Fmt.format("  prefill %d tokens      ", BenchSetup.PREFILL) + prefillTps.format("%7.1f") + " tok/s");
         if (prefillBf16MatmulTps != null)
-            out.println("  … with --matmul bf16    " + prefillBf16MatmulTps.format("%7.1f") + " tok/s  (%.2f × exact fp32; not exact, docs/matmul-bf16.md)"
-                    .formatted(prefillBf16MatmulTps.median() / prefillTps.median()));
+            out.println("  … with --matmul bf16    " + prefillBf16MatmulTps.format("%7.1f") + Fmt.format(" tok/s  (%.2f × exact fp32; not exact, docs/matmul-bf16.md)", prefillBf16MatmulTps.median() / prefillTps.median()));
         if (capture != null) {
             out.println("  decode step, no probe   " + capture.noProbeMs().format("%7.1f") + " ms");
             out.println("  decode step, idle probe " + capture.idleProbeMs().format("%7.1f") + " ms");
-            out.println("  decode step, dump       " + capture.dumpMs().format("%7.1f") + " ms  (%.1f MB per step written)".formatted(capture.dumpBytesPerStep() / 1e6));
+            out.println("  decode step, dump       " + capture.dumpMs().format("%7.1f") + Fmt.format(" ms  (%.1f MB per step written)", capture.dumpBytesPerStep() / 1e6));
         }
         if (compare != null)
-            out.println("  compare                 " + compare.warmGbs().format("%7.2f") + " GB/s of tensor data (warm; first, cold run: %.2f)".formatted(compare.firstGbs().median()));
-        out.println("  peak RSS                %7.2f GB".formatted(peakRss / 1e9));
-        out.println("  TTFT, %d tokens cold    ".formatted(BenchSetup.PREFIX + newTokens()) + decode.ttftColdS().format("%7.2f") + " s");
+            out.println("  compare                 " + compare.warmGbs().format("%7.2f") + Fmt.format(" GB/s of tensor data (warm; first, cold run: %.2f)", compare.firstGbs().median()));
+        out.println(Fmt.format("  peak RSS                %7.2f GB", peakRss / 1e9));
+        out.println(Fmt.format("  TTFT, %d tokens cold    ", BenchSetup.PREFIX + newTokens()) + decode.ttftColdS().format("%7.2f") + " s");
         if (prefix != null) {
-            out.println("  TTFT, %d-token prefix reused + %d new ".formatted(BenchSetup.PREFIX, newTokens()) + prefix.prefixReusedS().format("%7.3f") + " s");
-            out.println("  TTFT, second turn of %d new tokens    ".formatted(newTokens()) + prefix.secondTurnS().format("%7.3f") + " s");
+            out.println(Fmt.format("  TTFT, %d-token prefix reused + %d new ", BenchSetup.PREFIX, newTokens()) + prefix.prefixReusedS().format("%7.3f") + " s");
+            out.println(Fmt.format("  TTFT, second turn of %d new tokens    ", newTokens()) + prefix.secondTurnS().format("%7.3f") + " s");
         }
         if (kv != null) {
-            out.println("  KV cache type   bytes/token   prefill %d tok/s (× f32)   decode @512 tok/s".formatted(BenchSetup.PREFILL));
+            out.println(Fmt.format("  KV cache type   bytes/token   prefill %d tok/s (× f32)   decode @512 tok/s", BenchSetup.PREFILL));
             for (var t : KvType.values())
-                out.println("    %-5s        %10d   %8.1f (%4.2f)               %6.2f".formatted(t.id(), kv.bytesPerToken().get(t), kvPrefill(t).median(),
+                out.println(Fmt.format("    %-5s        %10d   %8.1f (%4.2f)               %6.2f", t.id(), kv.bytesPerToken().get(t), kvPrefill(t).median(),
                         kvPrefill(t).median() / prefillTps.median(), kvDecode(t).median()));
         }
         if (vsLlamaCpp != null) printVsLlamaCpp(out);
         out.println("ratios (targets):");
-        out.println("  decode weight traffic / best read       %5.2f  (≥ 0.85) %s".formatted(bandwidthRatio(), ok(bandwidthRatio() >= 0.85)));
-        out.println("  the same at ctx 128                     %5.2f  (≥ 0.8)  %s".formatted(bandwidthRatio128(), ok(bandwidthRatio128() >= 0.8)));
-        out.println("  prefill GEMM / FMA peak (best passes)   %5.2f  (≥ 0.8)  %s".formatted(compute.gemmOverPeak(), ok(compute.gemmOverPeak() >= 0.8)));
-        out.println("  decode time @2048 / @128                %5.2f  (≤ 1.25) %s".formatted(ratio2048over128(), ok(ratio2048over128() <= 1.25)));
-        out.println("  prefill tok/s / decode tok/s            %5.2f  (≥ 6)    %s".formatted(prefillOverDecode(), ok(prefillOverDecode() >= 6)));
+        out.println(Fmt.format("  decode weight traffic / best read       %5.2f  (≥ 0.85) %s", bandwidthRatio(), ok(bandwidthRatio() >= 0.85)));
+        out.println(Fmt.format("  the same at ctx 128                     %5.2f  (≥ 0.8)  %s", bandwidthRatio128(), ok(bandwidthRatio128() >= 0.8)));
+        out.println(Fmt.format("  prefill GEMM / FMA peak (best passes)   %5.2f  (≥ 0.8)  %s", compute.gemmOverPeak(), ok(compute.gemmOverPeak() >= 0.8)));
+        out.println(Fmt.format("  decode time @2048 / @128                %5.2f  (≤ 1.25) %s", ratio2048over128(), ok(ratio2048over128() <= 1.25)));
+        out.println(Fmt.format("  prefill tok/s / decode tok/s            %5.2f  (≥ 6)    %s", prefillOverDecode(), ok(prefillOverDecode() >= 6)));
         if (capture != null) {
-            out.println("  idle probe / no probe                   %5.3f  (≤ 1.02) %s".formatted(capture.idleOverhead(), ok(capture.idleOverhead() <= 1.02)));
-            out.println("  dump / no probe                         %5.2f".formatted(capture.dumpOverhead()));
+            out.println(Fmt.format("  idle probe / no probe                   %5.3f  (≤ 1.02) %s", capture.idleOverhead(), ok(capture.idleOverhead() <= 1.02)));
+            out.println(Fmt.format("  dump / no probe                         %5.2f", capture.dumpOverhead()));
         }
         if (compare != null)
-            out.println("  compare / read bandwidth                %5.2f  (≥ 0.5)  %s".formatted(compareRatio(), ok(compareRatio() >= 0.5)));
+            out.println(Fmt.format("  compare / read bandwidth                %5.2f  (≥ 0.5)  %s", compareRatio(), ok(compareRatio() >= 0.5)));
         if (prefix == null || kv == null) return;
         out.println("ratios (prefix reuse):");
-        out.println("  TTFT cold / prefix reused               %5.1f  (≥ 10)   %s".formatted(prefixSpeedup(), ok(prefixSpeedup() >= 10)));
-        out.println("  TTFT re-read conversation / second turn %5.1f".formatted(turnSpeedup()));
-        out.println("  slowest quantized-KV prefill / f32      %5.2f  (no cliff: ≥ 0.5) %s".formatted(worstKvPrefillRatio(), ok(worstKvPrefillRatio() >= 0.5)));
+        out.println(Fmt.format("  TTFT cold / prefix reused               %5.1f  (≥ 10)   %s", prefixSpeedup(), ok(prefixSpeedup() >= 10)));
+        out.println(Fmt.format("  TTFT re-read conversation / second turn %5.1f", turnSpeedup()));
+        out.println(Fmt.format("  slowest quantized-KV prefill / f32      %5.2f  (no cliff: ≥ 0.5) %s", worstKvPrefillRatio(), ok(worstKvPrefillRatio() >= 0.5)));
     }
 
     private void printVsLlamaCpp(PrintWriter out) {
-        out.println("against " + vsLlamaCpp.release() + " (bf16 GGUF, f32 K/V, %d threads; rounds interleaved, decodiff first):".formatted(vsLlamaCpp.threads()));
+        out.println("against " + vsLlamaCpp.release() + Fmt.format(" (bf16 GGUF, f32 K/V, %d threads; rounds interleaved, decodiff first):", vsLlamaCpp.threads()));
         out.println("  figure (tok/s)     decodiff   llama.cpp   decodiff/llama.cpp median   per round");
         for (int c : BenchSetup.CONTEXTS)
-            printVs(out, "decode @ctx %-5d".formatted(c), vsLlamaCpp.decodiff().decodeTps().get(c), vsLlamaCpp.llamaCpp().decodeTps().get(c));
-        printVs(out, "prefill %d     ".formatted(BenchSetup.PREFILL), vsLlamaCpp.decodiff().prefillTps(), vsLlamaCpp.llamaCpp().prefillTps());
+            printVs(out, Fmt.format("decode @ctx %-5d", c), vsLlamaCpp.decodiff().decodeTps().get(c), vsLlamaCpp.llamaCpp().decodeTps().get(c));
+        printVs(out, Fmt.format("prefill %d     ", BenchSetup.PREFILL), vsLlamaCpp.decodiff().prefillTps(), vsLlamaCpp.llamaCpp().prefillTps());
         out.println("  decodiff bf16 K/V against llama.cpp f16 K/V (its default):");
-        printVs(out, "decode @ctx %-5d".formatted(BenchSetup.PREFILL), vsLlamaCpp.decodiffBf16Kv().decodeTps().get(BenchSetup.PREFILL),
+        printVs(out, Fmt.format("decode @ctx %-5d", BenchSetup.PREFILL), vsLlamaCpp.decodiffBf16Kv().decodeTps().get(BenchSetup.PREFILL),
                 vsLlamaCpp.llamaCppF16Kv().decodeTps().get(BenchSetup.PREFILL));
-        printVs(out, "prefill %d     ".formatted(BenchSetup.PREFILL), vsLlamaCpp.decodiffBf16Kv().prefillTps(), vsLlamaCpp.llamaCppF16Kv().prefillTps());
+        printVs(out, Fmt.format("prefill %d     ", BenchSetup.PREFILL), vsLlamaCpp.decodiffBf16Kv().prefillTps(), vsLlamaCpp.llamaCppF16Kv().prefillTps());
     }
 
     private static void printVs(PrintWriter out, String label, double[] ours, double[] theirs) {
         var rounds = new StringBuilder();
-        for (double r : AgainstLlamaCpp.ratios(ours, theirs)) rounds.append(" %.2f".formatted(r));
-        out.println("  %s  %8.2f    %8.2f    %8.2f                 %s".formatted(label, Figure.of(ours).median(), Figure.of(theirs).median(),
+        for (double r : AgainstLlamaCpp.ratios(ours, theirs)) rounds.append(Fmt.format(" %.2f", r));
+        out.println(Fmt.format("  %s  %8.2f    %8.2f    %8.2f                 %s", label, Figure.of(ours).median(), Figure.of(theirs).median(),
                 Figure.of(AgainstLlamaCpp.ratios(ours, theirs)).median(), rounds.toString().strip()));
     }
 

@@ -1,5 +1,6 @@
 package dev.decodiff.harness.bench;
 
+import dev.decodiff.harness.report.Fmt;
 import dev.decodiff.harness.BadInputException;
 
 import java.util.LinkedHashMap;
@@ -120,11 +121,11 @@ public record BenchSpec(String preset, int hidden, int layers, int heads, int kv
      * before the real-shape keys existed, so a cached checkpoint stays valid.
      */
     public String key() {
-        String k = "gemma4-h%d-l%d-nh%d-kv%d-d%d-%d-ffn%d-v%d-w%d-s%d".formatted(hidden, layers, heads, kvHeads, headDim, globalHeadDim, ffn, vocab, window, seed);
-        if (period != 6 || !kEqV || globalKv != kvHeads) k += "-p%d-%s-gkv%d".formatted(period, kEqV ? "keqv" : "v", globalKv);
-        if (ple > 0) k += "-ple%d".formatted(ple);
-        if (kvShared > 0) k += "-shared%d%s".formatted(kvShared, doubleWide ? "x2" : "");
-        if (experts > 0) k += "-moe%dk%d-%d".formatted(experts, topK, moeFfn);
+        String k = Fmt.format("gemma4-h%d-l%d-nh%d-kv%d-d%d-%d-ffn%d-v%d-w%d-s%d", hidden, layers, heads, kvHeads, headDim, globalHeadDim, ffn, vocab, window, seed);
+        if (period != 6 || !kEqV || globalKv != kvHeads) k += Fmt.format("-p%d-%s-gkv%d", period, kEqV ? "keqv" : "v", globalKv);
+        if (ple > 0) k += Fmt.format("-ple%d", ple);
+        if (kvShared > 0) k += Fmt.format("-shared%d%s", kvShared, doubleWide ? "x2" : "");
+        if (experts > 0) k += Fmt.format("-moe%dk%d-%d", experts, topK, moeFfn);
         return k;
     }
 
@@ -146,11 +147,10 @@ public record BenchSpec(String preset, int hidden, int layers, int heads, int kv
     }
 
     public String describe() {
-        String extra = (ple > 0 ? ", PLE %d".formatted(ple) : "")
-                + (kvShared > 0 ? ", last %d layers KV-shared%s".formatted(kvShared, doubleWide ? " (MLP ×2)" : "") : "")
-                + (experts > 0 ? ", MoE %d experts × %d, top %d".formatted(experts, moeFfn, topK) : "");
-        return "%s: hidden %d, %d layers (sliding×%d, full)…, heads %d/%d kv (%d on full layers%s), head dims %d/%d, FFN %d, vocab %,d, window %d%s — %.2f B params, %.2f GB bf16"
-                .formatted(preset, hidden, layers, period - 1, heads, kvHeads, globalKv, kEqV ? ", k_eq_v" : "", headDim, globalHeadDim, ffn, vocab, window,
+        String extra = (ple > 0 ? Fmt.format(", PLE %d", ple) : "")
+                + (kvShared > 0 ? Fmt.format(", last %d layers KV-shared%s", kvShared, doubleWide ? " (MLP ×2)" : "") : "")
+                + (experts > 0 ? Fmt.format(", MoE %d experts × %d, top %d", experts, moeFfn, topK) : "");
+        return Fmt.format("%s: hidden %d, %d layers (sliding×%d, full)…, heads %d/%d kv (%d on full layers%s), head dims %d/%d, FFN %d, vocab %,d, window %d%s — %.2f B params, %.2f GB bf16", preset, hidden, layers, period - 1, heads, kvHeads, globalKv, kEqV ? ", k_eq_v" : "", headDim, globalHeadDim, ffn, vocab, window,
                         extra, parameters() / 1e9, parameters() * 2 / 1e9);
     }
 }

@@ -1,5 +1,6 @@
 package dev.decodiff.harness.bench;
 
+import dev.decodiff.harness.report.Fmt;
 import dev.decodiff.metal.FmaPeak;
 import dev.decodiff.metal.Parallel;
 import dev.decodiff.metal.WeightMatrix;
@@ -36,7 +37,7 @@ record Compute(Figure fmaPeakGflops, Figure gemmGflops, String gemmShape) {
             w.matmul(x, T, y);
             gemm[i] = flop / BenchSetup.secondsSince(t0) / 1e9;
         }
-        return new Compute(Figure.of(peak), Figure.of(gemm), "%d×%d · %d×%d".formatted(T, w.cols(), w.cols(), w.rows()));
+        return new Compute(Figure.of(peak), Figure.of(gemm), Fmt.format("%d×%d · %d×%d", T, w.cols(), w.cols(), w.rows()));
     }
 
     /** The GEMM's best pass over the FMA peak's best. */

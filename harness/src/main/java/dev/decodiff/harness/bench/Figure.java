@@ -1,5 +1,7 @@
 package dev.decodiff.harness.bench;
 
+import dev.decodiff.harness.report.Fmt;
+
 import java.util.Arrays;
 
 /** Repeated measurements of one quantity: min, median and max over the samples. */
@@ -23,6 +25,6 @@ public record Figure(double min, double median, double max, int samples) {
     public Figure times(double k) { return new Figure(min * k, median * k, max * k, samples); }
 
     public String format(String fmt) {
-        return (fmt + "  (min " + fmt + ", max " + fmt + ", n=%d)").formatted(median, min, max, samples);
+        return Fmt.format(fmt + "  (min " + fmt + ", max " + fmt + ", n=%d)", median, min, max, samples);
     }
 }

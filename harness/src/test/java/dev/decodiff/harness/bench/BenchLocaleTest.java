@@ -1,0 +1,84 @@
+package dev.decodiff.harness.bench;
+
+import dev.decodiff.engine.KvType;
+import org.junit.jupiter.api.Test;
+
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.util.LinkedHashMap;
+import java.util.Locale;
+import java.util.Map;
+import java.util.function.Supplier;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * A bench report reads the same whatever the JVM's default locale: a German one would write 14,40 tok/s and 262.144,
+ * an Arabic one other digits, into the text report and into the cache folder's name (which would then miss the
+ * checkpoint synthesized under another locale).
+ */
+class BenchLocaleTest {
+
+    @Test
+    void theReportTextJsonAndCacheKeyReadTheSameUnderAGermanOrArabicDefaultLocale() {
+        var report = report();
+        Supplier<String> text = () -> {
+            var w = new StringWriter();
+            report.print(new PrintWriter(w, true));
+            return w.toString();
+        };
+        Supplier<String> json = () -> report.json().toPrettyString();
+        Supplier<String> key = () -> BenchSpec.E2B.key() + " " + BenchSpec.MOE_26B_A4B.key();
+        Supplier<String> describe = () -> BenchSpec.E2B.describe();
+        var before = Locale.getDefault();
+        try {
+            Locale.setDefault(Locale.ROOT);
+            String t = text.get(), j = json.get(), k = key.get(), d = describe.get();
+            // the ROOT rendering is the plain one the docs show: a point for decimals, commas between thousands
+            assertThat(t).contains("  decode @ctx 512           14.40  (min   13.25, max   15.75, n=8) tok/s");
+            assertThat(d).contains("vocab 262,144");
+            assertThat(k).contains("-v262144-");
+            for (var l : new Locale[]{Locale.GERMANY, Locale.forLanguageTag("ar-EG"), Locale.forLanguageTag("hi-IN-u-nu-deva")}) {
+                Locale.setDefault(l);
+                assertThat(text.get()).as("text in %s", l).isEqualTo(t);
+                assertThat(json.get()).as("JSON in %s", l).isEqualTo(j);
+                assertThat(key.get()).as("cache key in %s", l).isEqualTo(k);
+                assertThat(describe.get()).as("model description in %s", l).isEqualTo(d);
+            }
+        } finally {
+            Locale.setDefault(before);
+        }
+    }
+
+    /** Every section of the report filled, each figure with a fraction so a decimal comma would show. */
+    private static BenchReport report() {
+        var decode = new LinkedHashMap<Integer, Figure>();
+        decode.put(128, new Figure(13.8, 14.8, 15.2, 8));
+        decode.put(512, new Figure(13.25, 14.4, 15.75, 8));
+        decode.put(2048, new Figure(13.4, 13.8, 14.05, 8));
+        Map<KvType, Long> bytes = new LinkedHashMap<>();
+        Map<KvType, Figure> prefill = new LinkedHashMap<>(), kvDecode = new LinkedHashMap<>();
+        long b = 36864;
+        for (var t : KvType.values()) {
+            bytes.put(t, b);
+            b /= 2;
+            if (t == KvType.F32) continue;
+            prefill.put(t, new Figure(101.5, 106.25, 112.5, 3));
+            kvDecode.put(t, new Figure(11.5, 14.125, 19.25, 8));
+        }
+        var rounds = new AgainstLlamaCpp.Rounds(Map.of(128, new double[]{13.5, 14.25}, 512, new double[]{13.5, 13.75}, 2048, new double[]{12.5, 12.75}),
+                new double[]{104.5, 103.25});
+        var theirs = new AgainstLlamaCpp.Rounds(Map.of(128, new double[]{16.5, 16.75}, 512, new double[]{13.5, 13.25}, 2048, new double[]{14.5, 14.25}),
+                new double[]{96.5, 95.25});
+        return new BenchReport(BenchSpec.DEFAULT, new Machine("AMD EPYC 9R14, 2 cpus", 2, "native avx512 (FFM)"), 2_117_000_000L,
+                new ReadBandwidth(new Figure(20.5, 22.25, 24.75, 7), new Figure(27.9, 29.8, 32.8, 7), new Figure(18.7, 25.6, 27.6, 7), 512L << 20),
+                new Compute(new Figure(211.5, 224.25, 232.5, 3), new Figure(158.5, 176.25, 180.5, 3), "512×1536 · 1536×6144"),
+                new Figure(103.5, 105.25, 107.75, 3), new Decode(new Figure(20.375, 20.375, 20.375, 1), decode),
+                new CaptureOverhead(new Figure(76.5, 88.25, 111.5, 8), new Figure(74.5, 92.25, 118.5, 8), new Figure(133.5, 159.25, 170.5, 8), 71_500_000L),
+                new PrefixReuse(new Figure(0.565, 0.575, 0.605, 3), new Figure(0.5625, 0.5725, 0.5775, 3)),
+                new KvTypes(bytes, prefill, kvDecode),
+                new CompareThroughput(new Figure(14.05, 15.95, 18.15, 5), new Figure(1.55, 1.55, 1.55, 1)),
+                5_970_000_000L, new Figure(158.5, 159.25, 163.5, 3),
+                new AgainstLlamaCpp("llama.cpp v0.5.0", 2, rounds, theirs, rounds, theirs));
+    }
+}
