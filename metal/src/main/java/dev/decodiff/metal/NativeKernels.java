@@ -33,20 +33,21 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  */
 public final class NativeKernels {
     static final String RESOURCE = "/native/linux-x86_64/libdecodiff_kernels.so";
-    private static final int ABI = 2;
+    private static final int ABI = 3;
 
     private static final MethodHandle MATVEC;
     private static final MethodHandle MATMUL;
     private static final MethodHandle STREAM;
     /** The AVX512-BF16 GEMM of --matmul bf16, or null where the CPU lacks those instructions. */
     private static final MethodHandle MATMUL_BF16DOT;
-    /** Floats of accumulator scratch the native GEMM needs per token (its row tile × 16 lanes). */
-    private static final int ACC_PER_TOKEN;
+    /** Floats of scratch the native GEMMs need for a number of columns and tokens. */
+    private static final MethodHandle SCRATCH_FLOATS;
+    /** Each thread's GEMM scratch, grown as needed (only a native call reads it, and a thread makes one at a time). */
+    private static final ThreadLocal<MemorySegment> SCRATCH = new ThreadLocal<>();
     private static final String STATUS;
 
     static {
-        MethodHandle mv = null, mm = null, sr = null, dot = null;
-        int accPerToken = 0;
+        MethodHandle mv = null, mm = null, sr = null, dot = null, scratch = null;
         String status;
         try {
             var lookup = load();
@@ -65,7 +66,7 @@ public final class NativeKernels {
                 mm = linker.downcallHandle(find(lookup, "decodiff_matmul_bf16"),
                         FunctionDescriptor.ofVoid(ADDRESS, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, ADDRESS, ADDRESS), critical);
                 sr = linker.downcallHandle(find(lookup, "decodiff_stream_read"), FunctionDescriptor.of(JAVA_LONG, ADDRESS, JAVA_LONG), critical);
-                accPerToken = (int) linker.downcallHandle(find(lookup, "decodiff_matmul_acc_floats_per_token"), FunctionDescriptor.of(JAVA_INT)).invokeExact();
+                scratch = linker.downcallHandle(find(lookup, "decodiff_matmul_scratch_floats"), FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_INT));
                 if ((int) linker.downcallHandle(find(lookup, "decodiff_cpu_bf16dot"), FunctionDescriptor.of(JAVA_INT)).invokeExact() == 1)
                     dot = linker.downcallHandle(find(lookup, "decodiff_matmul_bf16dot"),
                             FunctionDescriptor.ofVoid(ADDRESS, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, ADDRESS, ADDRESS), critical);
@@ -79,7 +80,7 @@ public final class NativeKernels {
         boolean off = "java".equalsIgnoreCase(System.getProperty("decodiff.kernels", "auto"));
         MATVEC = off ? null : mv;
         MATMUL = off ? null : mm;
-        ACC_PER_TOKEN = accPerToken;
+        SCRATCH_FLOATS = scratch;
         STREAM = off ? null : sr;
         MATMUL_BF16DOT = off ? null : dot;
         STATUS = off && mv != null ? "java (-Ddecodiff.kernels=java)" : status;
@@ -126,22 +127,38 @@ public final class NativeKernels {
     /** Whether --matmul bf16 runs on AVX512-BF16 dot products here (otherwise on the fp32 kernels, activations rounded alike). */
     public static boolean bf16DotAvailable() { return MATMUL_BF16DOT != null; }
 
-    /** As {@link #matmulBf16} with X in bf16 ([tokens, cols] shorts) and AVX512-BF16 dot products; acc as there. */
-    static void matmulBf16Dot(MemorySegment w, int cols, int rows, int from, int to, MemorySegment x, int tokens, MemorySegment y, MemorySegment acc) {
+    /** As {@link #matmulBf16} with X in bf16 ([tokens, cols] shorts) and AVX512-BF16 dot products; scratch as there. */
+    static void matmulBf16Dot(MemorySegment w, int cols, int rows, int from, int to, MemorySegment x, int tokens, MemorySegment y, MemorySegment scratch) {
         try {
-            MATMUL_BF16DOT.invokeExact(w, (long) cols, rows, from, to, x, tokens, y, acc);
+            MATMUL_BF16DOT.invokeExact(w, (long) cols, rows, from, to, x, tokens, y, scratch);
         } catch (Throwable t) {
             throw new IllegalStateException("native bf16 matmul failed", t);
         }
     }
 
-    /** Floats of scratch {@link #matmulBf16} needs per token. */
-    static int matmulAccFloatsPerToken() { return ACC_PER_TOKEN; }
-
-    /** Y[t·rows + r] = W[r]·X[t] for r in [from, to), t < tokens; acc holds ≥ tokens·{@link #matmulAccFloatsPerToken()} floats. */
-    static void matmulBf16(MemorySegment w, int cols, int rows, int from, int to, MemorySegment x, int tokens, MemorySegment y, MemorySegment acc) {
+    /**
+     * This thread's scratch for a native GEMM of up to {@code tokens} tokens of {@code cols} columns (accumulators and
+     * packed copies of the operands), kept for the thread's next call.
+     */
+    static MemorySegment matmulScratch(int cols, int tokens) {
+        long floats;
         try {
-            MATMUL.invokeExact(w, (long) cols, rows, from, to, x, tokens, y, acc);
+            floats = (long) SCRATCH_FLOATS.invokeExact((long) cols, tokens);
+        } catch (Throwable t) {
+            throw new IllegalStateException("native matmul scratch size failed", t);
+        }
+        var scratch = SCRATCH.get();
+        if (scratch == null || scratch.byteSize() < floats * Float.BYTES) {
+            scratch = Arena.ofAuto().allocate(floats * Float.BYTES, 64);
+            SCRATCH.set(scratch);
+        }
+        return scratch;
+    }
+
+    /** Y[t·rows + r] = W[r]·X[t] for r in [from, to), t < tokens; scratch from {@link #matmulScratch} for cols and tokens. */
+    static void matmulBf16(MemorySegment w, int cols, int rows, int from, int to, MemorySegment x, int tokens, MemorySegment y, MemorySegment scratch) {
+        try {
+            MATMUL.invokeExact(w, (long) cols, rows, from, to, x, tokens, y, scratch);
         } catch (Throwable t) {
             throw new IllegalStateException("native matmul failed", t);
         }

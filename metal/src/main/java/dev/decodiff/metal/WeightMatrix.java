@@ -134,7 +134,7 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
 
     /** One native GEMM over rows [from, to) of a token chunk (x: the chunk's activations, y: its outputs). */
     private interface NativeGemm {
-        void run(MemorySegment w, int cols, int rows, int from, int to, MemorySegment x, int tokens, MemorySegment y, MemorySegment acc);
+        void run(MemorySegment w, int cols, int rows, int from, int to, MemorySegment x, int tokens, MemorySegment y, MemorySegment scratch);
     }
 
     /** Rows split over the cores, tokens in chunks whose activations ({@code elementBytes} each) stay in L2. */
@@ -142,11 +142,11 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
         int chunk = tokenChunk(tokens);
         var ys = MemorySegment.ofArray(y);
         Parallel.forRange(rows, 16, (from, to) -> {
-            var acc = MemorySegment.ofArray(new float[Math.min(chunk, tokens) * NativeKernels.matmulAccFloatsPerToken()]);
+            var scratch = NativeKernels.matmulScratch(cols, Math.min(chunk, tokens));
             for (int t0 = 0; t0 < tokens; t0 += chunk) {
                 int n = Math.min(chunk, tokens - t0);
                 gemm.run(data, cols, rows, from, to, xs.asSlice((long) t0 * cols * elementBytes, (long) n * cols * elementBytes), n,
-                        ys.asSlice((long) t0 * rows * 4, (long) n * rows * 4), acc);
+                        ys.asSlice((long) t0 * rows * 4, (long) n * rows * 4), scratch);
             }
         });
     }

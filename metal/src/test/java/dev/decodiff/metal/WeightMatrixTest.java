@@ -47,7 +47,10 @@ class WeightMatrixTest {
     @ParameterizedTest
     @CsvSource({"BF16,37,64,1", "BF16,130,1536,7", "BF16,19,70,5", "F32,37,64,3", "F32,67,200,9", "BF16,1024,256,13", "F32,8,16,4",
             // several column blocks of matmul, the last one short, a scalar tail, two token chunks
-            "BF16,21,1100,13", "F32,12,1543,8", "BF16,13,1100,240", "BF16,9,4500,13"})
+            "BF16,21,1100,13", "F32,12,1543,8", "BF16,13,1100,240", "BF16,9,4500,13",
+            // row groups taking each column block in turn (more rows than one such block, the last block partial),
+            // a 6-token tile plus two tokens, a tail; fewer tokens than a tile; rows fewer than one group
+            "BF16,37,2100,8", "BF16,70,4200,14", "BF16,18,2060,5", "BF16,3,40,7"})
     void matvecAndMatmulAreBitIdenticalToTheOneRowDot(DType dtype, int rows, int cols, int tokens) {
         var w = random(dtype, rows, cols, rows * 31L + cols);
         var rnd = new Random(tokens);
@@ -79,6 +82,40 @@ class WeightMatrixTest {
             assertThat(yv[0]).as("matvec writes only y[yOff ..]").isZero();
             assertThat(yvn[0]).isZero();
         }
+    }
+
+    /**
+     * The GEMM too keeps subnormal products, signed zeros, infinities and NaN (no flush-to-zero, no reordering): every
+     * token of the register tiles, the tokens left over after them and the scalar tail against the reference.
+     */
+    @Test
+    void specialValuesGiveTheSameBitsInTheGemm() {
+        int rows = 9, cols = 50, tokens = 13;
+        var w = random(DType.BF16, rows, cols, 11);
+        short[] specials = {0x0001, (short) 0x8001, 0x007f, 0x0000, (short) 0x8000, 0x7f80, (short) 0xff80, 0x7fc0};
+        for (int r = 0; r < specials.length; r++) w.data().setAtIndex(I16, (long) r * cols + r, specials[r]);
+        w.data().setAtIndex(I16, 8L * cols + cols - 1, (short) 0x0003); // a subnormal weight in the scalar tail
+        float[] x = new float[tokens * cols];
+        var rnd = new Random(3);
+        for (int t = 0; t < tokens; t++)
+            for (int c = 0; c < cols; c++) {
+                // subnormal and signed-zero activations only where the weights are ordinary (inf · 0 would be NaN)
+                boolean plain = c < specials.length || c % 3 != 0;
+                x[t * cols + c] = plain ? (float) rnd.nextGaussian() : c % 2 == 0 ? -0.0f : Float.MIN_VALUE * (t + c);
+            }
+        float[] y = new float[tokens * rows], yj = new float[tokens * rows], yn = new float[tokens * rows];
+        w.matmul(x, tokens, y);
+        w.matmulJava(x, tokens, yj);
+        if (NativeKernels.available()) w.matmulNative(x, tokens, yn);
+        for (int t = 0; t < tokens; t++)
+            for (int r = 0; r < rows; r++) {
+                int ref = Float.floatToRawIntBits(reference(w, r, x, t * cols));
+                assertThat(Float.floatToRawIntBits(y[t * rows + r])).as("matmul t=%d r=%d", t, r).isEqualTo(ref);
+                assertThat(Float.floatToRawIntBits(yj[t * rows + r])).as("java matmul t=%d r=%d", t, r).isEqualTo(ref);
+                if (NativeKernels.available())
+                    assertThat(Float.floatToRawIntBits(yn[t * rows + r])).as("native matmul t=%d r=%d", t, r).isEqualTo(ref);
+            }
+        assertThat(Float.isNaN(y[7]) && Float.isInfinite(y[5]) && Float.isInfinite(y[6])).as("the specials reached the sums").isTrue();
     }
 
     /**
