@@ -3,7 +3,7 @@
  *
  * Why native: a bf16 matvec is memory-bound only if the core keeps enough cache-line fetches in flight. Java has
  * no prefetch instruction, and on the machine we measured the hardware prefetchers alone leave the Java kernel at
- * ~0.77 of the streaming-read bandwidth; software prefetch of the rows ahead into L2 brings it level (rows4).
+ * ~0.77 of the streaming-read bandwidth; software prefetch of the rows ahead into L2 brings it level (rows8).
  *
  * Contract: every result is bit-identical to WeightMatrix's Java kernels (and to the scalar reference in
  * WeightMatrixTest): per output, 16 fp32 lane accumulators over the vector part of the row in column order (one
@@ -23,7 +23,7 @@
  * fewer, longer blocks carry the accumulators between blocks less often (512: 0.66-0.70 of the FMA peak, 2048:
  * 0.70-0.74, one thread, CPU time). */
 #define COL_BLOCK 2048
-/* How far ahead the streaming reads prefetch, into L2 (see rows4). */
+/* How far ahead the streaming reads prefetch, into L2 (see rows8). */
 #define PREFETCH_BYTES 16384
 /* A loop the compiler must unroll (so that arrays of vectors indexed by its counter become registers). */
 #define UNROLLED _Pragma("GCC unroll 16")
@@ -55,53 +55,55 @@ KERNEL static inline float sum_lanes(__m512 v) {
 }
 
 /*
- * Prefetch: the rows a group of ROWS rows ahead (at least PREFETCH_BYTES further on), at the same column, into L2.
- * Into L2 rather than L1: an L1 prefetch holds one of the core's few L1 miss buffers until its line arrives, so
- * fewer lines were in flight than a plain streaming read keeps, and the matvec read its weights at 0.56-0.74 of
- * the rate of a streaming read; into L2 at this distance it matches one (1.04-1.13 of the earlier L1-prefetching
- * decodiff_stream_read, 0.95-1.04 of the current one, which prefetches the same way; cols 1536 and 6144, one thread,
- * CPU time, so that other jobs on the machine do not enter the ratio).
+ * Decode's matvec reads each row group once: MATVEC_ROWS rows at a time, each row with its own 16-lane accumulator
+ * (so a row's bits do not depend on the group size), prefetching the rows one group ahead (at least PREFETCH_BYTES
+ * further on), at the same column, into L2.
+ *
+ * Eight rows, not four: with four rows in flight the core read its weights at 0.75-0.80 of a streaming read's rate
+ * even with no arithmetic at all (the same access pattern summing integers: 21.4 GB/s against 29.0 for one stream),
+ * with eight at 0.95-1.02 of it (one thread, CPU time, bf16 [131072, 1536], [32768, 6144] and [98304, 2048], on
+ * 4 KB and on 2 MB pages; sixteen rows fall back to 0.6-0.8). Into L2 rather than L1: an L1 prefetch holds one of
+ * the core's few L1 miss buffers until its line arrives, which cut the rate to 0.56-0.74 of a streaming read.
  */
-KERNEL static void rows4(const uint16_t *w, int64_t cols, int64_t r, const float *x, float *y) {
-    const uint16_t *b0 = w + r * cols, *b1 = b0 + cols, *b2 = b1 + cols, *b3 = b2 + cols;
-    const int64_t group = ROWS * cols, ahead = group * ((PREFETCH_BYTES / 2 + group - 1) / group);
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+#define MATVEC_ROWS 8
+KERNEL static void rows8(const uint16_t *w, int64_t cols, int64_t r, const float *x, float *y) {
+    const uint16_t *b[MATVEC_ROWS];
+    for (int i = 0; i < MATVEC_ROWS; i++) b[i] = w + (r + i) * cols;
+    const int64_t group = MATVEC_ROWS * cols, ahead = group * ((PREFETCH_BYTES / 2 + group - 1) / group);
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
     int64_t bound = cols - cols % L, c = 0;
     for (; c + 2 * L <= bound; c += 2 * L) {
-        _mm_prefetch((const char *) (b0 + ahead + c), _MM_HINT_T1);
-        _mm_prefetch((const char *) (b1 + ahead + c), _MM_HINT_T1);
-        _mm_prefetch((const char *) (b2 + ahead + c), _MM_HINT_T1);
-        _mm_prefetch((const char *) (b3 + ahead + c), _MM_HINT_T1);
-        __m512 xv = _mm512_loadu_ps(x + c);
-        a0 = _mm512_fmadd_ps(widen(b0 + c), xv, a0);
-        a1 = _mm512_fmadd_ps(widen(b1 + c), xv, a1);
-        a2 = _mm512_fmadd_ps(widen(b2 + c), xv, a2);
-        a3 = _mm512_fmadd_ps(widen(b3 + c), xv, a3);
-        __m512 xw = _mm512_loadu_ps(x + c + L);
-        a0 = _mm512_fmadd_ps(widen(b0 + c + L), xw, a0);
-        a1 = _mm512_fmadd_ps(widen(b1 + c + L), xw, a1);
-        a2 = _mm512_fmadd_ps(widen(b2 + c + L), xw, a2);
-        a3 = _mm512_fmadd_ps(widen(b3 + c + L), xw, a3);
+        for (int i = 0; i < MATVEC_ROWS; i++) _mm_prefetch((const char *) (b[i] + ahead + c), _MM_HINT_T1);
+        for (int h = 0; h < 2 * L; h += L) {
+            __m512 xv = _mm512_loadu_ps(x + c + h);
+            a0 = _mm512_fmadd_ps(widen(b[0] + c + h), xv, a0);
+            a1 = _mm512_fmadd_ps(widen(b[1] + c + h), xv, a1);
+            a2 = _mm512_fmadd_ps(widen(b[2] + c + h), xv, a2);
+            a3 = _mm512_fmadd_ps(widen(b[3] + c + h), xv, a3);
+            a4 = _mm512_fmadd_ps(widen(b[4] + c + h), xv, a4);
+            a5 = _mm512_fmadd_ps(widen(b[5] + c + h), xv, a5);
+            a6 = _mm512_fmadd_ps(widen(b[6] + c + h), xv, a6);
+            a7 = _mm512_fmadd_ps(widen(b[7] + c + h), xv, a7);
+        }
     }
     for (; c < bound; c += L) {
         __m512 xv = _mm512_loadu_ps(x + c);
-        a0 = _mm512_fmadd_ps(widen(b0 + c), xv, a0);
-        a1 = _mm512_fmadd_ps(widen(b1 + c), xv, a1);
-        a2 = _mm512_fmadd_ps(widen(b2 + c), xv, a2);
-        a3 = _mm512_fmadd_ps(widen(b3 + c), xv, a3);
+        a0 = _mm512_fmadd_ps(widen(b[0] + c), xv, a0);
+        a1 = _mm512_fmadd_ps(widen(b[1] + c), xv, a1);
+        a2 = _mm512_fmadd_ps(widen(b[2] + c), xv, a2);
+        a3 = _mm512_fmadd_ps(widen(b[3] + c), xv, a3);
+        a4 = _mm512_fmadd_ps(widen(b[4] + c), xv, a4);
+        a5 = _mm512_fmadd_ps(widen(b[5] + c), xv, a5);
+        a6 = _mm512_fmadd_ps(widen(b[6] + c), xv, a6);
+        a7 = _mm512_fmadd_ps(widen(b[7] + c), xv, a7);
     }
-    float s0 = sum_lanes(a0), s1 = sum_lanes(a1), s2 = sum_lanes(a2), s3 = sum_lanes(a3);
+    float s[MATVEC_ROWS] = {sum_lanes(a0), sum_lanes(a1), sum_lanes(a2), sum_lanes(a3),
+                            sum_lanes(a4), sum_lanes(a5), sum_lanes(a6), sum_lanes(a7)};
     for (; c < cols; c++) {
         float xc = x[c];
-        s0 += bf16(b0[c]) * xc;
-        s1 += bf16(b1[c]) * xc;
-        s2 += bf16(b2[c]) * xc;
-        s3 += bf16(b3[c]) * xc;
+        for (int i = 0; i < MATVEC_ROWS; i++) s[i] += bf16(b[i][c]) * xc;
     }
-    y[r] = s0;
-    y[r + 1] = s1;
-    y[r + 2] = s2;
-    y[r + 3] = s3;
+    for (int i = 0; i < MATVEC_ROWS; i++) y[r + i] = s[i];
 }
 
 KERNEL static float dot1(const uint16_t *row, int64_t cols, const float *x) {
@@ -156,7 +158,7 @@ KERNEL float decodiff_fma_loop(int64_t iterations) {
 /* y[r] = W[r]·x for r in [from, to); W is [*, cols] bf16, row-major. */
 KERNEL void decodiff_matvec_bf16(const uint16_t *w, int64_t cols, int32_t from, int32_t to, const float *x, float *y) {
     int64_t r = from;
-    for (; r + ROWS <= to; r += ROWS) rows4(w, cols, r, x, y);
+    for (; r + MATVEC_ROWS <= to; r += MATVEC_ROWS) rows8(w, cols, r, x, y);
     for (; r < to; r++) y[r] = dot1(w + r * cols, cols, x);
 }
 
@@ -408,7 +410,7 @@ KERNEL_BF16 static void pack_rows_bf16(const uint16_t *w, int64_t cols, int64_t 
         for (int i = 0; i < ROWS; i++) _mm512_store_si512(wp + c * ROWS + i * PAIRS, (__m512i) bf16_part(w + (r + i) * cols + c0 + c, n - c));
 }
 
-/* The same for one token (a chunk's last tokens); with ahead > 0 it prefetches the rows that far ahead, as rows4. */
+/* The same for one token (a chunk's last tokens); with ahead > 0 it prefetches the rows that far ahead, as rows8. */
 KERNEL_BF16 static void dot_tile4x1(const uint16_t *w, const uint16_t *x, int64_t cols, int64_t n, float *acc, int first, int64_t ahead) {
     LOAD_TOKEN(0);
     for (int64_t c = 0; c < n; c += PAIRS) {

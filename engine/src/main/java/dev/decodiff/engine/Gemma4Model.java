@@ -3,21 +3,23 @@ package dev.decodiff.engine;
 import java.nio.file.Files;
 import java.nio.file.Path;
 
-/** A loaded Gemma 4 text checkpoint: config, memory-mapped weights, RoPE tables. Sessions run the forward pass. */
+/** A loaded Gemma 4 text checkpoint: config, weights (mapped, or copied onto huge pages), RoPE tables. Sessions run the forward pass. */
 public final class Gemma4Model implements AutoCloseable {
     private final Path dir;
     private final Gemma4Config config;
     private final CheckpointFiles files;
     private final ModelWeights weights;
+    private final WeightResidency residency;
     private final Rope slidingRope;
     private final Rope fullRope;
     private String weightsSha256;
 
-    private Gemma4Model(Path dir, Gemma4Config config, CheckpointFiles files, ModelWeights weights) {
+    private Gemma4Model(Path dir, Gemma4Config config, CheckpointFiles files, WeightResidency.Placed placed) {
         this.dir = dir;
         this.config = config;
         this.files = files;
-        this.weights = weights;
+        this.weights = placed.weights();
+        this.residency = placed.residency();
         int slidingDim = 0, fullDim = 0;
         for (var l : config.layers()) {
             if (l.type() == LayerType.SLIDING) slidingDim = l.headDim();
@@ -32,13 +34,17 @@ public final class Gemma4Model implements AutoCloseable {
         }
     }
 
-    public static Gemma4Model load(Path dir) {
+    public static Gemma4Model load(Path dir) { return load(dir, WeightResidency.configured()); }
+
+    /** Loads with the weights placed as {@code placement} says (tests compare placements). */
+    static Gemma4Model load(Path dir, WeightResidency.Mode placement) {
         Path cfg = dir.resolve("config.json");
         if (!Files.isRegularFile(cfg)) throw new CheckpointException(dir + ": no config.json — point --model at a Hugging Face checkpoint folder");
         var config = Gemma4Config.read(cfg);
         var files = CheckpointFiles.open(dir);
         try {
-            return new Gemma4Model(dir, config, files, ModelWeights.load(files, config));
+            var mapped = ModelWeights.load(files, config);
+            return new Gemma4Model(dir, config, files, WeightResidency.place(mapped, placement));
         } catch (RuntimeException e) {
             files.close();
             throw e;
@@ -52,6 +58,9 @@ public final class Gemma4Model implements AutoCloseable {
     public ModelWeights weights() { return weights; }
 
     public CheckpointFiles files() { return files; }
+
+    /** Where the streamed weights are read from (the file mapping or a huge-page copy), in one line. */
+    public String weightPlacement() { return residency.description(); }
 
     Rope rope(LayerType t) { return t == LayerType.SLIDING ? slidingRope : fullRope; }
 
@@ -84,5 +93,11 @@ public final class Gemma4Model implements AutoCloseable {
     public InferenceSession newSession() { return newSession(EngineOptions.defaults()); }
 
     @Override
-    public void close() { files.close(); }
+    public void close() {
+        try {
+            residency.close();
+        } finally {
+            files.close();
+        }
+    }
 }

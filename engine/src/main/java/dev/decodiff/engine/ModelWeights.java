@@ -4,9 +4,11 @@ import dev.decodiff.metal.TensorView;
 import dev.decodiff.metal.WeightMatrix;
 
 import java.util.ArrayList;
+import java.util.IdentityHashMap;
 import java.util.List;
+import java.util.function.UnaryOperator;
 
-/** All weights of a Gemma 4 text model, checked against the config's shapes; matrices stay memory-mapped. */
+/** All weights of a Gemma 4 text model, checked against the config's shapes; matrices are views of the mapped files (see {@link WeightResidency}). */
 public record ModelWeights(WeightMatrix embed, WeightMatrix lmHead, float[] finalNorm,
                            WeightMatrix pleEmbed, WeightMatrix pleModelProjection, float[] pleProjectionNorm,
                            List<LayerWeights> layers) {
@@ -81,6 +83,47 @@ public record ModelWeights(WeightMatrix embed, WeightMatrix lmHead, float[] fina
                     P > 0 ? vec(f, p + "post_per_layer_input_norm.weight", H) : null));
         }
         return new ModelWeights(embed, lmHead, finalNorm, pleEmbed, pleProj, pleNorm, List.copyOf(layers));
+    }
+
+    /**
+     * The same weights with every matrix decode or prefill streams replaced by {@code place}'s result (a tied head
+     * stays tied). The per-layer embedding table is looked up one row per token, not streamed, and stays as it is.
+     */
+    public ModelWeights withStreamedMatrices(UnaryOperator<WeightMatrix> place) {
+        var placed = new IdentityHashMap<WeightMatrix, WeightMatrix>();
+        UnaryOperator<WeightMatrix> p = m -> m == null ? null : placed.computeIfAbsent(m, place);
+        var out = new ArrayList<LayerWeights>(layers.size());
+        for (var l : layers) {
+            LayerWeights.Moe moe = null;
+            if (l.moe() != null) {
+                var m = l.moe();
+                var gateUp = new WeightMatrix[m.gateUp().length];
+                var down = new WeightMatrix[m.down().length];
+                for (int e = 0; e < gateUp.length; e++) {
+                    gateUp[e] = p.apply(m.gateUp()[e]);
+                    down[e] = p.apply(m.down()[e]);
+                }
+                moe = new LayerWeights.Moe(p.apply(m.router()), m.routerScale(), m.perExpertScale(), gateUp, down,
+                        m.preFeedforwardNorm2(), m.postFeedforwardNorm1(), m.postFeedforwardNorm2());
+            }
+            out.add(new LayerWeights(l.inputNorm(), l.postAttentionNorm(), l.preFeedforwardNorm(), l.postFeedforwardNorm(),
+                    l.layerScalar(), p.apply(l.q()), p.apply(l.k()), p.apply(l.v()), p.apply(l.o()),
+                    l.qBias(), l.kBias(), l.vBias(), l.oBias(), l.qNorm(), l.kNorm(),
+                    p.apply(l.gate()), p.apply(l.up()), p.apply(l.down()), moe,
+                    p.apply(l.pleGate()), p.apply(l.pleProjection()), l.plePostNorm()));
+        }
+        return new ModelWeights(p.apply(embed), p.apply(lmHead), finalNorm, pleEmbed, p.apply(pleModelProjection),
+                pleProjectionNorm, List.copyOf(out));
+    }
+
+    /** Bytes of the matrices {@link #withStreamedMatrices} places (each once). */
+    public long streamedMatrixBytes() {
+        long[] total = {0};
+        withStreamedMatrices(m -> {
+            total[0] += m.bytes();
+            return m;
+        });
+        return total[0];
     }
 
     private static float[] vec(CheckpointFiles f, String name, long n) {

@@ -97,7 +97,8 @@ public final class Main implements Runnable {
         public String[] getVersion() {
             String v = dev.decodiff.harness.Home.version();
             return new String[]{"decodiff " + v + " (dump format v1; Java " + Runtime.version() + ")",
-                    "bf16 kernels: " + dev.decodiff.metal.NativeKernels.status()};
+                    "bf16 kernels: " + dev.decodiff.metal.NativeKernels.status(),
+                    "weights: " + dev.decodiff.engine.WeightResidency.policy()};
         }
     }
 }

@@ -1,0 +1,133 @@
+package dev.decodiff.engine;
+
+import dev.decodiff.metal.HugePageMemory;
+import dev.decodiff.metal.WeightMatrix;
+
+import java.io.IOException;
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Locale;
+
+/**
+ * Where the engine reads its streamed weight matrices from: the checkpoint's file mapping, or a copy of them in
+ * anonymous memory on transparent huge pages. Decode reads every matrix once per token, and through 4 KB file pages
+ * it reads them markedly slower than from 2 MB pages (see {@link HugePageMemory}); the copy has the same bytes, so
+ * results keep their bits.
+ *
+ * <p>{@code -Ddecodiff.weights=auto} (the default) copies when the machine has huge pages and the copy leaves at least
+ * a quarter of the available memory (and 2 GB) free; {@code resident} always copies (and fails without huge pages);
+ * {@code mapped} never does.
+ */
+public final class WeightResidency implements AutoCloseable {
+    public enum Mode { AUTO, MAPPED, RESIDENT }
+
+    private static final long ALIGN = 64;
+    private static final long MIN_FREE = 2L << 30;
+
+    private final Arena arena;
+    private final String description;
+    private final boolean resident;
+
+    private WeightResidency(Arena arena, boolean resident, String description) {
+        this.arena = arena;
+        this.resident = resident;
+        this.description = description;
+    }
+
+    public static Mode configured() {
+        String v = System.getProperty("decodiff.weights", "auto").trim().toLowerCase(Locale.ROOT);
+        return switch (v) {
+            case "auto" -> Mode.AUTO;
+            case "mapped" -> Mode.MAPPED;
+            case "resident" -> Mode.RESIDENT;
+            default -> throw new IllegalArgumentException("-Ddecodiff.weights=" + v + ": expected auto, mapped or resident");
+        };
+    }
+
+    /** The configured policy in one line (for --version): what a model load will do, before any is loaded. */
+    public static String policy() {
+        Mode mode;
+        try {
+            mode = configured();
+        } catch (IllegalArgumentException e) {
+            return e.getMessage();
+        }
+        var why = HugePageMemory.unavailableReason();
+        return switch (mode) {
+            case MAPPED -> "mapped from the checkpoint files (-Ddecodiff.weights=mapped)";
+            case RESIDENT -> why.map(w -> "resident asked, but no huge pages: " + w).orElse("copied onto huge pages (-Ddecodiff.weights=resident)");
+            case AUTO -> why.map(w -> "mapped from the checkpoint files (no huge pages: " + w + ")")
+                    .orElse("copied onto huge pages when they fit in the available memory, else mapped (-Ddecodiff.weights=auto)");
+        };
+    }
+
+    /** Places {@code mapped}'s streamed matrices as {@code mode} says; the result lives until {@link #close}. */
+    public static Placed place(ModelWeights mapped, Mode mode) {
+        long bytes = mapped.streamedMatrixBytes();
+        String gb = String.format(Locale.ROOT, "%.2f GB", bytes / 1e9);
+        if (mode == Mode.MAPPED) return new Placed(mapped, new WeightResidency(null, false, "mapped from the checkpoint files (" + gb + ", as asked)"));
+        var why = HugePageMemory.unavailableReason();
+        if (why.isPresent()) {
+            if (mode == Mode.RESIDENT)
+                throw new IllegalStateException("-Ddecodiff.weights=resident needs transparent huge pages: " + why.get());
+            return new Placed(mapped, new WeightResidency(null, false, "mapped from the checkpoint files (" + gb + "; no huge pages: " + why.get() + ")"));
+        }
+        long available = availableMemory();
+        if (mode == Mode.AUTO && available >= 0 && bytes > available - Math.max(MIN_FREE, available / 4))
+            return new Placed(mapped, new WeightResidency(null, false,
+                    String.format(Locale.ROOT, "mapped from the checkpoint files (%s would leave too little of the %.1f GB available)", gb, available / 1e9)));
+        var arena = Arena.ofShared();
+        try {
+            var sizes = new long[1];
+            mapped.withStreamedMatrices(m -> {
+                sizes[0] += align(m.bytes());
+                return m;
+            });
+            MemorySegment slab = HugePageMemory.allocate(Math.max(sizes[0], 1), arena);
+            long[] next = {0};
+            var placed = mapped.withStreamedMatrices(m -> {
+                MemorySegment dst = slab.asSlice(next[0], m.bytes());
+                MemorySegment.copy(m.data(), 0, dst, 0, m.bytes());
+                next[0] += align(m.bytes());
+                return new WeightMatrix(m.name(), m.dtype(), m.rows(), m.cols(), dst);
+            });
+            return new Placed(placed, new WeightResidency(arena, true, "resident in anonymous memory on huge pages (" + gb + " copied from the checkpoint files)"));
+        } catch (RuntimeException | OutOfMemoryError e) {
+            arena.close();
+            if (mode == Mode.RESIDENT) throw e;
+            return new Placed(mapped, new WeightResidency(null, false, "mapped from the checkpoint files (" + gb + "; the copy failed: " + e.getMessage() + ")"));
+        }
+    }
+
+    /** The weights as placed, and the placement (which owns the copy). */
+    public record Placed(ModelWeights weights, WeightResidency residency) {}
+
+    public boolean resident() { return resident; }
+
+    /** One line for --version and bench: where the weights are read from, and why. */
+    public String description() { return description; }
+
+    private static long align(long bytes) { return (bytes + ALIGN - 1) / ALIGN * ALIGN; }
+
+    /** MemAvailable from /proc/meminfo in bytes, or -1 when unknown. */
+    static long availableMemory() {
+        try {
+            for (String line : Files.readAllLines(Path.of("/proc/meminfo"))) {
+                if (line.startsWith("MemAvailable:")) {
+                    String[] f = line.trim().split("\\s+");
+                    return Long.parseLong(f[1]) * 1024;
+                }
+            }
+        } catch (IOException | RuntimeException e) {
+            return -1;
+        }
+        return -1;
+    }
+
+    @Override
+    public void close() {
+        if (arena != null) arena.close();
+    }
+}
