@@ -15,8 +15,9 @@
 #include <string.h>
 #include <time.h>
 
-void decodiff_matmul_bf16(const uint16_t *w, int64_t cols, int32_t rows, int32_t from, int32_t to, const float *x, int32_t tokens, float *y, float *acc);
-void decodiff_matmul_bf16dot(const uint16_t *w, int64_t cols, int32_t rows, int32_t from, int32_t to, const uint16_t *x, int32_t tokens, float *y, float *acc);
+void decodiff_matmul_bf16(const uint16_t *w, int64_t cols, int32_t rows, int32_t from, int32_t to, const float *x, int32_t tokens, float *y, float *scratch);
+void decodiff_matmul_bf16dot(const uint16_t *w, int64_t cols, int32_t rows, int32_t from, int32_t to, const uint16_t *x, int32_t tokens, float *y, float *scratch);
+int64_t decodiff_matmul_scratch_floats(int64_t cols, int32_t tokens);
 void decodiff_matvec_bf16(const uint16_t *w, int64_t cols, int32_t from, int32_t to, const float *x, float *y);
 int64_t decodiff_stream_read(const uint8_t *p, int64_t n);
 float decodiff_fma_loop(int64_t iterations);
@@ -40,7 +41,7 @@ int main(int argc, char **argv) {
     int cols = 1536, rows = gemm ? 6144 : n, tokens = gemm ? n : 1;
     size_t weights = (size_t) rows * cols;
     uint16_t *w = aligned_alloc(4096, weights * 2), *xb = malloc((size_t) tokens * cols * 2);
-    float *x = malloc((size_t) tokens * cols * 4), *y = malloc((size_t) tokens * rows * 4), *acc = malloc((size_t) tokens * 64 * 4);
+    float *x = malloc((size_t) tokens * cols * 4), *y = malloc((size_t) tokens * rows * 4), *scratch = malloc((size_t) decodiff_matmul_scratch_floats(cols, tokens) * 4);
     srand(1);
     for (size_t i = 0; i < weights; i++) w[i] = bf16((rand() / (float) RAND_MAX - 0.5f) * 0.1f);
     for (size_t i = 0; i < (size_t) tokens * cols; i++) xb[i] = bf16(x[i] = rand() / (float) RAND_MAX - 0.5f);
@@ -53,10 +54,10 @@ int main(int argc, char **argv) {
             sink += decodiff_fma_loop(iterations);
             double peak = iterations * 32.0 * decodiff_fma_chains() / (cpu() - t0) / 1e9, flops = 2.0 * rows * cols * tokens;
             t0 = cpu();
-            decodiff_matmul_bf16(w, cols, rows, 0, rows, x, tokens, y, acc);
+            decodiff_matmul_bf16(w, cols, rows, 0, rows, x, tokens, y, scratch);
             double exact = flops / (cpu() - t0) / 1e9;
             t0 = cpu();
-            decodiff_matmul_bf16dot(w, cols, rows, 0, rows, xb, tokens, y, acc);
+            decodiff_matmul_bf16dot(w, cols, rows, 0, rows, xb, tokens, y, scratch);
             double dot = flops / (cpu() - t0) / 1e9;
             printf("round %d: fp32 FMA peak %.1f GFLOPS; exact GEMM %.1f (%.2f of peak); bf16-dot GEMM %.1f (%.2f x exact)\n",
                    r, peak, exact, exact / peak, dot, dot / exact);
@@ -69,7 +70,7 @@ int main(int argc, char **argv) {
             decodiff_matvec_bf16(w, cols, 0, rows, x, y);
             double mv = bytes / (cpu() - t0) / 1e9;
             t0 = cpu();
-            decodiff_matmul_bf16dot(w, cols, rows, 0, rows, xb, 1, y, acc);
+            decodiff_matmul_bf16dot(w, cols, rows, 0, rows, xb, 1, y, scratch);
             double dot = bytes / (cpu() - t0) / 1e9;
             printf("round %d: stream read %.1f GB/s; fp32 matvec %.1f (%.2f of the read); bf16-dot matvec %.1f (%.2f)\n",
                    r, stream, mv, mv / stream, dot, dot / stream);
