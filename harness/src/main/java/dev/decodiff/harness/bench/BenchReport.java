@@ -64,6 +64,13 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
         o.put("kernels", machine.kernels());
         o.put("read_bandwidth_gbs", readGbs().median());
         o.put("read_bandwidth_best_gbs", read.bestGbs());
+        o.put("read_bandwidth_weights_best_gbs", read.weightsBestGbs());
+        o.put("weights_placement", read.placement());
+        if (read.mappedGbs() != null) {
+            o.put("read_bandwidth_mapped_file_gbs", read.mappedGbs().median());
+            o.put("read_bandwidth_mapped_file_best_gbs", read.mappedGbs().max());
+        }
+        o.put("read_bandwidth_anonymous_huge_pages", read.anonymousHugePages());
         o.put("read_bandwidth_java_gbs", read.javaGbs().median());
         if (read.nativeGbs() != null) o.put("read_bandwidth_native_gbs", read.nativeGbs().median());
         o.put("read_bandwidth_anonymous_gbs", read.anonymousGbs().median());
@@ -120,6 +127,7 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
         put(f, "read_bandwidth_java_gbs", read.javaGbs());
         if (read.nativeGbs() != null) put(f, "read_bandwidth_native_gbs", read.nativeGbs());
         put(f, "read_bandwidth_anonymous_gbs", read.anonymousGbs());
+        if (read.mappedGbs() != null) put(f, "read_bandwidth_mapped_file_gbs", read.mappedGbs());
         put(f, "fma_peak_gflops", compute.fmaPeakGflops());
         put(f, "gemm_gflops", compute.gemmGflops());
         decode.tokensPerS().forEach((c, x) -> put(f, "decode_tokens_per_s_" + c, x));
@@ -196,9 +204,12 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
         out.println("machine: " + machine.cpu() + ", " + machine.threads() + Fmt.format(" threads; weights read per decode token: %.3f GB", weightBytesPerToken / 1e9));
         out.println("kernels: " + machine.kernels());
         out.println("median (min, max, samples):");
-        out.println("  read bandwidth          " + readGbs().format("%7.2f") + Fmt.format(" GB/s  (streamed weights, %s reader, equal shares; Java reader %.2f)", read.nativeGbs() == null ? "Java" : "prefetching", read.javaGbs().median()));
-        out.println(Fmt.format("  read bandwidth, best    %7.2f GB/s  (the ceiling decode is measured against)", read.bestGbs()));
-        out.println("  anonymous memory read   " + read.anonymousGbs().format("%7.2f") + Fmt.format(" GB/s  (%d MiB, no page cache)", read.anonymousBytes() >> 20));
+        out.println("weights: " + read.placement());
+        out.println("  read bandwidth          " + readGbs().format("%7.2f") + Fmt.format(" GB/s  (streamed weights where the engine reads them, %s reader, equal shares; Java reader %.2f)", read.nativeGbs() == null ? "Java" : "prefetching", read.javaGbs().median()));
+        if (read.mappedGbs() != null)
+            out.println("  … same, mapped file     " + read.mappedGbs().format("%7.2f") + " GB/s  (the checkpoint's file mapping, 4 KB pages)");
+        out.println("  anonymous memory read   " + read.anonymousGbs().format("%7.2f") + Fmt.format(" GB/s  (%d MiB, no page cache%s)", read.anonymousBytes() >> 20, read.anonymousHugePages() ? ", huge pages" : ""));
+        out.println(Fmt.format("  read ceiling            %7.2f GB/s  (best pass of any reader above: what decode is measured against)", read.bestGbs()));
         out.println("  fp32 FMA peak           " + compute.fmaPeakGflops().format("%7.1f") + " GFLOPS (in-register FMA loop, all threads)");
         out.println("  prefill GEMM            " + compute.gemmGflops().format("%7.1f") + Fmt.format(" GFLOPS (%s, exact fp32)", compute.gemmShape()));
         for (int c : BenchSetup.CONTEXTS) out.println(Fmt.format("  decode @ctx %-5d       ", c) + decodeTps(c).format("%7.2f") + " tok/s");

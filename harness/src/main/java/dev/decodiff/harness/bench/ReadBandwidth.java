@@ -4,7 +4,8 @@ import dev.decodiff.metal.NativeKernels;
 import dev.decodiff.metal.Parallel;
 import dev.decodiff.metal.StreamRead;
 
-import dev.decodiff.engine.Gemma4Model;
+import dev.decodiff.engine.ModelWeights;
+import dev.decodiff.metal.HugePageMemory;
 import dev.decodiff.metal.WeightMatrix;
 
 import java.io.IOException;
@@ -14,17 +15,21 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * What memory delivers to a reader that does nothing else: the weight matrices decode streams, in the mapped weights
- * file (the same pages; not a lookup table such as PLE's, whose pages a decode step barely touches, nor anything a
- * busy machine has let fall out of the page cache), read with the engine's thread count, each thread an equal share, started together, by the native prefetching
- * reader (what the native matvec does) and by the Java one; and the native reader over anonymous memory, the
- * machine's ceiling without the page cache. Passes of the three alternate so drift hits them alike. The yardstick
- * decode is measured against is the best pass of the prefetching reader over the file: a ceiling, not a typical
- * pass, so the ratio is not flattered by a slow one.
+ * What memory delivers to a reader that does nothing else, read with the engine's thread count, each thread an equal
+ * share, started together, by the native prefetching reader (what the native matvec does) and by the Java one: the
+ * weight matrices decode streams where the engine reads them (a copy on huge pages, or the mapped file; not a lookup
+ * table such as PLE's, whose pages a decode step barely touches), the same matrices in the mapped file when the
+ * engine reads a copy, and anonymous memory on huge pages (the machine's ceiling without the page cache or 4 KB pages).
+ * Passes alternate so drift hits them alike. The ceiling decode is measured against is the best single pass of any of
+ * the native readers: the most this machine delivered to a reader, so the ratio is not flattered by a slow pass or a
+ * slow kind of memory.
  *
  * @param nativeGbs null where the native kernels are not available (then the Java reader is the yardstick)
+ * @param mappedGbs the native reader over the mapped file; null where the engine reads the mapped file itself (then
+ *                  {@code nativeGbs} is that) or there is no native reader
  */
-record ReadBandwidth(Figure javaGbs, Figure nativeGbs, Figure anonymousGbs, long anonymousBytes) {
+record ReadBandwidth(Figure javaGbs, Figure nativeGbs, Figure mappedGbs, Figure anonymousGbs, long anonymousBytes,
+                     boolean anonymousHugePages, String placement) {
     /** Anonymous memory read: far past any cache, small beside the model. */
     static final long ANONYMOUS_BYTES = 512L << 20;
 
@@ -32,34 +37,41 @@ record ReadBandwidth(Figure javaGbs, Figure nativeGbs, Figure anonymousGbs, long
         int threads = Parallel.threads();
         boolean nat = NativeKernels.available();
         b.log().accept("read bandwidth (" + threads + " threads, equal shares; kernels: " + NativeKernels.status() + ")…");
+        var model = b.model();
+        var placed = streamed(model.weights());
+        boolean copy = !model.weightPlacement().startsWith("mapped");
+        var mapped = copy && nat ? streamed(ModelWeights.load(model.files(), model.config())) : null;
         try (var arena = Arena.ofShared()) {
-            var file = streamed(b.model());
-            var anon = arena.allocate(ANONYMOUS_BYTES, 2 << 20); // zero-filled: every page is touched before it is timed
-            StreamRead.secondsEqualShares(file, threads, false); // page in
-            StreamRead.secondsEqualShares(file, threads, true);
+            boolean huge = HugePageMemory.available();
+            // Zero-filled either way: every page is touched before it is timed.
+            var anon = huge ? HugePageMemory.allocate(ANONYMOUS_BYTES, arena).fill((byte) 0) : arena.allocate(ANONYMOUS_BYTES, 2 << 20);
+            StreamRead.secondsEqualShares(placed, threads, false); // page in
+            StreamRead.secondsEqualShares(placed, threads, true);
+            if (mapped != null) StreamRead.secondsEqualShares(mapped, threads, true);
             StreamRead.secondsEqualShares(anon, threads, true);
             int passes = 2 * b.repeats() + 1;
-            double[] sj = new double[passes], sn = new double[passes], sa = new double[passes];
+            double[] sj = new double[passes], sn = new double[passes], sm = new double[passes], sa = new double[passes];
             for (int i = 0; i < passes; i++) {
-                sj[i] = StreamRead.secondsEqualShares(file, threads, false);
+                sj[i] = StreamRead.secondsEqualShares(placed, threads, false);
                 if (!nat) continue;
-                sn[i] = StreamRead.secondsEqualShares(file, threads, true);
+                sn[i] = StreamRead.secondsEqualShares(placed, threads, true);
+                if (mapped != null) sm[i] = StreamRead.secondsEqualShares(mapped, threads, true);
                 sa[i] = StreamRead.secondsEqualShares(anon, threads, true);
             }
             if (!nat) for (int i = 0; i < passes; i++) sa[i] = StreamRead.secondsEqualShares(anon, threads, false);
             long bytes = 0;
-            for (var m : file) bytes += readBytes(m);
+            for (var m : placed) bytes += readBytes(m);
             double gb = bytes / 1e9;
-            return new ReadBandwidth(Figure.rates(gb, sj), nat ? Figure.rates(gb, sn) : null, Figure.rates(readBytes(anon) / 1e9, sa), anon.byteSize());
+            return new ReadBandwidth(Figure.rates(gb, sj), nat ? Figure.rates(gb, sn) : null, mapped != null ? Figure.rates(gb, sm) : null,
+                    Figure.rates(readBytes(anon) / 1e9, sa), anon.byteSize(), huge, model.weightPlacement());
         }
     }
 
     /**
-     * The matrices a decode step streams, as the engine maps them: the head, every layer's projections and MLP, the
-     * per-layer-input projections, and the MoE router and experts (all of them: which ones a token reads varies).
+     * The matrices a decode step streams: the head, every layer's projections and MLP, the per-layer-input
+     * projections, and the MoE router and experts (all of them: which ones a token reads varies).
      */
-    private static List<MemorySegment> streamed(Gemma4Model model) {
-        var w = model.weights();
+    private static List<MemorySegment> streamed(ModelWeights w) {
         var out = new ArrayList<MemorySegment>();
         out.add(w.lmHead().data());
         if (w.pleModelProjection() != null) out.add(w.pleModelProjection().data());
@@ -78,9 +90,15 @@ record ReadBandwidth(Figure javaGbs, Figure nativeGbs, Figure anonymousGbs, long
     /** The bytes a pass reads: whole 256-byte blocks. */
     private static long readBytes(MemorySegment m) { return m.byteSize() / 256 * 256; }
 
-    /** The prefetching reader's passes over the streamed weights (the Java reader's where there is no native one). */
+    /** The prefetching reader's passes over the streamed weights where the engine reads them (the Java reader's where there is no native one). */
     Figure file() { return nativeGbs != null ? nativeGbs : javaGbs; }
 
-    /** The ceiling decode's weight traffic is measured against: the best pass over the file. */
-    double bestGbs() { return file().max(); }
+    /** The best pass over the streamed weights where the engine reads them. */
+    double weightsBestGbs() { return file().max(); }
+
+    /** The ceiling decode's weight traffic is measured against: the best pass of any reader over any of the memories. */
+    double bestGbs() {
+        double best = Math.max(file().max(), anonymousGbs.max());
+        return mappedGbs != null ? Math.max(best, mappedGbs.max()) : best;
+    }
 }
