@@ -85,7 +85,10 @@ public final class Parallel {
      * Runs body over [0, n) in contiguous slices whose bounds are multiples of {@code grain} (except the last);
      * small ranges run inline.
      */
-    public static void forRange(int n, int grain, RangeBody body) {
+    public static void forRange(int n, int grain, RangeBody body) { forRange(n, grain, CHUNKS_PER_THREAD, body); }
+
+    /** {@link #forRange(int, int, RangeBody)} cut into at most {@code chunksPerThread} pieces per thread. */
+    public static void forRange(int n, int grain, int chunksPerThread, RangeBody body) {
         grain = Math.max(1, grain);
         int maxChunks = n / grain;
         if (THREADS == 1 || maxChunks <= 1 || IN_BODY.get() || !POOL_LOCK.tryLock()) {
@@ -93,7 +96,7 @@ public final class Parallel {
             return;
         }
         try {
-            int chunks = Math.min(maxChunks, THREADS * CHUNKS_PER_THREAD);
+            int chunks = Math.min(maxChunks, THREADS * Math.max(1, chunksPerThread));
             int per = (n + chunks - 1) / chunks;
             per = ((per + grain - 1) / grain) * grain;
             chunks = (n + per - 1) / per;
