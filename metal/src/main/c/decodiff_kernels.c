@@ -19,9 +19,10 @@
 #define L 16
 #define ROWS 4
 #define TILE_TOKENS 6
-/* Columns of one GEMM block: 4 widened rows of it fill L1 (32 KB) and a row of 1536 or 2048 columns is one block;
- * fewer, longer blocks carry the accumulators between blocks less often (512: 0.66-0.70 of the FMA peak, 2048:
- * 0.70-0.74, one thread, CPU time). */
+/* Columns of one GEMM block: a row of 1536 or 2048 columns is one block, so nothing is carried between blocks.
+ * Shorter blocks (512, 768, 1024: the widened rows and a tile's activations then share L1) measured 0.95-1.00 of
+ * this with the packed operands: the carried accumulators cost what the smaller footprint saves (one thread, CPU
+ * time). */
 #define COL_BLOCK 2048
 /* How far ahead the streaming reads prefetch, into L2 (see rows8). */
 #define PREFETCH_BYTES 16384
@@ -165,20 +166,26 @@ KERNEL void decodiff_matvec_bf16(const uint16_t *w, int64_t cols, int32_t from, 
 /*
  * Y[t·rows + r] = W[r]·X[t] for r in [from, to), t < tokens (X is [tokens, cols], row-major): the exact GEMM.
  *
- * Blocking (one thread, CPU time, 6144 × 1536 weights, 168 tokens, and 1536 × 6144 with 42): both operands of the
- * register tile are read from packed, 64-byte aligned copies in the scratch:
+ * Blocking: both operands of the register tile are read from packed, 64-byte aligned copies in the scratch:
  *  - the activations of every 6-token tile, interleaved per 16 columns ([column/16][token][16]), copied once per
  *    call: one sequential stream per tile. Read in place, the six rows of a tile lie cols·4 bytes apart, a multiple
  *    of 4 KB for 1024, 2048 or 6144 columns, so they fall into the same L1 sets (and, from an unaligned Java array,
- *    every load splits a cache line); packing took the 6144-column GEMM from ~0.72 to ~0.79 of the FMA peak;
+ *    every load splits a cache line): packing took the 1536 × 6144 GEMM (42 tokens) from ~0.60-0.72 to ~0.75-0.80
+ *    of the FMA peak;
  *  - four weight rows of one column block, widened to fp32 and interleaved the same way ([column/16][row][16]):
  *    widened once per column block and reused by every token of the call, so the bf16 widening (which competes with
  *    the FMAs for ports) is out of the inner loop.
  * A 4-row × 6-token register tile (24 accumulators, 4 weight vectors, 1 activation vector of the 32 registers)
  * makes one pass over a column block; its accumulator vectors are carried across column blocks in the scratch.
  * Where there are several column blocks, GROUPS row groups take each in turn, so a block of packed activations is
- * read from L2 GROUPS times before the next one is needed. The lane sums (16 × 16 transposes) and the scalar tail run once per row group at
- * the end; each (t, r) still has its 16 lane accumulators over the columns in order: bits as WeightMatrix's.
+ * read from L2 GROUPS times before the next one is needed. In the last block each finished group of four tokens
+ * gets its lane sums (16 × 16 transposes) at once, overlapping the next tile's FMAs; the scalar tail comes after.
+ * Each (t, r) still has its 16 lane accumulators over the columns in order: bits as WeightMatrix's.
+ *
+ * Where the time goes (6144 × 1536 weights, 168 tokens, one thread, CPU time; 0.84-0.90 of the FMA peak in all):
+ * the tile loop alone runs at ~0.98 of the peak with its operands in L1 or L2 and ~0.92-0.95 over a whole chunk of
+ * activations; widening the weights costs ~6 % (about half of it the bf16 reads from memory, which software
+ * prefetch into L1, L2 or non-temporally did not recover), the lane sums ~3 %.
  */
 /* Row groups whose accumulators stay in the scratch while they take one column block in turn (1 → 4: ~+2 %). */
 #define GROUPS 4
@@ -316,6 +323,16 @@ KERNEL static void finish_rows(const uint16_t *w, int64_t cols, int64_t bound, i
         }
 }
 
+/*
+ * The lane sums of the four-token groups that the tile of tokens [t, t + 6) completed (t is even, so the first such
+ * group starts at t - t % 4), called right after the tile so that they run while the next tile's FMAs do: the
+ * transposes take other ports than the FMAs and out-of-order execution overlaps the two (~2 % over summing at the
+ * end).
+ */
+KERNEL static void sum_tile(const float *acc, float *y, int32_t rows, int64_t r, int64_t t) {
+    for (int64_t u = t - t % 4; u + 4 <= t + TILE_TOKENS; u += 4) sum_lanes16(acc + u * ROWS * L, y + u * rows + r, rows);
+}
+
 /* scratch: decodiff_matmul_scratch_floats(cols, tokens) floats (any alignment). */
 KERNEL void decodiff_matmul_bf16(const uint16_t *w, int64_t cols, int32_t rows, int32_t from, int32_t to,
                                  const float *x, int32_t tokens, float *y, float *scratch) {
@@ -334,11 +351,7 @@ KERNEL void decodiff_matmul_bf16(const uint16_t *w, int64_t cols, int32_t rows, 
                 int64_t t = 0, last = c0 + n == bound;
                 for (; t < tiled; t += TILE_TOKENS) {
                     tile4x6(s.wp, s.xp + t * bound + c0 * TILE_TOKENS, n, acc + t * ROWS * L, c0 == 0);
-                    /* The lane sums of the four-token groups this tile completed (t is even, so the first such
-                     * group starts at t - t % 4), while the next tile's FMAs run: the transposes take other ports
-                     * than the FMAs and out-of-order execution overlaps the two (~2 % over summing at the end). */
-                    for (int64_t u = t - t % 4; last && u + 4 <= t + TILE_TOKENS; u += 4)
-                        sum_lanes16(acc + u * ROWS * L, y + u * rows + r, rows);
+                    if (last) sum_tile(acc, y, rows, r, t);
                 }
                 for (; t < tokens; t++) tile4x1(s.wp, x + t * cols + c0, n, acc + t * ROWS * L, c0 == 0);
             }
@@ -452,10 +465,13 @@ KERNEL_BF16 void decodiff_matmul_bf16dot(const uint16_t *w, int64_t cols, int32_
         for (int64_t c0 = 0; c0 < cols; c0 += COL_BLOCK) {
             int64_t n = cols - c0 < COL_BLOCK ? cols - c0 : COL_BLOCK, t = 0;
             if (tiled > 0) pack_rows_bf16(w, cols, r, c0, n, wp);
-            for (; t < tiled; t += TILE_TOKENS) dot_tile4x6(wp, xp + t * padded + c0 * TILE_TOKENS, n, s.acc + t * ROWS * L, c0 == 0);
+            for (; t < tiled; t += TILE_TOKENS) {
+                dot_tile4x6(wp, xp + t * padded + c0 * TILE_TOKENS, n, s.acc + t * ROWS * L, c0 == 0);
+                if (c0 + n == cols) sum_tile(s.acc, y, rows, r, t);
+            }
             for (; t < tokens; t++) dot_tile4x1(wr + c0, x + t * cols + c0, cols, n, s.acc + t * ROWS * L, c0 == 0, tokens == 1 ? ahead : 0);
         }
-        finish_rows(w, cols, cols, rows, r, NULL, 0, tokens, y, s.acc); /* every column is in the vectors: no tail */
+        finish_rows(w, cols, cols, rows, r, NULL, tiled - tiled % 4, tokens, y, s.acc); /* all columns in vectors: no tail */
     }
     for (; r < to; r++)
         for (int t = 0; t < tokens; t++) y[(int64_t) t * rows + r] = dot_row(w + r * cols, x + t * cols, cols);
