@@ -22,13 +22,29 @@ public final class LlamaModel implements AutoCloseable {
         this.model = model;
     }
 
+    /**
+     * How llama.cpp holds the weights ({@code enum llama_load_mode}): its default AUTO maps the file on a CPU; NONE
+     * reads it into its own buffers.
+     */
+    public enum LoadMode {
+        AUTO(-1), NONE(0), MMAP(1);
+
+        public final int value;
+
+        LoadMode(int value) { this.value = value; }
+    }
+
     /** Loads the weights (or, with {@code vocabOnly}, only the vocabulary) after checking the file is a GGUF. */
-    public static LlamaModel load(LlamaLibrary lib, Path file, boolean vocabOnly) {
+    public static LlamaModel load(LlamaLibrary lib, Path file, boolean vocabOnly) { return load(lib, file, vocabOnly, LoadMode.AUTO); }
+
+    /** {@link #load(LlamaLibrary, Path, boolean)} with the weights held as {@code mode} says. */
+    public static LlamaModel load(LlamaLibrary lib, Path file, boolean vocabOnly, LoadMode mode) {
         var header = GgufPreflight.check(file);
         try (var arena = Arena.ofConfined()) {
             var params = (MemorySegment) lib.modelDefaultParams.invokeExact((java.lang.foreign.SegmentAllocator) arena);
             params.set(ValueLayout.JAVA_INT, offset(MODEL_PARAMS, "n_gpu_layers"), 0);
             params.set(ValueLayout.JAVA_BOOLEAN, offset(MODEL_PARAMS, "vocab_only"), vocabOnly);
+            params.set(ValueLayout.JAVA_INT, offset(MODEL_PARAMS, "load_mode"), mode.value);
             lib.log().mark();
             var m = (MemorySegment) lib.modelLoad.invokeExact(arena.allocateFrom(file.toString()), params);
             if (m.equals(MemorySegment.NULL)) {

@@ -50,6 +50,7 @@ class LayoutTest {
         constants.put("GGML_TYPE_Q4_0", (long) LlamaContext.ggmlType("q4_0"));
         constants.put("GGML_OP_MUL_MAT", (long) GgmlTensor.OP_MUL_MAT);
         constants.put("GGML_OP_FLASH_ATTN_EXT", (long) GgmlTensor.OP_FLASH_ATTN_EXT);
+        for (var m : LlamaModel.LoadMode.values()) constants.put("LLAMA_LOAD_MODE_" + m.name(), (long) m.value);
         constants.put("LLAMA_FLASH_ATTN_TYPE_DISABLED", 0L);
         constants.put("LLAMA_FLASH_ATTN_TYPE_ENABLED", 1L);
         constants.put("GGML_LOG_LEVEL_WARN", (long) LlamaLog.WARN);
