@@ -37,6 +37,13 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
     private static final int TILE_TOKENS = 6;
     /** Bytes of activations one token chunk of {@link #matmul} may span, to stay in a core's L2. */
     private static final int ACTIVATION_BUDGET = Integer.getInteger("decodiff.actBudget", 1024 * 1024);
+    /**
+     * The fewest tokens per chunk of the native GEMM, however wide the rows: it widens each block of weight rows once
+     * per chunk and reads the activations a column block at a time, so a wide matrix gains more from sharing the
+     * widening than from keeping all its activations in L2 (one thread, CPU time, fraction of the FMA peak at 18 / 42 /
+     * 84 tokens per chunk: 12288 columns 0.67 / 0.77 / 0.71; 21504 columns, 12 / 42 / 84: 0.54 / 0.74 / 0.67).
+     */
+    private static final int NATIVE_MIN_CHUNK = 7 * TILE_TOKENS;
     /** Columns of one block of {@link #matmul}: a widened 4-row tile and a 6-token tile of this width stay in L1. */
     private static final int COL_BLOCK = Integer.getInteger("decodiff.colBlock", 512);
 
@@ -147,9 +154,12 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
         void run(MemorySegment w, int cols, int rows, int from, int to, MemorySegment x, int tokens, MemorySegment y, MemorySegment scratch);
     }
 
-    /** Rows split over the cores, tokens in chunks whose activations ({@code elementBytes} each) stay in L2. */
+    /**
+     * Rows split over the cores, tokens in chunks whose activations ({@code elementBytes} each) stay in L2, or of
+     * {@link #NATIVE_MIN_CHUNK} tokens for rows too wide for that.
+     */
     private void nativeChunks(MemorySegment xs, int elementBytes, int tokens, float[] y, NativeGemm gemm) {
-        int chunk = tokenChunk(tokens);
+        int chunk = Math.max(tokenChunk(tokens), Math.min(tokens, NATIVE_MIN_CHUNK));
         var ys = MemorySegment.ofArray(y);
         Parallel.forRange(rows, 16, (from, to) -> {
             var scratch = NativeKernels.matmulScratch(cols, Math.min(chunk, tokens));

@@ -50,7 +50,9 @@ class WeightMatrixTest {
             "BF16,21,1100,13", "F32,12,1543,8", "BF16,13,1100,240", "BF16,9,4500,13",
             // row groups taking each column block in turn (more rows than one such block, the last block partial),
             // a 6-token tile plus two tokens, a tail; fewer tokens than a tile; rows fewer than one group
-            "BF16,37,2100,8", "BF16,70,4200,14", "BF16,18,2060,5", "BF16,3,40,7"})
+            "BF16,37,2100,8", "BF16,70,4200,14", "BF16,18,2060,5", "BF16,3,40,7",
+            // rows too wide for a chunk's activations to fit L2: the native GEMM still takes 42 tokens per chunk
+            "BF16,9,6404,50"})
     void matvecAndMatmulAreBitIdenticalToTheOneRowDot(DType dtype, int rows, int cols, int tokens) {
         var w = random(dtype, rows, cols, rows * 31L + cols);
         var rnd = new Random(tokens);
