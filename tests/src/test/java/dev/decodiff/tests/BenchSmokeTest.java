@@ -47,6 +47,14 @@ class BenchSmokeTest {
             for (String k : List.of("kv_bytes_per_token", "kv_prefill_tokens_per_s", "kv_prefill_over_f32", "kv_decode_512_tokens_per_s"))
                 assertPositive(j.get(k), t);
         assertThat(j.get("kv_bytes_per_token").get("q4_0").asLong()).isLessThan(j.get("kv_bytes_per_token").get("f32").asLong());
+        // the one-shot `decodiff run` in a fresh JVM against the same prefill warm: its wall time holds its prefill
+        for (String k : List.of("one_shot_prefill_tokens_per_s", "one_shot_warm_prefill_tokens_per_s", "one_shot_prefill_over_warm",
+                "one_shot_wall_s", "one_shot_outside_prefill_s"))
+            assertPositive(j, k);
+        assertThat(j.get("one_shot_wall_s").asDouble()).isGreaterThan(512 / j.get("one_shot_prefill_tokens_per_s").asDouble());
+        assertThat(j.get("one_shot_prefill_over_warm").asDouble()).isCloseTo(
+                j.get("one_shot_warm_prefill_tokens_per_s").asDouble() / j.get("one_shot_prefill_tokens_per_s").asDouble(),
+                org.assertj.core.data.Percentage.withPercentage(1e-6));
         assertThat(j.get("figures").get("read_bandwidth_gbs").get("min").asDouble()).isPositive();
         // the checkpoint is cached under its spec key, complete, with no temporary leftovers
         try (var s = Files.list(cache)) {
@@ -69,7 +77,7 @@ class BenchSmokeTest {
         for (String k : List.of("read_bandwidth_best_gbs", "fma_peak_gflops", "gemm_gflops", "prefill_tokens_per_s", "peak_rss_bytes"))
             assertPositive(j, k);
         for (String c : List.of("128", "512", "2048")) assertPositive(j.get("decode_tokens_per_s"), c);
-        for (String k : List.of("compare_gbs", "idle_probe_overhead", "ttft_prefix_reuse_s", "kv_bytes_per_token"))
+        for (String k : List.of("compare_gbs", "idle_probe_overhead", "ttft_prefix_reuse_s", "kv_bytes_per_token", "one_shot_wall_s"))
             assertThat(j.has(k)).as("%s left out under --core", k).isFalse();
     }
 

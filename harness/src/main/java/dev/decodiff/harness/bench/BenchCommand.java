@@ -26,7 +26,8 @@ import java.util.function.Consumer;
  * of several samples, with min and max.
  */
 @Command(name = "bench", mixinStandardHelpOptions = true,
-        description = {"Measures decode/prefill speed against the machine's memory bandwidth, probe and dump overhead, and compare throughput,",
+        description = {"Measures decode/prefill speed against the machine's memory bandwidth, probe and dump overhead, compare throughput",
+                "and a one-shot `decodiff run` in a fresh JVM against the same prefill warm (JVM warm-up; wall time, start to exit),",
                 "on a random Gemma 4 checkpoint synthesized once and cached (default: a 1.06 B-parameter model, 2.1 GB in bf16)."},
         footer = {"", "Examples:", "  decodiff bench", "  decodiff bench --size small --json", "  decodiff bench --size default,layers=6",
                 "  decodiff bench --size e2b --core", "  decodiff bench --against llama.cpp"})
@@ -51,7 +52,7 @@ public final class BenchCommand implements Callable<Integer> {
     int repeats;
 
     @Option(names = "--core", description = "Measure only the ceilings, prefill, decode and peak RSS (for the large real-shape presets, "
-            + "where capture overhead, prefix reuse, the KV types and compare take long).")
+            + "where capture overhead, prefix reuse, the KV types, compare and the one-shot run take long).")
     boolean core;
 
     @Option(names = "--against", paramLabel = "ENGINE",
@@ -107,11 +108,12 @@ public final class BenchCommand implements Callable<Integer> {
             b.model().newSession(bf16).forward(b.prompt(BenchSetup.PREFILL)); // warm-up: its kernels compile untimed, as the f32 prefill's did
             bf16Matmul = Prefill.timed(b, bf16).tokensPerS();
         }
+        var oneShot = core ? null : OneShot.measure(b);
         var machine = Machine.current();
         long rss = Machine.peakRss(); // before llama.cpp's model joins the process
         var vsLlamaCpp = againstLlamaCpp ? AgainstLlamaCpp.measure(b, machine.threads()) : null;
         return new BenchReport(bs, machine, b.model().weightBytesPerToken(), read, compute, prefill.tokensPerS(), decode, capture, prefix,
-                kv, compare, rss, bf16Matmul, vsLlamaCpp);
+                kv, compare, rss, bf16Matmul, vsLlamaCpp, oneShot);
     }
 
     private static void deleteTree(Path p) {

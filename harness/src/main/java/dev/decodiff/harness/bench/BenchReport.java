@@ -11,12 +11,12 @@ import java.util.Map;
 
 /**
  * Everything one bench run measured, with the ratios and targets derived from it, as text or JSON. Under
- * {@code --core} capture, prefix reuse, the KV types and compare are not measured (null) and their figures are left out;
+ * {@code --core} capture, prefix reuse, the KV types, compare and the one-shot run are not measured (null) and their figures are left out;
  * without {@code --against llama.cpp} so is the comparison with llama.cpp.
  */
 record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, ReadBandwidth read, Compute compute, Figure prefillTps, Decode decode,
                    CaptureOverhead capture, PrefixReuse prefix, KvTypes kv, CompareThroughput compare, long peakRss, Figure prefillBf16MatmulTps,
-                   AgainstLlamaCpp vsLlamaCpp) {
+                   AgainstLlamaCpp vsLlamaCpp, OneShot oneShot) {
 
     int newTokens() { return BenchSetup.CONTEXTS[BenchSetup.CONTEXTS.length - 1] - BenchSetup.PREFIX; }
 
@@ -171,6 +171,19 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
             putRounds(pr, "bf16_kv_vs_f16_kv_decode_" + BenchSetup.PREFILL, vsLlamaCpp.halfKvDecodeRatios());
             putRounds(pr, "bf16_kv_vs_f16_kv_prefill_" + BenchSetup.PREFILL, vsLlamaCpp.halfKvPrefillRatios());
         }
+        if (oneShot != null) {
+            o.put("one_shot_prefill_tokens_per_s", oneShot.prefillTps().median());
+            o.put("one_shot_warm_prefill_tokens_per_s", oneShot.warmPrefillTps().median());
+            o.put("one_shot_prefill_over_warm", oneShot.prefillTimeOverWarm().median());
+            o.put("one_shot_wall_s", oneShot.wallS().median());
+            o.put("one_shot_outside_prefill_s", oneShot.outsideS().median());
+            o.put("one_shot_startup_cache", oneShot.aotCache());
+            put(f, "one_shot_prefill_tokens_per_s", oneShot.prefillTps());
+            put(f, "one_shot_warm_prefill_tokens_per_s", oneShot.warmPrefillTps());
+            put(f, "one_shot_prefill_over_warm", oneShot.prefillTimeOverWarm());
+            put(f, "one_shot_wall_s", oneShot.wallS());
+            put(f, "one_shot_outside_prefill_s", oneShot.outsideS());
+        }
         var t = o.putObject("targets");
         targets().forEach(t::put);
         return o;
@@ -196,6 +209,7 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
         if (compare != null) t.put("compare_ge_0.5_read_bandwidth", compareRatio() >= 0.5);
         if (prefix != null) t.put("prefix_reuse_ttft_ge_10x", prefixSpeedup() >= 10);
         if (kv != null) t.put("no_kv_prefill_cliff", worstKvPrefillRatio() >= 0.5);
+        if (oneShot != null) t.put("one_shot_prefill_le_1.3_warm", oneShot.prefillTimeOverWarm().median() <= 1.3);
         return t;
     }
 
@@ -236,6 +250,13 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
                 out.println(Fmt.format("    %-5s        %10d   %8.1f (%4.2f)               %6.2f", t.id(), kv.bytesPerToken().get(t), kvPrefill(t).median(),
                         kvPrefill(t).median() / prefillTps.median(), kvDecode(t).median()));
         }
+        if (oneShot != null) {
+            out.println(Fmt.format("  one-shot prefill %d    ", BenchSetup.PREFILL) + oneShot.prefillTps().format("%7.1f")
+                    + Fmt.format(" tok/s  (a fresh JVM, %s; warm in the same rounds %.1f)", oneShot.aotCache() ? "startup cache" : "no startup cache",
+                    oneShot.warmPrefillTps().median()));
+            out.println("  one-shot wall time      " + oneShot.wallS().format("%7.2f")
+                    + Fmt.format(" s  (JVM start to exit; %.2f s of it neither prefill nor decode)", oneShot.outsideS().median()));
+        }
         if (vsLlamaCpp != null) printVsLlamaCpp(out);
         out.println("ratios (targets):");
         out.println(Fmt.format("  decode weight traffic / best read       %5.2f  (≥ 0.85) %s", bandwidthRatio(), ok(bandwidthRatio() >= 0.85)));
@@ -249,6 +270,9 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
         }
         if (compare != null)
             out.println(Fmt.format("  compare / read bandwidth                %5.2f  (≥ 0.5)  %s", compareRatio(), ok(compareRatio() >= 0.5)));
+        if (oneShot != null)
+            out.println(Fmt.format("  one-shot prefill time / warm            %5.2f  (≤ 1.3)  %s", oneShot.prefillTimeOverWarm().median(),
+                    ok(oneShot.prefillTimeOverWarm().median() <= 1.3)));
         if (prefix == null || kv == null) return;
         out.println("ratios (prefix reuse):");
         out.println(Fmt.format("  TTFT cold / prefix reused               %5.1f  (≥ 10)   %s", prefixSpeedup(), ok(prefixSpeedup() >= 10)));
