@@ -7,6 +7,8 @@
  *   gcc -O2 -o /tmp/kcpu jmh/c/kernels_cpu_time.c -L/tmp -lk -Wl,-rpath,/tmp
  *   /tmp/kcpu gemm 168 5        # fp32 FMA peak, exact fp32 GEMM and bf16-dot GEMM (6144 x 1536, 168 tokens)
  *   /tmp/kcpu matvec 131072 5   # streaming read vs fp32 matvec vs bf16-dot matvec over 131072 x 1536 bf16 (403 MB)
+ *
+ * To compare two builds of the kernels (same bits? which is faster?), see kernels_ab.c.
  */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -15,6 +17,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "kernels_time.h"
+
 void decodiff_matmul_bf16(const uint16_t *w, int64_t cols, int32_t rows, int32_t from, int32_t to, const float *x, int32_t tokens, float *y, float *scratch);
 void decodiff_matmul_bf16dot(const uint16_t *w, int64_t cols, int32_t rows, int32_t from, int32_t to, const uint16_t *x, int32_t tokens, float *y, float *scratch);
 int64_t decodiff_matmul_scratch_floats(int64_t cols, int32_t tokens);
@@ -22,18 +26,6 @@ void decodiff_matvec_bf16(const uint16_t *w, int64_t cols, int32_t from, int32_t
 int64_t decodiff_stream_read(const uint8_t *p, int64_t n);
 float decodiff_fma_loop(int64_t iterations);
 int32_t decodiff_fma_chains(void);
-
-static double cpu(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-static uint16_t bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return (uint16_t) ((u + 0x7fff + ((u >> 16) & 1)) >> 16);
-}
 
 int main(int argc, char **argv) {
     if (argc != 4) { fprintf(stderr, "usage: %s gemm TOKENS ROUNDS | matvec ROWS ROUNDS\n", argv[0]); return 2; }
