@@ -176,19 +176,18 @@ KERNEL void decodiff_matvec_bf16(const uint16_t *w, int64_t cols, int32_t from, 
  *    widened once per column block and reused by every token of the call, so the bf16 widening (which competes with
  *    the FMAs for ports) is out of the inner loop.
  * A 4-row × 6-token register tile (24 accumulators, 4 weight vectors, 1 activation vector of the 32 registers)
- * makes one pass over a column block; its accumulator vectors are carried across column blocks in the scratch.
- * Where there are several column blocks, GROUPS row groups take each in turn, so a block of packed activations is
- * read from L2 GROUPS times before the next one is needed. In the last block each finished group of four tokens
- * gets its lane sums (16 × 16 transposes) at once, overlapping the next tile's FMAs; the scalar tail comes after.
- * Each (t, r) still has its 16 lane accumulators over the columns in order: bits as WeightMatrix's.
+ * makes one pass over a column block; its accumulator vectors are carried across column blocks in the scratch. In
+ * the last block each finished group of four tokens gets its lane sums (16 × 16 transposes) at once, overlapping
+ * the next tile's FMAs; the scalar tail comes after. Each (t, r) still has its 16 lane accumulators over the columns
+ * in order: bits as WeightMatrix's.
  *
  * Where the time goes (6144 × 1536 weights, 168 tokens, one thread, CPU time; 0.84-0.90 of the FMA peak in all):
  * the tile loop alone runs at ~0.98 of the peak with its operands in L1 or L2 and ~0.92-0.95 over a whole chunk of
- * activations; widening the weights costs ~6 % (about half of it the bf16 reads from memory, which software
- * prefetch into L1, L2 or non-temporally did not recover), the lane sums ~3 %.
+ * activations, the lane sums take ~3 %. Tried and not taken, each measured no faster (0.99-1.03×): widening each
+ * group's rows once per call instead of once per token chunk (four groups' rows kept in L2 across the chunks), row
+ * groups sharing each column block of a wide matrix (its activations read from L2 four or eight times in a row),
+ * software prefetch of the activations, shorter column blocks.
  */
-/* Row groups whose accumulators stay in the scratch while they take one column block in turn (1 → 4: ~+2 %). */
-#define GROUPS 4
 
 /* One token of the tile: u is its activation vector, a<i><j> the accumulator of row i, token j. */
 #define TOKEN(j)                                                  \
@@ -275,14 +274,14 @@ KERNEL static void sum_lanes16(const float *a, float *y, int64_t ystride) {
 
 /* The scratch, carved out of the caller's: accumulators, one packed weight block, the packed activation tiles. */
 typedef struct {
-    float *acc;  /* GROUPS · tokens · ROWS · 16: group g's token t, row i at ((g · tokens + t) · ROWS + i) · 16 */
+    float *acc;  /* tokens · ROWS · 16: token t, row i at (t · ROWS + i) · 16 */
     float *wp;   /* ROWS · COL_BLOCK */
     float *xp;   /* (tokens / TILE_TOKENS) · TILE_TOKENS · bound: tile k's column c at (k · bound + c) · TILE_TOKENS */
 } gemm_scratch;
 
 static gemm_scratch carve(float *scratch, int32_t tokens) {
     float *p = (float *) (((uintptr_t) scratch + 63) & ~(uintptr_t) 63);
-    gemm_scratch s = {p, p + (int64_t) GROUPS * tokens * ROWS * L, p + (int64_t) GROUPS * tokens * ROWS * L + ROWS * COL_BLOCK};
+    gemm_scratch s = {p, p + (int64_t) tokens * ROWS * L, p + (int64_t) tokens * ROWS * L + ROWS * COL_BLOCK};
     return s;
 }
 
@@ -290,7 +289,7 @@ static gemm_scratch carve(float *scratch, int32_t tokens) {
 int64_t decodiff_matmul_scratch_floats(int64_t cols, int32_t tokens) {
     /* Per tiled token: bound fp32 columns (decodiff_matmul_bf16) or cols rounded up to 32 bf16 ones (bf16dot). */
     int64_t bound = cols - cols % L, padded = (cols + 31) / 32 * 16, per_token = bound > padded ? bound : padded;
-    return 16 + (int64_t) GROUPS * tokens * ROWS * L + ROWS * COL_BLOCK + (int64_t) (tokens / TILE_TOKENS) * TILE_TOKENS * per_token;
+    return 16 + (int64_t) tokens * ROWS * L + ROWS * COL_BLOCK + (int64_t) (tokens / TILE_TOKENS) * TILE_TOKENS * per_token;
 }
 
 KERNEL static void pack_tiles(const float *x, int64_t cols, int64_t bound, int32_t tokens, float *xp) {
@@ -301,17 +300,16 @@ KERNEL static void pack_tiles(const float *x, int64_t cols, int64_t bound, int32
 }
 
 /*
- * Columns [c0, c0 + n) of rows [r, r + ROWS) widened into wp, interleaved per 16 columns. With ahead > 0 it
- * prefetches the same columns `ahead` elements on (the next row group) into L1, so that group's bf16 reads come
- * from cache while this group's tiles run: with few tokens per call (an expert's share of a MoE prefill) the GEMM
- * waits on those reads (one thread, CPU time, 704 × 2816 weights, medians of 7 interleaved rounds: 3 tokens 1.53×
- * faster, 6 tokens 1.59×, 12 tokens 1.35×, 32 tokens 1.14×; 168 tokens with 6144 × 1536 and 42 with 1536 × 6144
- * unchanged, 1.01 and 0.99).
+ * Columns [c0, c0 + n) of rows [r, r + ROWS) widened into wp, interleaved per 16 columns. Unless next is NULL it
+ * prefetches the block the next call will widen (ROWS rows from next, stride cols) into L1 meanwhile, so those bf16
+ * reads come from cache: with few tokens per call (an expert's share of a MoE prefill) the GEMM waits on them (one
+ * thread, CPU time, 704 × 2816 weights, medians of 10 rounds: 3 tokens 1.46× faster, 6 tokens 1.40×, 12 tokens
+ * 1.24×, 32 tokens 1.09×; 6144 × 1536 with 168 tokens 1.03×).
  */
-KERNEL static void pack_rows(const uint16_t *w, int64_t cols, int64_t r, int64_t c0, int64_t n, float *wp, int64_t ahead) {
+KERNEL static void pack_rows(const uint16_t *w, int64_t cols, int64_t r, int64_t c0, int64_t n, float *wp, const uint16_t *next) {
     for (int64_t c = 0; c < n; c += L) {
-        if (ahead > 0 && c % (2 * L) == 0)
-            for (int i = 0; i < ROWS; i++) _mm_prefetch((const char *) (w + (r + i) * cols + ahead + c0 + c), _MM_HINT_T0);
+        if (next && c % (2 * L) == 0)
+            for (int i = 0; i < ROWS; i++) _mm_prefetch((const char *) (next + i * cols + c), _MM_HINT_T0);
         for (int i = 0; i < ROWS; i++) _mm512_store_ps(wp + c * ROWS + i * L, widen(w + (r + i) * cols + c0 + c));
     }
 }
@@ -349,24 +347,20 @@ KERNEL void decodiff_matmul_bf16(const uint16_t *w, int64_t cols, int32_t rows, 
     gemm_scratch s = carve(scratch, tokens);
     int64_t bound = cols - cols % L, tiled = tokens - tokens % TILE_TOKENS;
     pack_tiles(x, cols, bound, tokens, s.xp);
-    /* With one column block nothing is carried: a group finishes before the next starts, its accumulators in L1. */
-    int64_t r0 = from, end = to - (to - from) % ROWS, span = (bound > COL_BLOCK ? GROUPS : 1) * ROWS;
-    for (; r0 < end; r0 += span) {
-        int64_t r1 = r0 + span < end ? r0 + span : end;
+    int64_t end = to - (to - from) % ROWS;
+    for (int64_t r = from; r < end; r += ROWS) {
         for (int64_t c0 = 0; c0 < bound; c0 += COL_BLOCK) {
-            int64_t n = bound - c0 < COL_BLOCK ? bound - c0 : COL_BLOCK;
-            for (int64_t r = r0; r < r1; r += ROWS) {
-                float *acc = s.acc + (r - r0) / ROWS * tokens * ROWS * L;
-                pack_rows(w, cols, r, c0, n, s.wp, r + 2 * ROWS <= end ? ROWS * cols : 0);
-                int64_t t = 0, last = c0 + n == bound;
-                for (; t < tiled; t += TILE_TOKENS) {
-                    tile4x6(s.wp, s.xp + t * bound + c0 * TILE_TOKENS, n, acc + t * ROWS * L, c0 == 0);
-                    if (last) sum_tile(acc, y, rows, r, t);
-                }
-                for (; t < tokens; t++) tile4x1(s.wp, x + t * cols + c0, n, acc + t * ROWS * L, c0 == 0);
+            int64_t n = bound - c0 < COL_BLOCK ? bound - c0 : COL_BLOCK, t = 0, last = c0 + n == bound;
+            /* The block pack_rows reads next: these rows' next columns, or the next group's first ones. */
+            const uint16_t *next = !last ? w + r * cols + c0 + n : r + 2 * ROWS <= end ? w + (r + ROWS) * cols : NULL;
+            pack_rows(w, cols, r, c0, n, s.wp, next);
+            for (; t < tiled; t += TILE_TOKENS) {
+                tile4x6(s.wp, s.xp + t * bound + c0 * TILE_TOKENS, n, s.acc + t * ROWS * L, c0 == 0);
+                if (last) sum_tile(s.acc, y, rows, r, t);
             }
+            for (; t < tokens; t++) tile4x1(s.wp, x + t * cols + c0, n, s.acc + t * ROWS * L, c0 == 0);
         }
-        for (int64_t r = r0; r < r1; r += ROWS) finish_rows(w, cols, bound, rows, r, x, bound > 0 ? tiled - tiled % 4 : 0, tokens, y, s.acc + (r - r0) / ROWS * tokens * ROWS * L);
+        finish_rows(w, cols, bound, rows, r, x, bound > 0 ? tiled - tiled % 4 : 0, tokens, y, s.acc);
     }
     for (int64_t r = end; r < to; r++)
         for (int t = 0; t < tokens; t++) y[(int64_t) t * rows + r] = dot1(w + r * cols, cols, x + (int64_t) t * cols);
