@@ -170,8 +170,10 @@ KERNEL void decodiff_matvec_bf16(const uint16_t *w, int64_t cols, int32_t from, 
  *  - the activations of every 6-token tile, interleaved per 16 columns ([column/16][token][16]), copied once per
  *    call: one sequential stream per tile. Read in place, the six rows of a tile lie cols·4 bytes apart, a multiple
  *    of 4 KB for 1024, 2048 or 6144 columns, so they fall into the same L1 sets (and, from an unaligned Java array,
- *    every load splits a cache line): packing took the 1536 × 6144 GEMM (42 tokens) from ~0.60-0.72 to ~0.75-0.80
- *    of the FMA peak;
+ *    every load splits a cache line). With the rest of this blocking it took the 1536 × 6144 GEMM with 42 tokens
+ *    from 0.61-0.73 of the FMA peak to 0.67-0.79 (medians 0.71 and 0.77) and 6144 × 1536 with 168 tokens from
+ *    0.71-0.81 to 0.82-0.89 (medians 0.78 and 0.87; one thread, CPU time, jmh/c/kernels_ab.c and
+ *    kernels_cpu_time.c);
  *  - four weight rows of one column block, widened to fp32 and interleaved the same way ([column/16][row][16]):
  *    widened once per column block and reused by every token of the call, so the bf16 widening (which competes with
  *    the FMAs for ports) is out of the inner loop.
@@ -181,14 +183,13 @@ KERNEL void decodiff_matvec_bf16(const uint16_t *w, int64_t cols, int32_t from, 
  * the next tile's FMAs; the scalar tail comes after. Each (t, r) still has its 16 lane accumulators over the columns
  * in order: bits as WeightMatrix's.
  *
- * Where the time goes (6144 × 1536 weights, 168 tokens, one thread, CPU time; 0.84-0.90 of the FMA peak in all):
+ * Where the time goes (6144 × 1536 weights, 168 tokens, one thread, CPU time; 0.82-0.89 of the FMA peak in all):
  * the tile loop alone runs at ~0.98 of the peak with its operands in L1 or L2 and ~0.92-0.95 over a whole chunk of
  * activations, the lane sums take ~3 %. Tried and not taken, each measured no faster (0.99-1.03×): widening each
  * group's rows once per call instead of once per token chunk (four groups' rows kept in L2 across the chunks), row
  * groups sharing each column block of a wide matrix (its activations read from L2 four or eight times in a row),
  * software prefetch of the activations, shorter column blocks.
  */
-
 /* One token of the tile: u is its activation vector, a<i><j> the accumulator of row i, token j. */
 #define TOKEN(j)                                                  \
     do {                                                          \
@@ -334,7 +335,7 @@ KERNEL static void finish_rows(const uint16_t *w, int64_t cols, int64_t bound, i
 /*
  * The lane sums of the four-token groups that the tile of tokens [t, t + 6) completed (t is even, so the first such
  * group starts at t - t % 4), called right after the tile so that they run while the next tile's FMAs do: the
- * transposes take other ports than the FMAs and out-of-order execution overlaps the two (~2 % over summing at the
+ * transposes take other ports than the FMAs and out-of-order execution overlaps the two (~3 % over summing at the
  * end).
  */
 KERNEL static void sum_tile(const float *acc, float *y, int32_t rows, int64_t r, int64_t t) {
