@@ -172,17 +172,11 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
             putRounds(pr, "bf16_kv_vs_f16_kv_prefill_" + BenchSetup.PREFILL, vsLlamaCpp.halfKvPrefillRatios());
         }
         if (oneShot != null) {
-            o.put("one_shot_prefill_tokens_per_s", oneShot.prefillTps().median());
-            o.put("one_shot_warm_prefill_tokens_per_s", oneShot.warmPrefillTps().median());
-            o.put("one_shot_prefill_over_warm", oneShot.prefillTimeOverWarm().median());
-            o.put("one_shot_wall_s", oneShot.wallS().median());
-            o.put("one_shot_outside_prefill_s", oneShot.outsideS().median());
+            oneShot.figures().forEach((k, x) -> {
+                o.put(k, x.median());
+                put(f, k, x);
+            });
             o.put("one_shot_startup_cache", oneShot.aotCache());
-            put(f, "one_shot_prefill_tokens_per_s", oneShot.prefillTps());
-            put(f, "one_shot_warm_prefill_tokens_per_s", oneShot.warmPrefillTps());
-            put(f, "one_shot_prefill_over_warm", oneShot.prefillTimeOverWarm());
-            put(f, "one_shot_wall_s", oneShot.wallS());
-            put(f, "one_shot_outside_prefill_s", oneShot.outsideS());
         }
         var t = o.putObject("targets");
         targets().forEach(t::put);

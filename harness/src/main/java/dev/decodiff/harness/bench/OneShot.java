@@ -1,5 +1,7 @@
 package dev.decodiff.harness.bench;
 
+import dev.decodiff.harness.cli.StartupCache;
+
 import java.io.IOException;
 import java.lang.management.ManagementFactory;
 import java.nio.file.Files;
@@ -24,7 +26,8 @@ record OneShot(Figure prefillTps, Figure warmPrefillTps, Figure prefillTimeOverW
 
     static OneShot measure(BenchSetup b) throws IOException {
         var jvm = jvmCommand();
-        boolean aot = jvm.stream().anyMatch(a -> a.startsWith("-XX:AOTCache="));
+        boolean aot = StartupCache.inUse(); // the child has the same options, so the same cache
+
         var cmd = new ArrayList<>(jvm);
         cmd.addAll(List.of("run", "--model", b.checkpoint().toString(), "--tokens", ids(b.prompt(BenchSetup.PREFILL)),
                 "-n", Integer.toString(NEW_TOKENS), "--ids", "--stats"));
@@ -43,6 +46,17 @@ record OneShot(Figure prefillTps, Figure warmPrefillTps, Figure prefillTimeOverW
             outside[r] = child.wallS() - child.prefillS() - child.decodeS();
         }
         return new OneShot(Figure.of(oneShot), Figure.of(warm), Figure.of(ratio), Figure.of(wall), Figure.of(outside), aot);
+    }
+
+    /** The figures by their JSON key (the median at the top level, min/median/max under "figures"). */
+    java.util.Map<String, Figure> figures() {
+        var m = new java.util.LinkedHashMap<String, Figure>();
+        m.put("one_shot_prefill_tokens_per_s", prefillTps);
+        m.put("one_shot_warm_prefill_tokens_per_s", warmPrefillTps);
+        m.put("one_shot_prefill_over_warm", prefillTimeOverWarm);
+        m.put("one_shot_wall_s", wallS);
+        m.put("one_shot_outside_prefill_s", outsideS);
+        return m;
     }
 
     /** One child's wall time (start to exit) and the prefill and decode seconds it printed. */

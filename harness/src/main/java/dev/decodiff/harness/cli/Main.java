@@ -98,7 +98,8 @@ public final class Main implements Runnable {
             String v = dev.decodiff.harness.Home.version();
             return new String[]{"decodiff " + v + " (dump format v1; Java " + Runtime.version() + ")",
                     "bf16 kernels: " + dev.decodiff.metal.NativeKernels.status(),
-                    "weights: " + dev.decodiff.engine.WeightResidency.policy()};
+                    "weights: " + dev.decodiff.engine.WeightResidency.policy(),
+                    "startup cache: " + StartupCache.status()};
         }
     }
 }

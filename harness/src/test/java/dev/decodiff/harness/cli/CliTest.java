@@ -148,7 +148,8 @@ public class CliTest {
         var v = run("--version");
         assertThat(v.code()).isZero();
         assertThat(v.out()).startsWith("decodiff ").contains("bf16 kernels: " + dev.decodiff.metal.NativeKernels.status())
-                .contains("weights: " + dev.decodiff.engine.WeightResidency.policy());
+                .contains("weights: " + dev.decodiff.engine.WeightResidency.policy())
+                .contains("startup cache: none"); // a test JVM starts without the launcher's cache
         assertThat(run("--help").out()).contains("compare").contains("inspect").contains("Exit codes");
     }
 
