@@ -65,6 +65,9 @@ public final class LlamaCppRunner implements AutoCloseable {
 
     public LlamaContext.Options options() { return context.options(); }
 
+    /** Whether llama.cpp runs flash attention (as set, or as it resolved "auto" for this device). */
+    public boolean flashAttentionOn() { return context.flashAttentionOn(); }
+
     /**
      * Feeds {@code tokens} at positions start… and returns the step's captures. {@code expected}: the points this step
      * must give (those of the reference); one the graph did not emit is an error naming the graph names looked for.

@@ -103,6 +103,18 @@ class BenchSmokeTest {
         for (JsonNode r : j.get("per_round_vs_llamacpp").get("prefill_512")) assertThat(r.asDouble()).isPositive().isFinite();
         // the 16-bit pair: decodiff's bf16 K/V against llama.cpp's default f16 K/V
         for (String k : List.of("decode_512", "prefill_512")) assertPositive(j.get("bf16_kv_vs_llamacpp_f16_kv"), k);
+        // decodiff's --matmul bf16 prefill against the same llama.cpp prefill, per round
+        assertPositive(j, "prefill_bf16_matmul_vs_llamacpp");
+        assertThat(j.get("per_round_vs_llamacpp").get("prefill_bf16_matmul_512")).hasSize(2);
+        assertPositive(j.get("figures").get("against_decodiff_bf16_matmul_prefill_tokens_per_s"), "median");
+        // the CPU backend llama.cpp loaded is one of the variants in its library folder
+        String backend = j.get("llamacpp_cpu_backend").asText();
+        assertThat(LlamaCppHome.locate().lib().resolve(backend)).as(backend).isRegularFile();
+        assertThat(backend).startsWith("libggml-cpu-");
+        // llama.cpp's CPU backend computes flash attention, so llama-bench's "auto" resolves to on
+        assertThat(j.get("llamacpp_settings").get("flash_attn").asText()).isEqualTo("auto");
+        assertThat(j.get("llamacpp_settings").get("flash_attn_resolved").asText()).isEqualTo("on");
+        assertThat(j.get("llamacpp_settings").get("outputs").asText()).isEqualTo("last token");
     }
 
     @Test

@@ -5,9 +5,12 @@ import dev.decodiff.engine.InferenceSession;
 import dev.decodiff.engine.KvType;
 import dev.decodiff.engine.Sampler;
 import dev.decodiff.harness.llamacpp.GgufCache;
+import dev.decodiff.harness.report.Fmt;
 import dev.decodiff.llamacpp.LlamaCppRunner;
 import dev.decodiff.llamacpp.ffi.LlamaContext;
+import dev.decodiff.llamacpp.ffi.LlamaLibrary;
 import dev.decodiff.llamacpp.gguf.GgufOutputType;
+import dev.decodiff.metal.MatmulPrecision;
 
 import java.util.LinkedHashMap;
 import java.util.Map;
@@ -15,13 +18,19 @@ import java.util.Map;
 /**
  * {@code bench --against llama.cpp}: the bench model through decodiff and through llama.cpp (the checkpoint converted
  * to a bf16 GGUF, cached), in rounds, one engine after the other within each round, so that drift over the run hits
- * both alike. Each engine reads the same prompt token ids, decodes greedily, keeps its K/V in f32 (llama.cpp's default
- * f16 cache would not be the same work) and uses the same number of threads. Per round and engine: for each of
+ * both alike. llama.cpp runs at llama-bench's settings ({@link LlamaContext.Options#llamaBench}: batches of 2048
+ * tokens computed 512 at a time, flash attention auto, a polling threadpool of its own) after an untimed warm-up, and
+ * both engines do the same work: every prompt token through every layer, the LM head for the last token only (llama.cpp
+ * asked for the last position's logits alone, as llama-bench asks), then one token and its logits per decode step.
+ * Each engine reads the same prompt token ids, decodes greedily, keeps its K/V in f32 (llama-bench's default f16
+ * cache would not be the same work) and uses the same number of threads. Per round and engine: for each of
  * {@link BenchSetup#CONTEXTS}, a fresh context reads that many prompt tokens (the 512-token read is the prefill
- * figure), then decodes {@code decodeSteps} tokens. After the f32 pair, each round also runs decodiff with bf16 K/V
- * against llama.cpp with f16 K/V (its default), at the prefill's context only.
+ * figure), then decodes {@code decodeSteps} tokens. Each round also prefills 512 tokens with decodiff's
+ * {@code --matmul bf16} (against the same llama.cpp prefill), and runs decodiff with bf16 K/V against llama.cpp with
+ * f16 K/V (llama-bench's default), at the prefill's context only.
  */
-record AgainstLlamaCpp(String release, int threads, Rounds decodiff, Rounds llamaCpp, Rounds decodiffBf16Kv, Rounds llamaCppF16Kv) {
+record AgainstLlamaCpp(String release, String cpuBackend, boolean flashAttention, int threads, Rounds decodiff, Rounds llamaCpp,
+                       double[] decodiffBf16MatmulPrefillTps, Rounds decodiffBf16Kv, Rounds llamaCppF16Kv) {
 
     /** The contexts of the 16-bit K/V pair (decodiff bf16, llama.cpp f16): the prefill's alone, to keep the run short. */
     static final int[] HALF_KV_CONTEXTS = {BenchSetup.PREFILL};
@@ -46,28 +55,41 @@ record AgainstLlamaCpp(String release, int threads, Rounds decodiff, Rounds llam
         b.log().accept("against llama.cpp: converting the bench checkpoint to a bf16 GGUF (cached)…");
         var gguf = GgufCache.of(b.checkpoint(), GgufOutputType.BF16);
         int room = LlamaContext.Options.lengthFor(b.maxContext() + b.decodeSteps() + 1);
-        try (var runner = LlamaCppRunner.open(gguf, new LlamaContext.Options(room, threads, "f32", "f32", false), null);
-             var runnerF16 = LlamaCppRunner.open(gguf, new LlamaContext.Options(room, threads, "f16", "f16", false), null)) {
+        try (var runner = LlamaCppRunner.open(gguf, LlamaContext.Options.llamaBench(room, threads, "f32", "f32"), null);
+             var runnerF16 = LlamaCppRunner.open(gguf, LlamaContext.Options.llamaBench(room, threads, "f16", "f16"), null)) {
             Engine ours = decodiff(b, EngineOptions.defaults()), theirs = llamaCpp(runner);
+            Engine oursBf16Matmul = decodiff(b, EngineOptions.defaults().withMatmul(MatmulPrecision.BF16));
             Engine oursBf16 = decodiff(b, EngineOptions.defaults().withKvTypes(KvType.BF16, KvType.BF16)), theirsF16 = llamaCpp(runnerF16);
             b.log().accept("against llama.cpp: warm-up…");
-            // llama.cpp's first graphs and page faults, untimed (decodiff warmed up in its own prefill phase)
+            // llama.cpp's first graphs and page faults, untimed, as llama-bench warms up; decodiff's f32 path warmed up
+            // in its own prefill phase, its bf16 kernels compile here
             run(b, theirs, Rounds.of(1, BenchSetup.CONTEXTS), 0, BenchSetup.CONTEXTS);
             run(b, theirsF16, Rounds.of(1, HALF_KV_CONTEXTS), 0, HALF_KV_CONTEXTS);
+            prefill(b, oursBf16Matmul);
             int n = b.repeats();
             var d = Rounds.of(n, BenchSetup.CONTEXTS);
             var l = Rounds.of(n, BenchSetup.CONTEXTS);
+            var dm = new double[n];
             var dh = Rounds.of(n, HALF_KV_CONTEXTS);
             var lh = Rounds.of(n, HALF_KV_CONTEXTS);
             for (int r = 0; r < n; r++) {
-                b.log().accept("against llama.cpp: round " + (r + 1) + "/" + n + ", decodiff then llama.cpp, f32 K/V then 16-bit…");
+                b.log().accept("against llama.cpp: round " + (r + 1) + "/" + n + ", decodiff then llama.cpp, f32 K/V, --matmul bf16 prefill, then 16-bit K/V…");
                 run(b, ours, d, r, BenchSetup.CONTEXTS);
                 run(b, theirs, l, r, BenchSetup.CONTEXTS);
+                dm[r] = prefill(b, oursBf16Matmul);
                 run(b, oursBf16, dh, r, HALF_KV_CONTEXTS);
                 run(b, theirsF16, lh, r, HALF_KV_CONTEXTS);
             }
-            return new AgainstLlamaCpp(LlamaCppRunner.describeRelease(), threads, d, l, dh, lh);
+            return new AgainstLlamaCpp(LlamaCppRunner.describeRelease(), LlamaLibrary.get().backend(), runner.flashAttentionOn(), threads,
+                    d, l, dm, dh, lh);
         }
+    }
+
+    /** Tokens/s of one {@link BenchSetup#PREFILL}-token read in a fresh context. */
+    private static double prefill(BenchSetup b, Engine e) {
+        long t0 = System.nanoTime();
+        e.read(b.prompt(BenchSetup.PREFILL));
+        return BenchSetup.PREFILL / BenchSetup.secondsSince(t0);
     }
 
     private static Engine decodiff(BenchSetup b, EngineOptions options) {
@@ -119,6 +141,16 @@ record AgainstLlamaCpp(String release, int threads, Rounds decodiff, Rounds llam
     double[] decodeRatios(int context) { return ratios(decodiff.decodeTps().get(context), llamaCpp.decodeTps().get(context)); }
 
     double[] prefillRatios() { return ratios(decodiff.prefillTps(), llamaCpp.prefillTps()); }
+
+    /** decodiff's {@code --matmul bf16} prefill over llama.cpp's (f32 K/V both), round by round. */
+    double[] bf16MatmulPrefillRatios() { return ratios(decodiffBf16MatmulPrefillTps, llamaCpp.prefillTps()); }
+
+    /** The llama.cpp settings, in words, for the report. */
+    String settings() {
+        return Fmt.format("llama-bench's settings: n_batch %d, n_ubatch %d, flash attention auto (%s), threadpool poll %d, %d threads, logits of the last token only",
+                LlamaContext.Scheduling.BENCH_BATCH, LlamaContext.Scheduling.BENCH_UBATCH, flashAttention ? "on" : "off",
+                        LlamaContext.Scheduling.BENCH_POLL, threads);
+    }
 
     /** decodiff with bf16 K/V over llama.cpp with f16 K/V, decode at {@link BenchSetup#PREFILL}, round by round. */
     double[] halfKvDecodeRatios() {

@@ -4,6 +4,7 @@ import dev.decodiff.harness.report.Fmt;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.decodiff.engine.KvType;
+import dev.decodiff.llamacpp.ffi.LlamaContext;
 
 import java.io.PrintWriter;
 import java.util.LinkedHashMap;
@@ -153,6 +154,16 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
         }
         if (vsLlamaCpp != null) {
             o.put("llamacpp_release", vsLlamaCpp.release());
+            o.put("llamacpp_cpu_backend", vsLlamaCpp.cpuBackend());
+            var ls = o.putObject("llamacpp_settings");
+            ls.put("n_batch", LlamaContext.Scheduling.BENCH_BATCH);
+            ls.put("n_ubatch", LlamaContext.Scheduling.BENCH_UBATCH);
+            ls.put("flash_attn", "auto");
+            ls.put("flash_attn_resolved", vsLlamaCpp.flashAttention() ? "on" : "off");
+            ls.put("threadpool_poll", LlamaContext.Scheduling.BENCH_POLL);
+            ls.put("threads", vsLlamaCpp.threads());
+            ls.put("outputs", "last token");
+            ls.put("warm_up", true);
             var dv = o.putObject("decode_vs_llamacpp");
             var pr = o.putObject("per_round_vs_llamacpp");
             for (int c : BenchSetup.CONTEXTS) {
@@ -165,6 +176,9 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
             putRounds(pr, "prefill_" + BenchSetup.PREFILL, vsLlamaCpp.prefillRatios());
             put(f, "against_decodiff_prefill_tokens_per_s", Figure.of(vsLlamaCpp.decodiff().prefillTps()));
             put(f, "against_llamacpp_prefill_tokens_per_s", Figure.of(vsLlamaCpp.llamaCpp().prefillTps()));
+            o.put("prefill_bf16_matmul_vs_llamacpp", Figure.of(vsLlamaCpp.bf16MatmulPrefillRatios()).median());
+            putRounds(pr, "prefill_bf16_matmul_" + BenchSetup.PREFILL, vsLlamaCpp.bf16MatmulPrefillRatios());
+            put(f, "against_decodiff_bf16_matmul_prefill_tokens_per_s", Figure.of(vsLlamaCpp.decodiffBf16MatmulPrefillTps()));
             var h = o.putObject("bf16_kv_vs_llamacpp_f16_kv");
             h.put("decode_" + BenchSetup.PREFILL, Figure.of(vsLlamaCpp.halfKvDecodeRatios()).median());
             h.put("prefill_" + BenchSetup.PREFILL, Figure.of(vsLlamaCpp.halfKvPrefillRatios()).median());
@@ -275,11 +289,13 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
     }
 
     private void printVsLlamaCpp(PrintWriter out) {
-        out.println("against " + vsLlamaCpp.release() + Fmt.format(" (bf16 GGUF, f32 K/V, %d threads; rounds interleaved, decodiff first):", vsLlamaCpp.threads()));
+        out.println("against " + vsLlamaCpp.release() + " (bf16 GGUF, f32 K/V; rounds interleaved, decodiff first)");
+        out.println("  " + vsLlamaCpp.settings());
         out.println("  figure (tok/s)     decodiff   llama.cpp   decodiff/llama.cpp median   per round");
         for (int c : BenchSetup.CONTEXTS)
             printVs(out, Fmt.format("decode @ctx %-5d", c), vsLlamaCpp.decodiff().decodeTps().get(c), vsLlamaCpp.llamaCpp().decodeTps().get(c));
         printVs(out, Fmt.format("prefill %d     ", BenchSetup.PREFILL), vsLlamaCpp.decodiff().prefillTps(), vsLlamaCpp.llamaCpp().prefillTps());
+        printVs(out, "… --matmul bf16 ", vsLlamaCpp.decodiffBf16MatmulPrefillTps(), vsLlamaCpp.llamaCpp().prefillTps());
         out.println("  decodiff bf16 K/V against llama.cpp f16 K/V (its default):");
         printVs(out, Fmt.format("decode @ctx %-5d", BenchSetup.PREFILL), vsLlamaCpp.decodiffBf16Kv().decodeTps().get(BenchSetup.PREFILL),
                 vsLlamaCpp.llamaCppF16Kv().decodeTps().get(BenchSetup.PREFILL));

@@ -29,20 +29,61 @@ public final class LlamaContext implements AutoCloseable {
         void take(GgmlTensor tensor);
     }
 
+    /** {@code enum llama_flash_attn_type}: AUTO lets llama.cpp enable it where the device supports it (llama-bench's default). */
+    public enum FlashAttention {
+        OFF(0), ON(1), AUTO(-1);
+
+        public final int value;
+
+        FlashAttention(int value) { this.value = value; }
+    }
+
+    /** How llama.cpp splits a decode call into graphs and runs them. */
+    public enum Scheduling {
+        /**
+         * A whole prompt in one ubatch and one cache cell per position (a full-size sliding-window cache), threads
+         * started per graph: capture needs each named tensor once per step, the cells in position order.
+         */
+        WHOLE_PROMPT,
+        /**
+         * llama-bench's defaults, for timing: batches of {@value #BENCH_BATCH} tokens computed {@value #BENCH_UBATCH} at
+         * a time, a sliding-window cache of the window only, and a threadpool of the context's own whose workers poll
+         * (level {@value #BENCH_POLL}) for the next graph.
+         */
+        LLAMA_BENCH;
+
+        public static final int BENCH_BATCH = 2048, BENCH_UBATCH = 512, BENCH_POLL = 50;
+    }
+
     /** How the context is made. {@code typeK}/{@code typeV}: the KV-cache storage types ("f32", "f16", "bf16", "q8_0", "q4_0"). */
-    public record Options(int contextLength, int threads, String typeK, String typeV, boolean flashAttention) {
+    public record Options(int contextLength, int threads, String typeK, String typeV, FlashAttention flashAttention, Scheduling scheduling) {
         public Options {
             if (contextLength < 1) throw new IllegalArgumentException("context length must be ≥ 1, got " + contextLength);
             if (threads < 1) throw new IllegalArgumentException("threads must be ≥ 1, got " + threads);
             ggmlType(typeK);
             ggmlType(typeV);
+            java.util.Objects.requireNonNull(flashAttention);
+            java.util.Objects.requireNonNull(scheduling);
+        }
+
+        /** Whole-prompt scheduling (what capture needs), flash attention on or off. */
+        public Options(int contextLength, int threads, String typeK, String typeV, boolean flashAttention) {
+            this(contextLength, threads, typeK, typeV, flashAttention ? FlashAttention.ON : FlashAttention.OFF, Scheduling.WHOLE_PROMPT);
         }
 
         /** F32 K/V cache, flash attention off, one thread: the exact configuration. */
         public static Options exact(int contextLength) { return new Options(contextLength, 1, "f32", "f32", false); }
 
+        /** llama-bench's settings (flash attention auto, {@link Scheduling#LLAMA_BENCH}) with these K/V types and threads. */
+        public static Options llamaBench(int contextLength, int threads, String typeK, String typeV) {
+            return new Options(contextLength, threads, typeK, typeV, FlashAttention.AUTO, Scheduling.LLAMA_BENCH);
+        }
+
         /** A context length with room for {@code tokens} positions (whole 256-cell pages, as llama.cpp pads). */
         public static int lengthFor(int tokens) { return Math.max(256, (tokens + 255) / 256 * 256); }
+
+        /** Tokens per llama_decode call: a longer input is fed in batches of this many. */
+        int batch() { return scheduling == Scheduling.LLAMA_BENCH ? Math.min(Scheduling.BENCH_BATCH, contextLength) : contextLength; }
     }
 
     /** A KV-cache type name as a ggml_type value. */
@@ -63,6 +104,8 @@ public final class LlamaContext implements AutoCloseable {
     private final Arena arena = Arena.ofShared();
     private final Tap tap;
     private final int vocab;
+    private final LlamaThreadpool threadpool;
+    private final boolean flashAttentionOn;
     private MemorySegment ctx;
     private Throwable tapFailure;
 
@@ -76,16 +119,18 @@ public final class LlamaContext implements AutoCloseable {
             var p = (MemorySegment) lib.contextDefaultParams.invokeExact((SegmentAllocator) arena);
             int n = options.contextLength();
             setInt(p, "n_ctx", n);
-            setInt(p, "n_batch", n);
-            setInt(p, "n_ubatch", n); // a whole prompt in one ubatch: each named tensor comes once per step
+            boolean whole = options.scheduling() == Scheduling.WHOLE_PROMPT;
+            setInt(p, "n_batch", options.batch());
+            // whole prompt: one ubatch, so each named tensor comes once per step
+            setInt(p, "n_ubatch", whole ? n : Math.min(Scheduling.BENCH_UBATCH, n));
             setInt(p, "n_seq_max", 1);
             setInt(p, "n_threads", options.threads());
             setInt(p, "n_threads_batch", options.threads());
-            setInt(p, "flash_attn_type", options.flashAttention() ? 1 : 0);
+            setInt(p, "flash_attn_type", options.flashAttention().value);
             setInt(p, "type_k", ggmlType(options.typeK()));
             setInt(p, "type_v", ggmlType(options.typeV()));
             // A full-size sliding-window cache keeps one cell per position, so the cells read are in position order.
-            p.set(JAVA_BOOLEAN, offset(CONTEXT_PARAMS, "swa_full"), true);
+            p.set(JAVA_BOOLEAN, offset(CONTEXT_PARAMS, "swa_full"), whole);
             p.set(JAVA_BOOLEAN, offset(CONTEXT_PARAMS, "no_perf"), true);
             if (tap != null) {
                 var target = MethodHandles.lookup().bind(this, "onEval",
@@ -105,12 +150,34 @@ public final class LlamaContext implements AutoCloseable {
             throw new LlamaCppException("llama.cpp " + LlamaCppHome.RELEASE + " refused a context for " + model.file() + " with "
                     + describe(options) + (why.isEmpty() ? "" : ": " + why));
         }
+        // llama.cpp logs how it resolved "auto" while it reserves the graphs, inside llama_init_from_model
+        flashAttentionOn = switch (options.flashAttention()) {
+            case ON -> true;
+            case OFF -> false;
+            case AUTO -> lib.log().resolvedSinceMark("Flash Attention enabled") != null;
+        };
+        LlamaThreadpool pool = null;
+        if (options.scheduling() == Scheduling.LLAMA_BENCH) {
+            try {
+                pool = LlamaThreadpool.start(lib, options.threads(), Scheduling.BENCH_POLL);
+                pool.attachTo(ctx);
+            } catch (RuntimeException e) {
+                close();
+                if (pool != null) pool.close();
+                throw e;
+            }
+        }
+        threadpool = pool;
     }
 
     public static String describe(Options o) {
-        return "K/V cache " + o.typeK() + "/" + o.typeV() + ", flash attention " + (o.flashAttention() ? "on" : "off")
-                + ", " + o.threads() + " thread" + (o.threads() == 1 ? "" : "s");
+        return "K/V cache " + o.typeK() + "/" + o.typeV() + ", flash attention " + o.flashAttention().name().toLowerCase(Locale.ROOT)
+                + ", " + o.threads() + " thread" + (o.threads() == 1 ? "" : "s")
+                + (o.scheduling() == Scheduling.LLAMA_BENCH ? ", llama-bench's batching and threadpool" : "");
     }
+
+    /** Whether attention runs as flash attention: as set, or as llama.cpp resolved {@link FlashAttention#AUTO} for this device. */
+    public boolean flashAttentionOn() { return flashAttentionOn; }
 
     private static void setInt(MemorySegment p, String field, int value) {
         p.set(ValueLayout.JAVA_INT, offset(CONTEXT_PARAMS, field), value);
@@ -136,7 +203,9 @@ public final class LlamaContext implements AutoCloseable {
 
     /**
      * Decodes {@code tokens} at positions start… of sequence 0 and returns the last position's logits. With
-     * {@code allOutputs} every position is an output (so the final norm of every row is computed).
+     * {@code allOutputs} every position is an output (so the final norm of every row is computed); without, only the
+     * last position is (llama.cpp then takes the LM head of that row alone). Input longer than the context's batch
+     * is fed in batches, as llama-bench feeds a prompt.
      */
     public float[] decode(int[] tokens, int start, boolean allOutputs) {
         if (ctx == null) throw new IllegalStateException("context is closed");
@@ -147,19 +216,28 @@ public final class LlamaContext implements AutoCloseable {
         for (int t : tokens)
             if (t < 0 || t >= vocab)
                 throw new IllegalArgumentException("token id " + t + " is outside the model's vocabulary of " + vocab);
-        int n = tokens.length;
+        int batch = options.batch();
+        for (int from = 0; from < tokens.length; from += batch)
+            decodeBatch(tokens, from, Math.min(tokens.length, from + batch), start, allOutputs);
+        return lastLogits(start + tokens.length - 1);
+    }
+
+    /** One llama_decode of tokens[from, to) at positions start+from…; the last token of all is always an output. */
+    private void decodeBatch(int[] tokens, int from, int to, int start, boolean allOutputs) {
+        int n = to - from;
         try (var a = Arena.ofConfined()) {
-            var tok = a.allocateFrom(ValueLayout.JAVA_INT, tokens);
+            var tok = a.allocate(ValueLayout.JAVA_INT, n);
             var pos = a.allocate(ValueLayout.JAVA_INT, n);
             var nSeq = a.allocate(ValueLayout.JAVA_INT, n);
             var seqIds = a.allocate(ADDRESS, n);
             var seq0 = a.allocate(ValueLayout.JAVA_INT);
             var out = a.allocate(ValueLayout.JAVA_BYTE, n);
             for (int i = 0; i < n; i++) {
-                pos.setAtIndex(ValueLayout.JAVA_INT, i, start + i);
+                tok.setAtIndex(ValueLayout.JAVA_INT, i, tokens[from + i]);
+                pos.setAtIndex(ValueLayout.JAVA_INT, i, start + from + i);
                 nSeq.setAtIndex(ValueLayout.JAVA_INT, i, 1);
                 seqIds.setAtIndex(ADDRESS, i, seq0);
-                out.set(ValueLayout.JAVA_BYTE, i, (byte) (allOutputs || i == n - 1 ? 1 : 0));
+                out.set(ValueLayout.JAVA_BYTE, i, (byte) (allOutputs || from + i == tokens.length - 1 ? 1 : 0));
             }
             var batch = a.allocate(BATCH);
             batch.set(ValueLayout.JAVA_INT, offset(BATCH, "n_tokens"), n);
@@ -178,16 +256,25 @@ public final class LlamaContext implements AutoCloseable {
             }
             if (rc != 0) {
                 String why = lib.log().errorsSinceMark();
-                throw new LlamaCppException("llama_decode returned " + rc + " for positions " + start + "…" + (start + n - 1)
+                throw new LlamaCppException("llama_decode returned " + rc + " for positions " + (start + from) + "…" + (start + to - 1)
                         + (why.isEmpty() ? "" : ": " + why));
             }
-            var logits = (MemorySegment) lib.logitsIth.invokeExact(ctx, -1);
-            if (logits.equals(MemorySegment.NULL)) throw new LlamaCppException("llama.cpp returned no logits for position " + (start + n - 1));
-            return logits.reinterpret((long) vocab * 4).toArray(ValueLayout.JAVA_FLOAT);
         } catch (LlamaCppException | IllegalArgumentException e) {
             throw e;
         } catch (Throwable t) {
             throw new LlamaCppException("llama_decode failed: " + t, t);
+        }
+    }
+
+    private float[] lastLogits(int position) {
+        try {
+            var logits = (MemorySegment) lib.logitsIth.invokeExact(ctx, -1);
+            if (logits.equals(MemorySegment.NULL)) throw new LlamaCppException("llama.cpp returned no logits for position " + position);
+            return logits.reinterpret((long) vocab * 4).toArray(ValueLayout.JAVA_FLOAT);
+        } catch (LlamaCppException e) {
+            throw e;
+        } catch (Throwable t) {
+            throw new LlamaCppException("llama_get_logits_ith failed: " + t, t);
         }
     }
 
@@ -221,6 +308,7 @@ public final class LlamaContext implements AutoCloseable {
         } finally {
             ctx = null;
             arena.close();
+            if (threadpool != null) threadpool.close(); // after the context that computed on it
         }
     }
 }

@@ -98,8 +98,19 @@ public final class LlamaLayouts {
             ADDRESS.withName("logits")
     ).withName("llama_batch");
 
-    /** GGML_MAX_DIMS, GGML_MAX_SRC, GGML_MAX_NAME, GGML_MAX_OP_PARAMS of ggml/include/ggml.h. */
-    public static final int MAX_DIMS = 4, MAX_SRC = 10, MAX_NAME = 64, MAX_OP_PARAMS = 64;
+    /** GGML_MAX_DIMS, GGML_MAX_SRC, GGML_MAX_NAME, GGML_MAX_OP_PARAMS, GGML_MAX_N_THREADS of ggml/include/ggml.h. */
+    public static final int MAX_DIMS = 4, MAX_SRC = 10, MAX_NAME = 64, MAX_OP_PARAMS = 64, MAX_N_THREADS = 512;
+
+    /** {@code struct ggml_threadpool_params} (ggml/include/ggml.h): filled by ggml_threadpool_params_init, then the poll level set. */
+    public static final StructLayout THREADPOOL_PARAMS = MemoryLayout.structLayout(
+            sequenceLayout(MAX_N_THREADS, JAVA_BOOLEAN).withName("cpumask"),
+            JAVA_INT.withName("n_threads"),
+            JAVA_INT.withName("prio"),
+            JAVA_INT.withName("poll"),
+            JAVA_BOOLEAN.withName("strict_cpu"),
+            JAVA_BOOLEAN.withName("paused"),
+            paddingLayout(2)
+    ).withName("ggml_threadpool_params");
 
     /** {@code struct ggml_tensor} (ggml/include/ggml.h): read in the eval callback for name, type, shape and strides. */
     public static final StructLayout TENSOR = MemoryLayout.structLayout(
@@ -121,7 +132,7 @@ public final class LlamaLayouts {
     ).withName("ggml_tensor");
 
     /** The structs above, with the C name of each (the layout test iterates over these). */
-    public static final java.util.List<StructLayout> ALL = java.util.List.of(MODEL_PARAMS, CONTEXT_PARAMS, BATCH, TENSOR);
+    public static final java.util.List<StructLayout> ALL = java.util.List.of(MODEL_PARAMS, CONTEXT_PARAMS, BATCH, TENSOR, THREADPOOL_PARAMS);
 
     public static long offset(StructLayout s, String field) {
         return s.byteOffset(MemoryLayout.PathElement.groupElement(field));

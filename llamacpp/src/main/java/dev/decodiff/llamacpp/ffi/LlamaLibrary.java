@@ -29,7 +29,8 @@ public final class LlamaLibrary {
 
     final MethodHandle modelDefaultParams, contextDefaultParams, modelLoad, modelFree, initFromModel, free, decode,
             logitsIth, getMemory, memoryClear, memorySeqRm, modelGetVocab, vocabNTokens, modelNEmbd, modelNLayer,
-            modelMetaValStr, tensorGet, devCount, devGet, devDescription, systemInfo;
+            modelMetaValStr, tensorGet, devCount, devGet, devDescription, systemInfo, devByType, devBackendReg, regProcAddress,
+            threadpoolParamsInit, attachThreadpool;
 
     private LlamaLibrary(LlamaCppHome home) {
         this.home = home;
@@ -66,6 +67,11 @@ public final class LlamaLibrary {
         devGet = h.get("ggml_backend_dev_get", FunctionDescriptor.of(ADDRESS, JAVA_LONG));
         devDescription = h.get("ggml_backend_dev_description", FunctionDescriptor.of(ADDRESS, ADDRESS));
         systemInfo = h.get("llama_print_system_info", FunctionDescriptor.of(ADDRESS));
+        devByType = h.get("ggml_backend_dev_by_type", FunctionDescriptor.of(ADDRESS, JAVA_INT));
+        devBackendReg = h.get("ggml_backend_dev_backend_reg", FunctionDescriptor.of(ADDRESS, ADDRESS));
+        regProcAddress = h.get("ggml_backend_reg_get_proc_address", FunctionDescriptor.of(ADDRESS, ADDRESS, ADDRESS));
+        threadpoolParamsInit = h.get("ggml_threadpool_params_init", FunctionDescriptor.ofVoid(ADDRESS, JAVA_INT));
+        attachThreadpool = h.get("llama_attach_threadpool", FunctionDescriptor.ofVoid(ADDRESS, ADDRESS, ADDRESS));
         var logSet = h.get("llama_log_set", FunctionDescriptor.ofVoid(ADDRESS, ADDRESS));
         var loadAll = h.get("ggml_backend_load_all_from_path", FunctionDescriptor.ofVoid(ADDRESS));
         var backendInit = h.get("llama_backend_init", FunctionDescriptor.ofVoid());
@@ -111,6 +117,30 @@ public final class LlamaLibrary {
 
     /** The CPU backend variant ggml picked for this machine (e.g. "libggml-cpu-zen4.so"). */
     public String backend() { return backend; }
+
+    /**
+     * A function the CPU backend exports only through its registry (the backend is a library loaded at run time, so
+     * its symbols are not in the lookup): {@code ggml_backend_reg_get_proc_address} on the CPU device's registry.
+     */
+    MethodHandle cpuBackendFunction(String name, FunctionDescriptor fd) {
+        try (var a = Arena.ofConfined()) {
+            var dev = (MemorySegment) devByType.invokeExact(GGML_BACKEND_DEVICE_TYPE_CPU);
+            if (dev.equals(MemorySegment.NULL)) throw new LlamaCppException("llama.cpp has no CPU device (backend " + backend + ")");
+            var reg = (MemorySegment) devBackendReg.invokeExact(dev);
+            var fn = (MemorySegment) regProcAddress.invokeExact(reg, a.allocateFrom(name));
+            if (fn.equals(MemorySegment.NULL))
+                throw new LlamaCppException("llama.cpp's CPU backend " + backend + " does not export " + name + "; run scripts/llamacpp.sh to restore "
+                        + LlamaCppHome.RELEASE);
+            return Linker.nativeLinker().downcallHandle(fn, fd);
+        } catch (LlamaCppException e) {
+            throw e;
+        } catch (Throwable t) {
+            throw new LlamaCppException("looking up " + name + " in llama.cpp's CPU backend failed: " + t, t);
+        }
+    }
+
+    /** {@code GGML_BACKEND_DEVICE_TYPE_CPU} of enum ggml_backend_dev_type (ggml-backend.h). */
+    static final int GGML_BACKEND_DEVICE_TYPE_CPU = 0;
 
     /** llama.cpp's own summary of the CPU features it uses. */
     public String systemInfo() {

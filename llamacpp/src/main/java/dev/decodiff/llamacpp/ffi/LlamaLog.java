@@ -2,6 +2,7 @@ package dev.decodiff.llamacpp.ffi;
 
 import java.lang.foreign.MemorySegment;
 import java.util.ArrayDeque;
+import java.util.ArrayList;
 import java.util.List;
 
 /**
@@ -12,8 +13,10 @@ public final class LlamaLog {
     /** ggml_log_level values (ggml/include/ggml.h). */
     static final int NONE = 0, DEBUG = 1, INFO = 2, WARN = 3, ERROR = 4, CONT = 5;
     private static final int KEEP = 200;
+    private static final String RESOLVED = "resolve_fused_ops:";
 
     private final ArrayDeque<String> lines = new ArrayDeque<>();
+    private final List<String> resolved = new ArrayList<>();
     private final StringBuilder partial = new StringBuilder();
     private final boolean echo = Boolean.getBoolean("decodiff.llamacpp.log");
     private int lastLevel = INFO;
@@ -36,6 +39,7 @@ public final class LlamaLog {
             String line = partial.substring(0, nl).strip();
             partial.delete(0, nl + 1);
             if (line.isEmpty()) continue;
+            if (line.startsWith(RESOLVED) && resolved.size() < KEEP) resolved.add(line.substring(RESOLVED.length()).strip());
             lines.addLast(tag(lastLevel) + line);
             if (lines.size() > KEEP) lines.removeFirst();
         }
@@ -51,6 +55,7 @@ public final class LlamaLog {
 
     /** Marks where a call starts: {@link #errorsSinceMark()} then reports only what that call logged. */
     public synchronized void mark() {
+        resolved.clear();
         lines.addLast("I --mark--");
         if (lines.size() > KEEP) lines.removeFirst();
     }
@@ -71,6 +76,16 @@ public final class LlamaLog {
 
     /** Every line kept (the last {@value #KEEP}), for diagnostics. */
     public synchronized List<String> lines() { return List.copyOf(lines); }
+
+    /**
+     * The line since the last {@link #mark()} in which llama.cpp said how it resolved an "auto" setting (its
+     * {@code resolve_fused_ops} lines, e.g. "Flash Attention enabled") that contains {@code needle}, or null. Kept
+     * apart from the other lines: a context's set-up logs more lines than are kept.
+     */
+    public synchronized String resolvedSinceMark(String needle) {
+        for (String l : resolved) if (l.contains(needle)) return l;
+        return null;
+    }
 
     /** The first kept line containing {@code needle}, or null. */
     public synchronized String find(String needle) {

@@ -51,8 +51,12 @@ class LayoutTest {
         constants.put("GGML_OP_MUL_MAT", (long) GgmlTensor.OP_MUL_MAT);
         constants.put("GGML_OP_FLASH_ATTN_EXT", (long) GgmlTensor.OP_FLASH_ATTN_EXT);
         for (var m : LlamaModel.LoadMode.values()) constants.put("LLAMA_LOAD_MODE_" + m.name(), (long) m.value);
-        constants.put("LLAMA_FLASH_ATTN_TYPE_DISABLED", 0L);
-        constants.put("LLAMA_FLASH_ATTN_TYPE_ENABLED", 1L);
+        for (var fa : LlamaContext.FlashAttention.values()) constants.put("LLAMA_FLASH_ATTN_TYPE_" + switch (fa) {
+            case OFF -> "DISABLED";
+            case ON -> "ENABLED";
+            case AUTO -> "AUTO";
+        }, (long) fa.value);
+        constants.put("GGML_BACKEND_DEVICE_TYPE_CPU", (long) LlamaLibrary.GGML_BACKEND_DEVICE_TYPE_CPU);
         constants.put("GGML_LOG_LEVEL_WARN", (long) LlamaLog.WARN);
         constants.put("GGML_LOG_LEVEL_ERROR", (long) LlamaLog.ERROR);
         constants.put("GGML_LOG_LEVEL_CONT", (long) LlamaLog.CONT);
