@@ -62,6 +62,16 @@ public final class BenchCommand implements Callable<Integer> {
                     + "prefill 512 and prefill 512 with --matmul bf16, then decodiff bf16 K/V against llama.cpp f16 K/V at 512.")
     String against;
 
+    @Option(names = "--compare-rss", paramLabel = "N",
+            description = "Measure only the memory of a live compare of an N-token prompt (e.g. 4096) on this model, run as a user runs it: "
+                    + "`decodiff compare` in its own JVM with the launcher's default heap, against a dump of the prefill and one decode step "
+                    + "made first (also in its own JVM; large: ~10 GB for 4096 tokens on e2b, deleted after unless --keep-reference). "
+                    + "Prints the peak RSS, what it is made of (checkpoint pages, reference pages, anonymous memory), the most heap used and the time.")
+    Integer compareRss;
+
+    @Option(names = "--keep-reference", description = "With --compare-rss: keep the reference dump in the cache folder for the next run (and reuse one kept before).")
+    boolean keepReference;
+
     @picocli.CommandLine.Spec
     picocli.CommandLine.Model.CommandSpec spec;
 
@@ -78,8 +88,23 @@ public final class BenchCommand implements Callable<Integer> {
             err.print(Fmt.format("bench [%5.1f s] %s%n", BenchSetup.secondsSince(began), s));
             err.flush();
         };
-        Path dir = BenchCheckpoint.ensure(bs, cache != null ? cache : BenchCheckpoint.defaultCacheRoot(), log);
+        if (compareRss != null && compareRss < 1) throw new BadInputException("--compare-rss takes a prompt length of at least 1 token");
+        if (keepReference && compareRss == null) throw new BadInputException("--keep-reference goes with --compare-rss");
+        Path root = cache != null ? cache : BenchCheckpoint.defaultCacheRoot();
+        Path dir = BenchCheckpoint.ensure(bs, root, log);
         Path work = Files.createTempDirectory("decodiff-bench-");
+        if (compareRss != null) {
+            try {
+                var r = CompareRss.measure(bs, dir, compareRss, root.resolve(bs.key() + ".compare-rss-" + compareRss), keepReference, work, log);
+                var out = spec.commandLine().getOut();
+                if (json) out.println(new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT).writeValueAsString(r.json(bs)));
+                else r.print(bs, out);
+                out.flush();
+                return 0;
+            } finally {
+                deleteTree(work);
+            }
+        }
         try (var model = Gemma4Model.load(dir)) {
             var r = run(bs, BenchSetup.of(bs, model, dir, repeats, decodeSteps, work, log), core, against != null);
             var out = spec.commandLine().getOut();
@@ -117,7 +142,7 @@ public final class BenchCommand implements Callable<Integer> {
                 kv, compare, rss, bf16Matmul, vsLlamaCpp, oneShot);
     }
 
-    private static void deleteTree(Path p) {
+    static void deleteTree(Path p) {
         try (var s = Files.walk(p)) {
             for (Path q : s.sorted(Comparator.reverseOrder()).toList()) Files.deleteIfExists(q);
         } catch (IOException ignored) {

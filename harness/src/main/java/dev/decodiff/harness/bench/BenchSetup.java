@@ -17,11 +17,16 @@ record BenchSetup(Gemma4Model model, Path checkpoint, int[] prompt, int repeats,
     static final int PREFIX = 2000;
 
     static BenchSetup of(BenchSpec spec, Gemma4Model model, Path checkpoint, int repeats, int decodeSteps, Path work, Consumer<String> log) {
-        var rnd = new SplittableRandom(spec.seed());
-        int vocab = model.config().vocabSize();
-        int[] prompt = new int[CONTEXTS[CONTEXTS.length - 1]];
-        for (int i = 0; i < prompt.length; i++) prompt[i] = 3 + rnd.nextInt(vocab - 3);
+        int[] prompt = randomPrompt(spec.seed(), model.config().vocabSize(), CONTEXTS[CONTEXTS.length - 1]);
         return new BenchSetup(model, checkpoint, prompt, repeats, decodeSteps, work, log);
+    }
+
+    /** Random token ids past the first three (pad, bos, eos), seeded: a longer prompt starts with a shorter one's tokens. */
+    static int[] randomPrompt(long seed, int vocab, int length) {
+        var rnd = new SplittableRandom(seed);
+        int[] prompt = new int[length];
+        for (int i = 0; i < prompt.length; i++) prompt[i] = 3 + rnd.nextInt(vocab - 3);
+        return prompt;
     }
 
     int maxContext() { return prompt.length; }

@@ -1,0 +1,155 @@
+package dev.decodiff.harness.bench;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.decodiff.harness.report.Fmt;
+
+import java.io.IOException;
+import java.io.PrintWriter;
+import java.io.UncheckedIOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.StringJoiner;
+import java.util.function.Consumer;
+
+/**
+ * {@code bench --compare-rss N}: the memory of a live {@code decodiff compare} of an N-token prompt on the bench model,
+ * as a user runs it — in a JVM of its own with the launcher's flags and default heap. The reference is a dump of
+ * the same model ({@code decodiff dump}, the prefill and one decode step, every point), made in a child JVM too (its
+ * memory is reported beside) or reused from the cache. Reported: the peak resident set (VmHWM), the sampled peak
+ * split into the checkpoint's mapped pages, the reference's mapped pages, other files and anonymous memory (heap,
+ * native buffers), the most heap in use, and wall time. The compare runs without the observer check's probe-free
+ * second run, which captures nothing and would double the time.
+ */
+record CompareRss(int promptTokens, long referenceBytes, Usage dump, Usage compare) {
+
+    /** What one child run cost (see {@link MeasuredRun}). */
+    record Usage(double wallS, long peakRss, long sampledPeakRss, long weightsRss, long referenceRss, long otherFilesRss, long anonymousRss,
+                 long heapCommittedAtPeak, long maxHeapUsed, long maxHeapLive, long heapLimit) {
+        static Usage of(JsonNode j) {
+            return new Usage(j.get("wall_s").asDouble(), j.get("peak_rss_bytes").asLong(), j.get("sampled_peak_rss_bytes").asLong(),
+                    j.get("weights_rss_bytes").asLong(), j.get("reference_rss_bytes").asLong(), j.get("other_files_rss_bytes").asLong(),
+                    j.get("anonymous_rss_bytes").asLong(), j.get("heap_committed_at_peak_bytes").asLong(), j.get("max_heap_used_bytes").asLong(),
+                    j.get("max_heap_live_bytes").asLong(), j.get("heap_limit_bytes").asLong());
+        }
+    }
+
+    static final int STEPS = 2;
+
+    /**
+     * Makes the reference (or reuses {@code cached} when it holds one) and measures the compare. With {@code keep} a
+     * reference made here is moved to {@code cached} for later runs; otherwise it lives and dies in {@code work}.
+     */
+    static CompareRss measure(BenchSpec spec, Path checkpoint, int tokens, Path cached, boolean keep, Path work, Consumer<String> log) throws IOException {
+        Usage dump = null;
+        Path ref = cached;
+        if (!Files.isRegularFile(cached.resolve("manifest.json"))) {
+            ref = keep ? Files.createTempDirectory(cached.getParent(), cached.getFileName() + ".partial-") : work.resolve("reference");
+            Files.deleteIfExists(ref);
+            var ids = new StringJoiner(",");
+            for (int t : BenchSetup.randomPrompt(spec.seed(), spec.vocab(), tokens)) ids.add(Integer.toString(t));
+            log.accept(Fmt.format("compare RSS: dumping a %,d-token prompt and %d steps of every point (a child JVM)…", tokens, STEPS));
+            try {
+                dump = Usage.of(child(work, "dump", checkpoint, ref, List.of("dump", "--model", checkpoint.toString(), "--tokens", ids.toString(),
+                        "-n", Integer.toString(STEPS), "--out", ref.toString())));
+                if (keep) {
+                    Files.move(ref, cached, StandardCopyOption.ATOMIC_MOVE);
+                    ref = cached;
+                }
+            } finally {
+                if (keep && !ref.equals(cached)) BenchCommand.deleteTree(ref); // a reference left half-made is no cache
+            }
+        } else {
+            log.accept("compare RSS: reusing the reference " + cached);
+        }
+        long refBytes = dirBytes(ref);
+        log.accept(Fmt.format("compare RSS: live compare against the %.2f GB reference (a child JVM, the launcher's default heap)…", refBytes / 1e9));
+        var measured = child(work, "compare", checkpoint, ref, List.of("compare", ref.toString(), "--model", checkpoint.toString(),
+                "--no-observer-check", "--json"));
+        var verdict = new ObjectMapper().readTree(work.resolve("compare.out").toFile());
+        if (!"match".equals(verdict.path("verdict").asText()) || verdict.path("steps").path("compared").asInt() != STEPS)
+            throw new IllegalStateException("the live compare of the engine against its own dump did not match on all " + STEPS + " steps: "
+                    + verdict.path("verdict").asText() + ", " + verdict.path("steps"));
+        return new CompareRss(tokens, refBytes, dump, Usage.of(measured));
+    }
+
+    /** decodiff's CLI in a fresh JVM, as the launcher starts it (no -Xmx), under {@link MeasuredRun}; its measurements. */
+    private static JsonNode child(Path work, String name, Path checkpoint, Path reference, List<String> args) throws IOException {
+        Path result = work.resolve(name + "-memory.json"), out = work.resolve(name + ".out"), err = work.resolve(name + ".err");
+        var cmd = new ArrayList<>(List.of(ProcessHandle.current().info().command().orElse(Path.of(System.getProperty("java.home"), "bin", "java").toString()),
+                "--add-modules", "jdk.incubator.vector", "--enable-native-access=ALL-UNNAMED", "--sun-misc-unsafe-memory-access=allow", "-Xss4m"));
+        for (String p : List.of("decodiff.home", "decodiff.kernels"))
+            if (System.getProperty(p) != null) cmd.add("-D" + p + "=" + System.getProperty(p));
+        cmd.addAll(List.of("-cp", System.getProperty("java.class.path"), MeasuredRun.class.getName(), result.toString(), checkpoint.toString(), reference.toString()));
+        cmd.addAll(args);
+        try {
+            int code = new ProcessBuilder(cmd).redirectOutput(out.toFile()).redirectError(err.toFile()).start().waitFor();
+            if (code != 0 || !Files.isRegularFile(result)) {
+                var lines = Files.readAllLines(err);
+                throw new IllegalStateException("bench --compare-rss: decodiff " + name + " in the child JVM exited with " + code + ": "
+                        + String.join(" | ", lines.subList(Math.max(0, lines.size() - 5), lines.size())));
+            }
+            return new ObjectMapper().readTree(result.toFile());
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted while decodiff " + name + " ran", e);
+        }
+    }
+
+    private static long dirBytes(Path dir) throws IOException {
+        try (var s = Files.walk(dir)) {
+            return s.filter(Files::isRegularFile).mapToLong(p -> {
+                try { return Files.size(p); } catch (IOException e) { throw new UncheckedIOException(e); }
+            }).sum();
+        }
+    }
+
+    ObjectNode json(BenchSpec spec) {
+        var o = new ObjectMapper().createObjectNode();
+        o.put("model", spec.key());
+        o.put("compare_prompt_tokens", promptTokens);
+        o.put("compare_peak_rss_gb", compare.peakRss() / 1e9);
+        o.put("compare_max_heap_used_gb", compare.maxHeapUsed() / 1e9);
+        o.put("compare_heap_limit_gb", compare.heapLimit() / 1e9);
+        o.put("compare_wall_s", compare.wallS());
+        o.put("reference_gb", referenceBytes / 1e9);
+        put(o.putObject("compare"), compare);
+        if (dump != null) put(o.putObject("dump"), dump);
+        return o;
+    }
+
+    private static void put(ObjectNode o, Usage u) {
+        o.put("wall_s", u.wallS());
+        o.put("peak_rss_gb", u.peakRss() / 1e9);
+        o.put("max_heap_used_gb", u.maxHeapUsed() / 1e9);
+        o.put("max_heap_live_after_gc_gb", u.maxHeapLive() / 1e9);
+        o.put("heap_limit_gb", u.heapLimit() / 1e9);
+        var p = o.putObject("sampled_peak_rss_gb");
+        p.put("total", u.sampledPeakRss() / 1e9);
+        p.put("checkpoint_pages", u.weightsRss() / 1e9);
+        p.put("reference_pages", u.referenceRss() / 1e9);
+        p.put("other_files", u.otherFilesRss() / 1e9);
+        p.put("anonymous", u.anonymousRss() / 1e9);
+        p.put("heap_committed", u.heapCommittedAtPeak() / 1e9);
+    }
+
+    void print(BenchSpec spec, PrintWriter out) {
+        out.println("decodiff bench --compare-rss — " + spec.describe());
+        out.println(Fmt.format("live compare of a %,d-token prompt, %d steps, every point, against a %.2f GB reference (own JVM, default heap, no observer check):",
+                promptTokens, STEPS, referenceBytes / 1e9));
+        print(out, "compare", compare);
+        if (dump != null) print(out, "dump (making the reference)", dump);
+    }
+
+    private static void print(PrintWriter out, String what, Usage u) {
+        out.println(Fmt.format("  %-28s peak RSS %6.2f GB, heap: max used %5.2f GB, max live after a GC %5.2f GB, limit %5.2f GB; %7.1f s", what,
+                u.peakRss() / 1e9, u.maxHeapUsed() / 1e9, u.maxHeapLive() / 1e9, u.heapLimit() / 1e9, u.wallS()));
+        out.println(Fmt.format("  %-28s at the sampled peak (%5.2f GB): checkpoint pages %5.2f, reference pages %5.2f, other files %5.2f, anonymous %5.2f GB"
+                + " (of which heap committed %5.2f)", "", u.sampledPeakRss() / 1e9, u.weightsRss() / 1e9, u.referenceRss() / 1e9, u.otherFilesRss() / 1e9,
+                u.anonymousRss() / 1e9, u.heapCommittedAtPeak() / 1e9));
+    }
+}
