@@ -47,6 +47,15 @@ class BenchSmokeTest {
             for (String k : List.of("kv_bytes_per_token", "kv_prefill_tokens_per_s", "kv_prefill_over_f32", "kv_decode_512_tokens_per_s"))
                 assertPositive(j.get(k), t);
         assertThat(j.get("kv_bytes_per_token").get("q4_0").asLong()).isLessThan(j.get("kv_bytes_per_token").get("f32").asLong());
+        // every type, f32 too, decoded in the same stretch at 512 and 2048, with its paired ratio to f32
+        for (String c : List.of("512", "2048"))
+            for (String t : List.of("f32", "bf16", "q8_0", "q4_0")) {
+                assertPositive(j.get("kv_decode_" + c + "_tokens_per_s"), t);
+                assertPositive(j.get("kv_decode_over_f32").get(c), t);
+            }
+        assertThat(j.get("kv_decode_over_f32").get("2048").get("f32").asDouble()).as("f32 over itself, step by step").isEqualTo(1.0);
+        assertThat(j.get("figures").get("kv_decode_2048_tokens_per_s_q8_0").get("samples").asInt()).isEqualTo(4); // 2 × --decode-steps
+        assertThat(j.get("targets").has("quantized_kv_decode_2048_ge_f32")).isTrue();
         // the one-shot `decodiff run` in a fresh JVM against the same prefill warm: its wall time holds its prefill
         for (String k : List.of("one_shot_prefill_tokens_per_s", "one_shot_warm_prefill_tokens_per_s", "one_shot_prefill_over_warm",
                 "one_shot_wall_s", "one_shot_outside_prefill_s"))
@@ -115,6 +124,34 @@ class BenchSmokeTest {
         assertThat(j.get("llamacpp_settings").get("flash_attn").asText()).isEqualTo("auto");
         assertThat(j.get("llamacpp_settings").get("flash_attn_resolved").asText()).isEqualTo("on");
         assertThat(j.get("llamacpp_settings").get("outputs").asText()).isEqualTo("last token");
+    }
+
+    @Test
+    void compareRssMeasuresALiveCompareInItsOwnJvmAndKeepsTheReferenceOnlyWhenAsked(@TempDir Path cache) throws Exception {
+        String size = "small,hidden=128,ffn=256,vocab=4096,head_dim=32,global_head_dim=64,layers=2";
+        for (int run = 0; run < 3; run++) {
+            boolean keep = run > 0;
+            var out = new StringWriter();
+            var err = new StringWriter();
+            var args = new java.util.ArrayList<>(List.of("bench", "--size", size, "--compare-rss", "600", "--json", "--cache", cache.toString()));
+            if (keep) args.add("--keep-reference");
+            int code = Main.commandLine(new PrintWriter(out, true), new PrintWriter(err, true)).execute(args.toArray(String[]::new));
+            assertThat(code).as(err.toString()).isZero();
+            JsonNode j = new ObjectMapper().readTree(out.toString());
+            assertThat(j.get("compare_prompt_tokens").asInt()).isEqualTo(600);
+            assertThat(j.has("dump")).as("run %d made its reference (the third reuses the one the second kept)", run).isEqualTo(run < 2);
+            for (String k : List.of("compare_peak_rss_gb", "compare_max_heap_used_gb", "compare_heap_limit_gb", "compare_wall_s", "reference_gb"))
+                assertPositive(j, k);
+            var at = j.get("compare").get("sampled_peak_rss_gb");
+            assertPositive(at, "checkpoint_pages"); // the weights are mapped and read
+            assertThat(j.get("compare_peak_rss_gb").asDouble()).as("VmHWM is at least any sampled resident set").isGreaterThanOrEqualTo(at.get("total").asDouble());
+            assertThat(j.get("compare_heap_limit_gb").asDouble()).as("the launcher's default heap, not this test JVM's").isGreaterThan(0.2);
+            try (var s = Files.list(cache)) {
+                var kept = s.filter(p -> p.getFileName().toString().contains(".compare-rss-600")).toList();
+                assertThat(kept).as("reference dumps kept in the cache").hasSize(keep ? 1 : 0);
+                if (keep) assertThat(kept.getFirst().resolve("manifest.json")).isRegularFile();
+            }
+        }
     }
 
     @Test

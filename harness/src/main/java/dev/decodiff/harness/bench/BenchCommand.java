@@ -30,7 +30,7 @@ import java.util.function.Consumer;
                 "and a one-shot `decodiff run` in a fresh JVM against the same prefill warm (JVM warm-up; wall time, start to exit),",
                 "on a random Gemma 4 checkpoint synthesized once and cached (default: a 1.06 B-parameter model, 2.1 GB in bf16)."},
         footer = {"", "Examples:", "  decodiff bench", "  decodiff bench --size small --json", "  decodiff bench --size default,layers=6",
-                "  decodiff bench --size e2b --core", "  decodiff bench --against llama.cpp"})
+                "  decodiff bench --size e2b --core", "  decodiff bench --against llama.cpp", "  decodiff bench --size e2b --compare-rss 4096"})
 public final class BenchCommand implements Callable<Integer> {
     @Option(names = "--size", paramLabel = "SPEC", defaultValue = "default",
             description = "Preset (default = 1.06 B params/2.1 GB, small ≈ 100 MB; e2b = Gemma 4 E2B's geometry with PLE and KV sharing, ≈ 4.6 B "
@@ -45,7 +45,7 @@ public final class BenchCommand implements Callable<Integer> {
     @Option(names = "--cache", paramLabel = "DIR", description = "Where synthesized checkpoints are kept (default ~/.cache/decodiff/bench).")
     Path cache;
 
-    @Option(names = "--decode-steps", paramLabel = "N", defaultValue = "8", description = "Timed decode steps per context (default 8).")
+    @Option(names = "--decode-steps", paramLabel = "N", defaultValue = "8", description = "Timed decode steps per context (default 8; the KV cache types, each against f32, 2N each).")
     int decodeSteps;
 
     @Option(names = "--repeats", paramLabel = "N", defaultValue = "3", description = "Repeats of prefill, compare and bandwidth runs (default 3; bandwidth runs 2N+1, compare max(N, 5) after a 3 s warm-up).")

@@ -30,16 +30,6 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
 
     double turnSpeedup() { return decode.ttftColdS().median() / prefix.secondTurnS().median(); }
 
-    Figure kvPrefill(KvType t) { return t == KvType.F32 ? prefillTps : kv.prefillTps().get(t); }
-
-    Figure kvDecode(KvType t) { return t == KvType.F32 ? decodeTps(512) : kv.decodeTps().get(t); }
-
-    /** The slowest quantized prefill relative to f32 (a cliff shows here). */
-    double worstKvPrefillRatio() {
-        double w = Double.POSITIVE_INFINITY;
-        for (var f : kv.prefillTps().values()) w = Math.min(w, f.median() / prefillTps.median());
-        return w;
-    }
 
     double decodeWeightGbs() { return decodeWeightGbs(512); }
 
@@ -116,12 +106,18 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
             kv.bytesPerToken().forEach((t, b) -> kb.put(t.id(), b));
             var kp = o.putObject("kv_prefill_tokens_per_s");
             var kr = o.putObject("kv_prefill_over_f32");
-            var kd = o.putObject("kv_decode_512_tokens_per_s");
-            for (var t : KvType.values()) {
-                kp.put(t.id(), kvPrefill(t).median());
-                kr.put(t.id(), kvPrefill(t).median() / prefillTps.median());
-                kd.put(t.id(), kvDecode(t).median());
-            }
+            double f32 = kv.prefillTps().get(KvType.F32).median();
+            kv.prefillTps().forEach((t, x) -> {
+                kp.put(t.id(), x.median());
+                kr.put(t.id(), x.median() / f32);
+            });
+            var ko = o.putObject("kv_decode_over_f32");
+            kv.decodeTps().forEach((c, byType) -> {
+                var kd = o.putObject("kv_decode_" + c + "_tokens_per_s");
+                byType.forEach((t, x) -> kd.put(t.id(), x.median()));
+                var r = ko.putObject(Integer.toString(c));
+                kv.decodeOverF32().get(c).forEach((t, x) -> r.put(t.id(), x.median()));
+            });
         }
         var f = o.putObject("figures");
         put(f, "read_bandwidth_gbs", readGbs());
@@ -150,7 +146,8 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
         }
         if (kv != null) {
             kv.prefillTps().forEach((t, x) -> put(f, "kv_prefill_tokens_per_s_" + t.id(), x));
-            kv.decodeTps().forEach((t, x) -> put(f, "kv_decode_512_tokens_per_s_" + t.id(), x));
+            kv.decodeTps().forEach((c, byType) -> byType.forEach((t, x) -> put(f, "kv_decode_" + c + "_tokens_per_s_" + t.id(), x)));
+            kv.decodeOverF32().forEach((c, byType) -> byType.forEach((t, x) -> put(f, "kv_decode_" + c + "_over_f32_" + t.id(), x)));
         }
         if (vsLlamaCpp != null) {
             o.put("llamacpp_release", vsLlamaCpp.release());
@@ -216,7 +213,10 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
         if (capture != null) t.put("idle_probe_le_1.02", capture.idleOverhead() <= 1.02);
         if (compare != null) t.put("compare_ge_0.5_read_bandwidth", compareRatio() >= 0.5);
         if (prefix != null) t.put("prefix_reuse_ttft_ge_10x", prefixSpeedup() >= 10);
-        if (kv != null) t.put("no_kv_prefill_cliff", worstKvPrefillRatio() >= 0.5);
+        if (kv != null) {
+            t.put("no_kv_prefill_cliff", kv.worstPrefillRatio() >= 0.5);
+            t.put("quantized_kv_decode_2048_ge_f32", kv.worstQuantizedDecodeRatio() >= 1.0);
+        }
         if (oneShot != null) t.put("one_shot_prefill_le_1.3_warm", oneShot.prefillTimeOverWarm().median() <= 1.3);
         return t;
     }
@@ -253,10 +253,16 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
             out.println(Fmt.format("  TTFT, second turn of %d new tokens    ", newTokens()) + prefix.secondTurnS().format("%7.3f") + " s");
         }
         if (kv != null) {
-            out.println(Fmt.format("  KV cache type   bytes/token   prefill %d tok/s (× f32)   decode @512 tok/s", BenchSetup.PREFILL));
-            for (var t : KvType.values())
-                out.println(Fmt.format("    %-5s        %10d   %8.1f (%4.2f)               %6.2f", t.id(), kv.bytesPerToken().get(t), kvPrefill(t).median(),
-                        kvPrefill(t).median() / prefillTps.median(), kvDecode(t).median()));
+            out.println(Fmt.format("  KV cache type (the types in turn)  bytes/token   prefill %d tok/s (× f32)   decode @512 tok/s (× f32)   decode @2048 tok/s (× f32)",
+                    BenchSetup.PREFILL));
+            double f32 = kv.prefillTps().get(KvType.F32).median();
+            for (var t : KvType.values()) {
+                var d = kv.decodeTps();
+                var o = kv.decodeOverF32();
+                out.println(Fmt.format("    %-5s                           %10d   %8.1f (%4.2f)              %6.2f (%4.2f)            %6.2f (%4.2f)", t.id(),
+                        kv.bytesPerToken().get(t), kv.prefillTps().get(t).median(), kv.prefillTps().get(t).median() / f32,
+                        d.get(512).get(t).median(), o.get(512).get(t).median(), d.get(2048).get(t).median(), o.get(2048).get(t).median()));
+            }
         }
         if (oneShot != null) {
             out.println(Fmt.format("  one-shot prefill %d    ", BenchSetup.PREFILL) + oneShot.prefillTps().format("%7.1f")
@@ -285,7 +291,8 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
         out.println("ratios (prefix reuse):");
         out.println(Fmt.format("  TTFT cold / prefix reused               %5.1f  (≥ 10)   %s", prefixSpeedup(), ok(prefixSpeedup() >= 10)));
         out.println(Fmt.format("  TTFT re-read conversation / second turn %5.1f", turnSpeedup()));
-        out.println(Fmt.format("  slowest quantized-KV prefill / f32      %5.2f  (no cliff: ≥ 0.5) %s", worstKvPrefillRatio(), ok(worstKvPrefillRatio() >= 0.5)));
+        out.println(Fmt.format("  slowest quantized-KV prefill / f32      %5.2f  (no cliff: ≥ 0.5) %s", kv.worstPrefillRatio(), ok(kv.worstPrefillRatio() >= 0.5)));
+        out.println(Fmt.format("  slower of q8_0/q4_0 decode @2048 / f32  %5.2f  (≥ 1)    %s", kv.worstQuantizedDecodeRatio(), ok(kv.worstQuantizedDecodeRatio() >= 1.0)));
     }
 
     private void printVsLlamaCpp(PrintWriter out) {

@@ -57,7 +57,8 @@ record CaptureOverhead(Figure noProbeMs, Figure idleProbeMs, Figure dumpMs, long
         return new DumpManifest.Model("gemma4_text", m.config().numLayers(), m.configSha256(), null);
     }
 
-    private static long dirBytes(Path dir) throws IOException {
+    /** The bytes of every file under dir. */
+    static long dirBytes(Path dir) throws IOException {
         try (var s = Files.walk(dir)) {
             return s.filter(Files::isRegularFile).mapToLong(p -> {
                 try { return Files.size(p); } catch (IOException e) { throw new UncheckedIOException(e); }

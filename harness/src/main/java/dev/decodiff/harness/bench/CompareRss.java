@@ -7,7 +7,6 @@ import dev.decodiff.harness.report.Fmt;
 
 import java.io.IOException;
 import java.io.PrintWriter;
-import java.io.UncheckedIOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
@@ -66,7 +65,7 @@ record CompareRss(int promptTokens, long referenceBytes, Usage dump, Usage compa
         } else {
             log.accept("compare RSS: reusing the reference " + cached);
         }
-        long refBytes = dirBytes(ref);
+        long refBytes = CaptureOverhead.dirBytes(ref);
         log.accept(Fmt.format("compare RSS: live compare against the %.2f GB reference (a child JVM, the launcher's default heap)…", refBytes / 1e9));
         var measured = child(work, "compare", checkpoint, ref, List.of("compare", ref.toString(), "--model", checkpoint.toString(),
                 "--no-observer-check", "--json"));
@@ -77,14 +76,16 @@ record CompareRss(int promptTokens, long referenceBytes, Usage dump, Usage compa
         return new CompareRss(tokens, refBytes, dump, Usage.of(measured));
     }
 
-    /** decodiff's CLI in a fresh JVM, as the launcher starts it (no -Xmx), under {@link MeasuredRun}; its measurements. */
+    /**
+     * decodiff's CLI in a fresh JVM under {@link MeasuredRun}, with this JVM's options (under the launcher: the
+     * launcher's) but the default heap, whatever heap this JVM was given; its measurements.
+     */
     private static JsonNode child(Path work, String name, Path checkpoint, Path reference, List<String> args) throws IOException {
         Path result = work.resolve(name + "-memory.json"), out = work.resolve(name + ".out"), err = work.resolve(name + ".err");
-        var cmd = new ArrayList<>(List.of(ProcessHandle.current().info().command().orElse(Path.of(System.getProperty("java.home"), "bin", "java").toString()),
-                "--add-modules", "jdk.incubator.vector", "--enable-native-access=ALL-UNNAMED", "--sun-misc-unsafe-memory-access=allow", "-Xss4m"));
-        for (String p : List.of("decodiff.home", "decodiff.kernels"))
-            if (System.getProperty(p) != null) cmd.add("-D" + p + "=" + System.getProperty(p));
-        cmd.addAll(List.of("-cp", System.getProperty("java.class.path"), MeasuredRun.class.getName(), result.toString(), checkpoint.toString(), reference.toString()));
+        var cmd = new ArrayList<>(OneShot.jvmCommand());
+        cmd.removeLast(); // decodiff's main class: MeasuredRun calls it
+        cmd.removeIf(CompareRss::setsHeap);
+        cmd.addAll(List.of(MeasuredRun.class.getName(), result.toString(), checkpoint.toString(), reference.toString()));
         cmd.addAll(args);
         try {
             int code = new ProcessBuilder(cmd).redirectOutput(out.toFile()).redirectError(err.toFile()).start().waitFor();
@@ -100,12 +101,9 @@ record CompareRss(int promptTokens, long referenceBytes, Usage dump, Usage compa
         }
     }
 
-    private static long dirBytes(Path dir) throws IOException {
-        try (var s = Files.walk(dir)) {
-            return s.filter(Files::isRegularFile).mapToLong(p -> {
-                try { return Files.size(p); } catch (IOException e) { throw new UncheckedIOException(e); }
-            }).sum();
-        }
+    private static boolean setsHeap(String jvmOption) {
+        return jvmOption.startsWith("-Xmx") || jvmOption.startsWith("-Xms") || jvmOption.startsWith("-XX:MaxHeapSize") || jvmOption.startsWith("-XX:InitialHeapSize")
+                || jvmOption.startsWith("-XX:MaxRAM") || jvmOption.startsWith("-XX:MinRAMPercentage") || jvmOption.startsWith("-XX:InitialRAMPercentage");
     }
 
     ObjectNode json(BenchSpec spec) {

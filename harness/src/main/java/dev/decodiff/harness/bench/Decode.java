@@ -30,6 +30,14 @@ record Decode(Figure ttftColdS, Map<Integer, Figure> tokensPerS) {
 
     /** Greedy decode steps on one or several sessions, one step of each in turn; tokens/s per step, by context. */
     static Map<Integer, Figure> interleaved(InferenceSession[] sessions, float[][] logits, int[] contexts, int steps) {
+        double[][] sec = stepSeconds(sessions, logits, steps);
+        var out = new LinkedHashMap<Integer, Figure>();
+        for (int k = 0; k < sessions.length; k++) out.put(contexts[k], Figure.rates(1, sec[k]));
+        return out;
+    }
+
+    /** Greedy decode steps on the sessions, one step of each in turn, from their last logits: seconds per step and session. */
+    static double[][] stepSeconds(InferenceSession[] sessions, float[][] logits, int steps) {
         int[] next = new int[sessions.length];
         double[][] sec = new double[sessions.length][steps];
         for (int k = 0; k < sessions.length; k++) {
@@ -43,8 +51,6 @@ record Decode(Figure ttftColdS, Map<Integer, Figure> tokensPerS) {
                 sec[k][i] = BenchSetup.secondsSince(t0);
             }
         }
-        var out = new LinkedHashMap<Integer, Figure>();
-        for (int k = 0; k < sessions.length; k++) out.put(contexts[k], Figure.rates(1, sec[k]));
-        return out;
+        return sec;
     }
 }

@@ -21,14 +21,10 @@ record Machine(String cpu, int threads, String kernels) {
         return new Machine(cpu + ", " + Runtime.getRuntime().availableProcessors() + " cpus", Parallel.threads(), NativeKernels.status());
     }
 
-    /** VmHWM of this process: the peak resident set, mapped weight pages included. */
+    /** VmHWM of this process: the peak resident set, mapped weight pages included (off Linux: the heap in use). */
     static long peakRss() {
-        try {
-            for (String line : Files.readAllLines(Path.of("/proc/self/status")))
-                if (line.startsWith("VmHWM:")) return Long.parseLong(line.replaceAll("[^0-9]", "")) * 1024;
-        } catch (IOException | RuntimeException ignored) {
-            // not Linux: fall back to the heap in use
-        }
+        long hwm = MeasuredRun.RssSampler.statusBytes("VmHWM:");
+        if (hwm > 0) return hwm;
         var rt = Runtime.getRuntime();
         return rt.totalMemory() - rt.freeMemory();
     }

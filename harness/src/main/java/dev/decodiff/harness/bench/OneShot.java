@@ -1,6 +1,7 @@
 package dev.decodiff.harness.bench;
 
 import dev.decodiff.harness.cli.StartupCache;
+import dev.decodiff.harness.report.Fmt;
 
 import java.io.IOException;
 import java.lang.management.ManagementFactory;
@@ -34,7 +35,7 @@ record OneShot(Figure prefillTps, Figure warmPrefillTps, Figure prefillTimeOverW
         int n = b.repeats();
         double[] oneShot = new double[n], warm = new double[n], ratio = new double[n], wall = new double[n], outside = new double[n];
         for (int r = 0; r < n; r++) {
-            b.log().accept("one-shot `decodiff run` (fresh JVM%s) against a warm prefill, round %d/%d…".formatted(aot ? ", startup cache" : "", r + 1, n));
+            b.log().accept(Fmt.format("one-shot `decodiff run` (fresh JVM%s) against a warm prefill, round %d/%d…", aot ? ", startup cache" : "", r + 1, n));
             var child = runChild(cmd, b.work());
             long t0 = System.nanoTime();
             b.model().newSession().forward(b.prompt(BenchSetup.PREFILL));

@@ -38,10 +38,4 @@ record Prefill(Figure tokensPerS, Primed last) {
         }
         return new Prefill(Figure.rates(BenchSetup.PREFILL, sec), last);
     }
-
-    /** Greedy decode at the prefilled context, {@code steps} steps. */
-    Figure decode(int steps) {
-        return Decode.interleaved(new InferenceSession[]{last.session()}, new float[][]{last.logits()}, new int[]{BenchSetup.PREFILL}, steps)
-                .get(BenchSetup.PREFILL);
-    }
 }

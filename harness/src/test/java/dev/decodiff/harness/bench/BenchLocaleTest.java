@@ -30,20 +30,30 @@ class BenchLocaleTest {
         Supplier<String> json = () -> report.json().toPrettyString();
         Supplier<String> key = () -> BenchSpec.E2B.key() + " " + BenchSpec.MOE_26B_A4B.key();
         Supplier<String> describe = () -> BenchSpec.E2B.describe();
+        var usage = new CompareRss.Usage(1234.5, 6_543_210_000L, 6_500_000_000L, 4_612_345_000L, 1_234_500L, 41_000_000L, 1_850_000_000L,
+                2_100_000_000L, 1_650_000_000L, 310_000_000L, 6_320_000_000L);
+        var rss = new CompareRss(4096, 10_250_000_000L, usage, usage);
+        Supplier<String> rssText = () -> {
+            var w = new StringWriter();
+            rss.print(BenchSpec.E2B, new PrintWriter(w, true));
+            return w.toString() + rss.json(BenchSpec.E2B).toPrettyString();
+        };
         var before = Locale.getDefault();
         try {
             Locale.setDefault(Locale.ROOT);
-            String t = text.get(), j = json.get(), k = key.get(), d = describe.get();
+            String t = text.get(), j = json.get(), k = key.get(), d = describe.get(), r = rssText.get();
             // the ROOT rendering is the plain one the docs show: a point for decimals, commas between thousands
             assertThat(t).contains("  decode @ctx 512           14.40  (min   13.25, max   15.75, n=8) tok/s");
             assertThat(d).contains("vocab 262,144");
             assertThat(k).contains("-v262144-");
+            assertThat(r).contains("a 4,096-token prompt").contains("peak RSS   6.54 GB");
             for (var l : new Locale[]{Locale.GERMANY, Locale.forLanguageTag("ar-EG"), Locale.forLanguageTag("hi-IN-u-nu-deva")}) {
                 Locale.setDefault(l);
                 assertThat(text.get()).as("text in %s", l).isEqualTo(t);
                 assertThat(json.get()).as("JSON in %s", l).isEqualTo(j);
                 assertThat(key.get()).as("cache key in %s", l).isEqualTo(k);
                 assertThat(describe.get()).as("model description in %s", l).isEqualTo(d);
+                assertThat(rssText.get()).as("compare RSS report in %s", l).isEqualTo(r);
             }
         } finally {
             Locale.setDefault(before);
@@ -57,14 +67,14 @@ class BenchLocaleTest {
         decode.put(512, new Figure(13.25, 14.4, 15.75, 8));
         decode.put(2048, new Figure(13.4, 13.8, 14.05, 8));
         Map<KvType, Long> bytes = new LinkedHashMap<>();
-        Map<KvType, Figure> prefill = new LinkedHashMap<>(), kvDecode = new LinkedHashMap<>();
+        Map<KvType, Figure> prefill = new LinkedHashMap<>(), kvDecode = new LinkedHashMap<>(), overF32 = new LinkedHashMap<>();
         long b = 36864;
         for (var t : KvType.values()) {
             bytes.put(t, b);
             b /= 2;
-            if (t == KvType.F32) continue;
             prefill.put(t, new Figure(101.5, 106.25, 112.5, 3));
-            kvDecode.put(t, new Figure(11.5, 14.125, 19.25, 8));
+            kvDecode.put(t, new Figure(11.5, 14.125, 19.25, 16));
+            overF32.put(t, new Figure(0.875, 1.0625, 1.375, 16));
         }
         var rounds = new AgainstLlamaCpp.Rounds(Map.of(128, new double[]{13.5, 14.25}, 512, new double[]{13.5, 13.75}, 2048, new double[]{12.5, 12.75}),
                 new double[]{104.5, 103.25});
@@ -76,7 +86,7 @@ class BenchLocaleTest {
                 new Figure(103.5, 105.25, 107.75, 3), new Decode(new Figure(20.375, 20.375, 20.375, 1), decode),
                 new CaptureOverhead(new Figure(76.5, 88.25, 111.5, 8), new Figure(74.5, 92.25, 118.5, 8), new Figure(133.5, 159.25, 170.5, 8), 71_500_000L),
                 new PrefixReuse(new Figure(0.565, 0.575, 0.605, 3), new Figure(0.5625, 0.5725, 0.5775, 3)),
-                new KvTypes(bytes, prefill, kvDecode),
+                new KvTypes(bytes, prefill, Map.of(512, kvDecode, 2048, kvDecode), Map.of(512, overF32, 2048, overF32)),
                 new CompareThroughput(new Figure(14.05, 15.95, 18.15, 5), new Figure(1.55, 1.55, 1.55, 1)),
                 5_970_000_000L, new Figure(158.5, 159.25, 163.5, 3),
                 new AgainstLlamaCpp("llama.cpp v0.5.0", "libggml-cpu-zen4.so", true, 2, rounds, theirs, new double[]{150.5, 155.25}, rounds, theirs),
