@@ -144,7 +144,16 @@ class BenchSmokeTest {
                 assertPositive(j, k);
             var at = j.get("compare").get("sampled_peak_rss_gb");
             assertPositive(at, "checkpoint_pages"); // the weights are mapped and read
-            assertThat(j.get("compare_peak_rss_gb").asDouble()).as("VmHWM is at least any sampled resident set").isGreaterThanOrEqualTo(at.get("total").asDouble());
+            assertThat(j.get("compare_peak_rss_gb").asDouble()).as("the peak is at least any sampled resident set").isGreaterThanOrEqualTo(at.get("total").asDouble());
+            // what smaps counts as the checkpoint's or the reference's pages are pages of those files: no more than they hold
+            long checkpointBytes;
+            try (var s = Files.list(cache)) {
+                var model = s.filter(p -> !p.getFileName().toString().contains(".compare-rss-")).toList().getFirst().resolve("model.safetensors");
+                checkpointBytes = Files.size(model);
+            }
+            // (whole 4 KB pages: a file's last page counts whole)
+            assertThat(at.get("checkpoint_pages").asDouble() * 1e9).isLessThanOrEqualTo(checkpointBytes + 4096);
+            assertThat(at.get("reference_pages").asDouble() * 1e9).isLessThanOrEqualTo(j.get("reference_gb").asDouble() * 1e9 + 3 * 4096);
             assertThat(j.get("compare_heap_limit_gb").asDouble()).as("the launcher's default heap, not this test JVM's").isGreaterThan(0.2);
             try (var s = Files.list(cache)) {
                 var kept = s.filter(p -> p.getFileName().toString().contains(".compare-rss-600")).toList();

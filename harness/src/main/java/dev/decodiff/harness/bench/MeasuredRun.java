@@ -43,7 +43,8 @@ public final class MeasuredRun {
         var o = new ObjectMapper().createObjectNode();
         o.put("exit", code);
         o.put("wall_s", wall);
-        o.put("peak_rss_bytes", RssSampler.statusBytes("VmHWM:"));
+        // VmHWM, unless a sample saw more: the kernel's resident-set counters lag /proc/self/smaps by up to a few hundred KB
+        o.put("peak_rss_bytes", Math.max(RssSampler.statusBytes("VmHWM:"), peak.total()));
         o.put("sampled_peak_rss_bytes", peak.total());
         o.put("weights_rss_bytes", peak.weights());
         o.put("reference_rss_bytes", peak.reference());
