@@ -26,9 +26,9 @@ import java.util.function.Consumer;
  * of several samples, with min and max.
  */
 @Command(name = "bench", mixinStandardHelpOptions = true,
-        description = {"Measures decode/prefill speed against the machine's memory bandwidth, probe and dump overhead, compare throughput",
-                "and a one-shot `decodiff run` in a fresh JVM against the same prefill warm (JVM warm-up; wall time, start to exit),",
-                "on a random Gemma 4 checkpoint synthesized once and cached (default: a 1.06 B-parameter model, 2.1 GB in bf16)."},
+        description = {"Measures decode/prefill speed against the machine's memory bandwidth, probe and dump overhead, compare throughput "
+                + "and what a one-shot `decodiff run` costs (a fresh JVM's prefill against the same prefill warm, and its wall time), "
+                + "on a random Gemma 4 checkpoint synthesized once and cached (default: a 1.06 B-parameter model, 2.1 GB in bf16)."},
         footer = {"", "Examples:", "  decodiff bench", "  decodiff bench --size small --json", "  decodiff bench --size default,layers=6",
                 "  decodiff bench --size e2b --core", "  decodiff bench --against llama.cpp", "  decodiff bench --size e2b --compare-rss 4096"})
 public final class BenchCommand implements Callable<Integer> {
