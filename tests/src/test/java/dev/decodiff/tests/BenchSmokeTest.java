@@ -121,9 +121,20 @@ class BenchSmokeTest {
         assertThat(LlamaCppHome.locate().lib().resolve(backend)).as(backend).isRegularFile();
         assertThat(backend).startsWith("libggml-cpu-");
         // llama.cpp's CPU backend computes flash attention, so llama-bench's "auto" resolves to on
-        assertThat(j.get("llamacpp_settings").get("flash_attn").asText()).isEqualTo("auto");
-        assertThat(j.get("llamacpp_settings").get("flash_attn_resolved").asText()).isEqualTo("on");
-        assertThat(j.get("llamacpp_settings").get("outputs").asText()).isEqualTo("last token");
+        var settings = j.get("llamacpp_settings");
+        assertThat(settings.get("flash_attn_auto_resolved").asText()).isEqualTo("on");
+        assertThat(settings.get("outputs").asText()).isEqualTo("last token");
+        // each llama.cpp figure is the faster flash-attention setting's: its median is at least the other's
+        var fig = j.get("figures");
+        for (String c : List.of("128", "512", "2048")) {
+            double auto = fig.get("against_llamacpp_flash_auto_decode_tokens_per_s_" + c).get("median").asDouble();
+            double off = fig.get("against_llamacpp_flash_off_decode_tokens_per_s_" + c).get("median").asDouble();
+            assertThat(fig.get("against_llamacpp_decode_tokens_per_s_" + c).get("median").asDouble()).isEqualTo(Math.max(auto, off));
+            assertThat(settings.get("flash_attn_used").get("decode_" + c).asText()).isEqualTo(off > auto ? "off" : "auto (on)");
+        }
+        double auto = fig.get("against_llamacpp_flash_auto_prefill_tokens_per_s").get("median").asDouble();
+        double off = fig.get("against_llamacpp_flash_off_prefill_tokens_per_s").get("median").asDouble();
+        assertThat(fig.get("against_llamacpp_prefill_tokens_per_s").get("median").asDouble()).isEqualTo(Math.max(auto, off));
     }
 
     @Test

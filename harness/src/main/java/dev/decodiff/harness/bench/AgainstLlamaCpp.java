@@ -20,17 +20,19 @@ import java.util.Map;
  * to a bf16 GGUF, cached), in rounds, one engine after the other within each round, so that drift over the run hits
  * both alike. llama.cpp runs at llama-bench's settings ({@link LlamaContext.Options#llamaBench}: batches of 2048
  * tokens computed 512 at a time, flash attention auto, a polling threadpool of its own) after an untimed warm-up, and
- * both engines do the same work: every prompt token through every layer, the LM head for the last token only (llama.cpp
- * asked for the last position's logits alone, as llama-bench asks), then one token and its logits per decode step.
- * Each engine reads the same prompt token ids, decodes greedily, keeps its K/V in f32 (llama-bench's default f16
- * cache would not be the same work) and uses the same number of threads. Per round and engine: for each of
- * {@link BenchSetup#CONTEXTS}, a fresh context reads that many prompt tokens (the 512-token read is the prefill
+ * once more with flash attention off: on a CPU "auto" turns it on, which speeds llama.cpp's prefill but slows its decode
+ * over a long context, so each figure is held against the setting whose median was faster (llama.cpp at its best).
+ * Both engines do the same work: every prompt token through every layer, the LM head for the last token only
+ * (llama.cpp asked for the last position's logits alone, as llama-bench asks), then one token and its logits per
+ * decode step. Each engine reads the same prompt token ids, decodes greedily, keeps its K/V in f32 (llama-bench's
+ * default f16 cache would not be the same work) and uses the same number of threads. Per round and engine: for each
+ * of {@link BenchSetup#CONTEXTS}, a fresh context reads that many prompt tokens (the 512-token read is the prefill
  * figure), then decodes {@code decodeSteps} tokens. Each round also prefills 512 tokens with decodiff's
- * {@code --matmul bf16} (against the same llama.cpp prefill), and runs decodiff with bf16 K/V against llama.cpp with
- * f16 K/V (llama-bench's default), at the prefill's context only.
+ * {@code --matmul bf16} (against llama.cpp's prefill), and runs decodiff with bf16 K/V against llama.cpp with f16 K/V
+ * (llama-bench's default, all its settings), at the prefill's context only.
  */
-record AgainstLlamaCpp(String release, String cpuBackend, boolean flashAttention, int threads, Rounds decodiff, Rounds llamaCpp,
-                       double[] decodiffBf16MatmulPrefillTps, Rounds decodiffBf16Kv, Rounds llamaCppF16Kv) {
+record AgainstLlamaCpp(String release, String cpuBackend, boolean flashAttentionAuto, int threads, Rounds decodiff, Rounds llamaCppFlashAuto,
+                       Rounds llamaCppFlashOff, double[] decodiffBf16MatmulPrefillTps, Rounds decodiffBf16Kv, Rounds llamaCppF16Kv) {
 
     /** The contexts of the 16-bit K/V pair (decodiff bf16, llama.cpp f16): the prefill's alone, to keep the run short. */
     static final int[] HALF_KV_CONTEXTS = {BenchSetup.PREFILL};
@@ -55,33 +57,42 @@ record AgainstLlamaCpp(String release, String cpuBackend, boolean flashAttention
         b.log().accept("against llama.cpp: converting the bench checkpoint to a bf16 GGUF (cached)…");
         var gguf = GgufCache.of(b.checkpoint(), GgufOutputType.BF16);
         int room = LlamaContext.Options.lengthFor(b.maxContext() + b.decodeSteps() + 1);
-        try (var runner = LlamaCppRunner.open(gguf, LlamaContext.Options.llamaBench(room, threads, "f32", "f32"), null);
+        var bench = LlamaContext.Options.llamaBench(room, threads, "f32", "f32");
+        var flashOff = new LlamaContext.Options(room, threads, "f32", "f32", LlamaContext.FlashAttention.OFF, LlamaContext.Scheduling.LLAMA_BENCH);
+        try (var runner = LlamaCppRunner.open(gguf, bench, null);
+             var runnerOff = LlamaCppRunner.open(gguf, flashOff, null);
              var runnerF16 = LlamaCppRunner.open(gguf, LlamaContext.Options.llamaBench(room, threads, "f16", "f16"), null)) {
-            Engine ours = decodiff(b, EngineOptions.defaults()), theirs = llamaCpp(runner);
+            Engine ours = decodiff(b, EngineOptions.defaults()), theirs = llamaCpp(runner), theirsOff = llamaCpp(runnerOff);
             Engine oursBf16Matmul = decodiff(b, EngineOptions.defaults().withMatmul(MatmulPrecision.BF16));
             Engine oursBf16 = decodiff(b, EngineOptions.defaults().withKvTypes(KvType.BF16, KvType.BF16)), theirsF16 = llamaCpp(runnerF16);
             b.log().accept("against llama.cpp: warm-up…");
             // llama.cpp's first graphs and page faults, untimed, as llama-bench warms up; decodiff's f32 path warmed up
             // in its own prefill phase, its bf16 kernels compile here
             run(b, theirs, Rounds.of(1, BenchSetup.CONTEXTS), 0, BenchSetup.CONTEXTS);
+            run(b, theirsOff, Rounds.of(1, BenchSetup.CONTEXTS), 0, BenchSetup.CONTEXTS);
             run(b, theirsF16, Rounds.of(1, HALF_KV_CONTEXTS), 0, HALF_KV_CONTEXTS);
             prefill(b, oursBf16Matmul);
             int n = b.repeats();
             var d = Rounds.of(n, BenchSetup.CONTEXTS);
-            var l = Rounds.of(n, BenchSetup.CONTEXTS);
+            var la = Rounds.of(n, BenchSetup.CONTEXTS);
+            var lo = Rounds.of(n, BenchSetup.CONTEXTS);
             var dm = new double[n];
             var dh = Rounds.of(n, HALF_KV_CONTEXTS);
             var lh = Rounds.of(n, HALF_KV_CONTEXTS);
             for (int r = 0; r < n; r++) {
-                b.log().accept("against llama.cpp: round " + (r + 1) + "/" + n + ", decodiff then llama.cpp, f32 K/V, --matmul bf16 prefill, then 16-bit K/V…");
+                b.log().accept("against llama.cpp: round " + (r + 1) + "/" + n + ", decodiff then llama.cpp (flash attention auto and off), f32 K/V; "
+                        + "--matmul bf16 prefill; then 16-bit K/V…");
                 run(b, ours, d, r, BenchSetup.CONTEXTS);
-                run(b, theirs, l, r, BenchSetup.CONTEXTS);
+                // the two llama.cpp settings swap places each round, so neither always runs right after decodiff
+                boolean autoFirst = r % 2 == 0;
+                run(b, autoFirst ? theirs : theirsOff, autoFirst ? la : lo, r, BenchSetup.CONTEXTS);
+                run(b, autoFirst ? theirsOff : theirs, autoFirst ? lo : la, r, BenchSetup.CONTEXTS);
                 dm[r] = prefill(b, oursBf16Matmul);
                 run(b, oursBf16, dh, r, HALF_KV_CONTEXTS);
                 run(b, theirsF16, lh, r, HALF_KV_CONTEXTS);
             }
             return new AgainstLlamaCpp(LlamaCppRunner.describeRelease(), LlamaLibrary.get().backend(), runner.flashAttentionOn(), threads,
-                    d, l, dm, dh, lh);
+                    d, la, lo, dm, dh, lh);
         }
     }
 
@@ -138,18 +149,38 @@ record AgainstLlamaCpp(String release, String cpuBackend, boolean flashAttention
         return r;
     }
 
-    double[] decodeRatios(int context) { return ratios(decodiff.decodeTps().get(context), llamaCpp.decodeTps().get(context)); }
+    /** Whether flash attention off gave llama.cpp the higher median for these per-round figures than llama-bench's auto. */
+    private static boolean offFaster(double[] auto, double[] off) { return Figure.of(off).median() > Figure.of(auto).median(); }
 
-    double[] prefillRatios() { return ratios(decodiff.prefillTps(), llamaCpp.prefillTps()); }
+    /** Whether llama.cpp's decode at {@code context} is taken with flash attention off (it was faster there). */
+    boolean flashOffForDecode(int context) { return offFaster(llamaCppFlashAuto.decodeTps().get(context), llamaCppFlashOff.decodeTps().get(context)); }
+
+    boolean flashOffForPrefill() { return offFaster(llamaCppFlashAuto.prefillTps(), llamaCppFlashOff.prefillTps()); }
+
+    /** llama.cpp at its best: per figure, the rounds of the flash-attention setting with the higher median. */
+    Rounds llamaCpp() {
+        var d = new LinkedHashMap<Integer, double[]>();
+        for (int c : llamaCppFlashAuto.decodeTps().keySet())
+            d.put(c, (flashOffForDecode(c) ? llamaCppFlashOff : llamaCppFlashAuto).decodeTps().get(c));
+        return new Rounds(d, (flashOffForPrefill() ? llamaCppFlashOff : llamaCppFlashAuto).prefillTps());
+    }
+
+    /** The flash-attention setting a figure was taken with, in words. */
+    String flashAttentionOf(boolean off) { return off ? "off" : "auto (" + (flashAttentionAuto ? "on" : "off") + ")"; }
+
+    double[] decodeRatios(int context) { return ratios(decodiff.decodeTps().get(context), llamaCpp().decodeTps().get(context)); }
+
+    double[] prefillRatios() { return ratios(decodiff.prefillTps(), llamaCpp().prefillTps()); }
 
     /** decodiff's {@code --matmul bf16} prefill over llama.cpp's (f32 K/V both), round by round. */
-    double[] bf16MatmulPrefillRatios() { return ratios(decodiffBf16MatmulPrefillTps, llamaCpp.prefillTps()); }
+    double[] bf16MatmulPrefillRatios() { return ratios(decodiffBf16MatmulPrefillTps, llamaCpp().prefillTps()); }
 
     /** The llama.cpp settings, in words, for the report. */
     String settings() {
-        return Fmt.format("llama-bench's settings: n_batch %d, n_ubatch %d, flash attention auto (%s), threadpool poll %d, %d threads, logits of the last token only",
-                LlamaContext.Scheduling.BENCH_BATCH, LlamaContext.Scheduling.BENCH_UBATCH, flashAttention ? "on" : "off",
-                        LlamaContext.Scheduling.BENCH_POLL, threads);
+        return Fmt.format("llama-bench's settings: n_batch %d, n_ubatch %d, threadpool poll %d, %d threads, logits of the last token only; "
+                        + "flash attention auto (%s) and off, each figure against the faster",
+                LlamaContext.Scheduling.BENCH_BATCH, LlamaContext.Scheduling.BENCH_UBATCH, LlamaContext.Scheduling.BENCH_POLL, threads,
+                flashAttentionAuto ? "on" : "off");
     }
 
     /** decodiff with bf16 K/V over llama.cpp with f16 K/V, decode at {@link BenchSetup#PREFILL}, round by round. */

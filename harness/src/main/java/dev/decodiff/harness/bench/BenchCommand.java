@@ -57,9 +57,10 @@ public final class BenchCommand implements Callable<Integer> {
 
     @Option(names = "--against", paramLabel = "ENGINE",
             description = "Also run the bench model through this engine (llama.cpp: the checkpoint converted to a bf16 GGUF, f32 K/V, the same threads, "
-                    + "at llama-bench's settings: batches of 2048 computed 512 at a time, flash attention auto, a polling threadpool, an untimed warm-up, "
-                    + "the last token's logits only), interleaved with decodiff in --repeats rounds, and print decodiff/llama.cpp for decode @128/512/2048, "
-                    + "prefill 512 and prefill 512 with --matmul bf16, then decodiff bf16 K/V against llama.cpp f16 K/V at 512.")
+                    + "at llama-bench's settings: batches of 2048 computed 512 at a time, a polling threadpool, an untimed warm-up, the last token's logits "
+                    + "only; flash attention auto and off, each figure against the faster), interleaved with decodiff in --repeats rounds, and print "
+                    + "decodiff/llama.cpp for decode @128/512/2048, prefill 512 and prefill 512 with --matmul bf16, then decodiff bf16 K/V against "
+                    + "llama.cpp f16 K/V at 512.")
     String against;
 
     @Option(names = "--compare-rss", paramLabel = "N",

@@ -155,8 +155,11 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
             var ls = o.putObject("llamacpp_settings");
             ls.put("n_batch", LlamaContext.Scheduling.BENCH_BATCH);
             ls.put("n_ubatch", LlamaContext.Scheduling.BENCH_UBATCH);
-            ls.put("flash_attn", "auto");
-            ls.put("flash_attn_resolved", vsLlamaCpp.flashAttention() ? "on" : "off");
+            ls.put("flash_attn", "auto, and off");
+            ls.put("flash_attn_auto_resolved", vsLlamaCpp.flashAttentionAuto() ? "on" : "off");
+            var fu = ls.putObject("flash_attn_used");
+            for (int c : BenchSetup.CONTEXTS) fu.put("decode_" + c, vsLlamaCpp.flashAttentionOf(vsLlamaCpp.flashOffForDecode(c)));
+            fu.put("prefill_" + BenchSetup.PREFILL, vsLlamaCpp.flashAttentionOf(vsLlamaCpp.flashOffForPrefill()));
             ls.put("threadpool_poll", LlamaContext.Scheduling.BENCH_POLL);
             ls.put("threads", vsLlamaCpp.threads());
             ls.put("outputs", "last token");
@@ -168,11 +171,15 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
                 putRounds(pr, "decode_" + c, vsLlamaCpp.decodeRatios(c));
                 put(f, "against_decodiff_decode_tokens_per_s_" + c, Figure.of(vsLlamaCpp.decodiff().decodeTps().get(c)));
                 put(f, "against_llamacpp_decode_tokens_per_s_" + c, Figure.of(vsLlamaCpp.llamaCpp().decodeTps().get(c)));
+                put(f, "against_llamacpp_flash_auto_decode_tokens_per_s_" + c, Figure.of(vsLlamaCpp.llamaCppFlashAuto().decodeTps().get(c)));
+                put(f, "against_llamacpp_flash_off_decode_tokens_per_s_" + c, Figure.of(vsLlamaCpp.llamaCppFlashOff().decodeTps().get(c)));
             }
             o.put("prefill_vs_llamacpp", Figure.of(vsLlamaCpp.prefillRatios()).median());
             putRounds(pr, "prefill_" + BenchSetup.PREFILL, vsLlamaCpp.prefillRatios());
             put(f, "against_decodiff_prefill_tokens_per_s", Figure.of(vsLlamaCpp.decodiff().prefillTps()));
             put(f, "against_llamacpp_prefill_tokens_per_s", Figure.of(vsLlamaCpp.llamaCpp().prefillTps()));
+            put(f, "against_llamacpp_flash_auto_prefill_tokens_per_s", Figure.of(vsLlamaCpp.llamaCppFlashAuto().prefillTps()));
+            put(f, "against_llamacpp_flash_off_prefill_tokens_per_s", Figure.of(vsLlamaCpp.llamaCppFlashOff().prefillTps()));
             o.put("prefill_bf16_matmul_vs_llamacpp", Figure.of(vsLlamaCpp.bf16MatmulPrefillRatios()).median());
             putRounds(pr, "prefill_bf16_matmul_" + BenchSetup.PREFILL, vsLlamaCpp.bf16MatmulPrefillRatios());
             put(f, "against_decodiff_bf16_matmul_prefill_tokens_per_s", Figure.of(vsLlamaCpp.decodiffBf16MatmulPrefillTps()));
@@ -298,22 +305,26 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
     private void printVsLlamaCpp(PrintWriter out) {
         out.println("against " + vsLlamaCpp.release() + " (bf16 GGUF, f32 K/V; rounds interleaved, decodiff first)");
         out.println("  " + vsLlamaCpp.settings());
-        out.println("  figure (tok/s)     decodiff   llama.cpp   decodiff/llama.cpp median   per round");
+        out.println("  figure (tok/s)     decodiff   llama.cpp   decodiff/llama.cpp median   per round   (llama.cpp's flash attention)");
+        var best = vsLlamaCpp.llamaCpp();
         for (int c : BenchSetup.CONTEXTS)
-            printVs(out, Fmt.format("decode @ctx %-5d", c), vsLlamaCpp.decodiff().decodeTps().get(c), vsLlamaCpp.llamaCpp().decodeTps().get(c));
-        printVs(out, Fmt.format("prefill %d     ", BenchSetup.PREFILL), vsLlamaCpp.decodiff().prefillTps(), vsLlamaCpp.llamaCpp().prefillTps());
-        printVs(out, "… --matmul bf16 ", vsLlamaCpp.decodiffBf16MatmulPrefillTps(), vsLlamaCpp.llamaCpp().prefillTps());
+            printVs(out, Fmt.format("decode @ctx %-5d", c), vsLlamaCpp.decodiff().decodeTps().get(c), best.decodeTps().get(c),
+                    vsLlamaCpp.flashAttentionOf(vsLlamaCpp.flashOffForDecode(c)));
+        String prefillFlash = vsLlamaCpp.flashAttentionOf(vsLlamaCpp.flashOffForPrefill());
+        printVs(out, Fmt.format("prefill %d     ", BenchSetup.PREFILL), vsLlamaCpp.decodiff().prefillTps(), best.prefillTps(), prefillFlash);
+        printVs(out, "… --matmul bf16 ", vsLlamaCpp.decodiffBf16MatmulPrefillTps(), best.prefillTps(), prefillFlash);
         out.println("  decodiff bf16 K/V against llama.cpp f16 K/V (its default):");
         printVs(out, Fmt.format("decode @ctx %-5d", BenchSetup.PREFILL), vsLlamaCpp.decodiffBf16Kv().decodeTps().get(BenchSetup.PREFILL),
-                vsLlamaCpp.llamaCppF16Kv().decodeTps().get(BenchSetup.PREFILL));
-        printVs(out, Fmt.format("prefill %d     ", BenchSetup.PREFILL), vsLlamaCpp.decodiffBf16Kv().prefillTps(), vsLlamaCpp.llamaCppF16Kv().prefillTps());
+                vsLlamaCpp.llamaCppF16Kv().decodeTps().get(BenchSetup.PREFILL), vsLlamaCpp.flashAttentionOf(false));
+        printVs(out, Fmt.format("prefill %d     ", BenchSetup.PREFILL), vsLlamaCpp.decodiffBf16Kv().prefillTps(), vsLlamaCpp.llamaCppF16Kv().prefillTps(),
+                vsLlamaCpp.flashAttentionOf(false));
     }
 
-    private static void printVs(PrintWriter out, String label, double[] ours, double[] theirs) {
+    private static void printVs(PrintWriter out, String label, double[] ours, double[] theirs, String flash) {
         var rounds = new StringBuilder();
         for (double r : AgainstLlamaCpp.ratios(ours, theirs)) rounds.append(Fmt.format(" %.2f", r));
-        out.println(Fmt.format("  %s  %8.2f    %8.2f    %8.2f                 %s", label, Figure.of(ours).median(), Figure.of(theirs).median(),
-                Figure.of(AgainstLlamaCpp.ratios(ours, theirs)).median(), rounds.toString().strip()));
+        out.println(Fmt.format("  %s  %8.2f    %8.2f    %8.2f                 %-11s (%s)", label, Figure.of(ours).median(), Figure.of(theirs).median(),
+                Figure.of(AgainstLlamaCpp.ratios(ours, theirs)).median(), rounds.toString().strip(), flash));
     }
 
     private static String ok(boolean b) { return b ? "holds" : "MISSED"; }
