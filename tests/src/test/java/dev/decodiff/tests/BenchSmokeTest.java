@@ -175,6 +175,23 @@ class BenchSmokeTest {
     }
 
     @Test
+    void compareRssWithAnotherEngineOrAKeptReferenceAloneIsRefusedAsBadInput(@TempDir Path cache) {
+        for (var args : List.of(List.of("--compare-rss", "64", "--against", "llama.cpp"), List.of("--keep-reference"), List.of("--compare-rss", "0"))) {
+            var err = new StringWriter();
+            var all = new java.util.ArrayList<>(List.of("bench", "--size", "small", "--cache", cache.toString()));
+            all.addAll(args);
+            int code = Main.commandLine(new PrintWriter(new StringWriter(), true), new PrintWriter(err, true)).execute(all.toArray(String[]::new));
+            assertThat(code).as("%s: %s", args, err).isEqualTo(2);
+            assertThat(err.toString()).contains("--compare-rss");
+        }
+        try (var s = Files.list(cache)) {
+            assertThat(s.toList()).as("refused before any checkpoint is synthesized").isEmpty();
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
+    }
+
+    @Test
     void benchAgainstAnUnknownEngineIsRefusedAsBadInput(@TempDir Path cache) {
         var err = new StringWriter();
         int code = Main.commandLine(new PrintWriter(new StringWriter(), true), new PrintWriter(err, true))

@@ -91,6 +91,8 @@ public final class BenchCommand implements Callable<Integer> {
         };
         if (compareRss != null && compareRss < 1) throw new BadInputException("--compare-rss takes a prompt length of at least 1 token");
         if (keepReference && compareRss == null) throw new BadInputException("--keep-reference goes with --compare-rss");
+        if (compareRss != null && against != null)
+            throw new BadInputException("--compare-rss measures only a compare's memory; run --against " + against + " as a bench of its own");
         Path root = cache != null ? cache : BenchCheckpoint.defaultCacheRoot();
         Path dir = BenchCheckpoint.ensure(bs, root, log);
         Path work = Files.createTempDirectory("decodiff-bench-");
