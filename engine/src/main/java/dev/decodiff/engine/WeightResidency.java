@@ -90,6 +90,9 @@ public final class WeightResidency implements AutoCloseable {
             var placed = mapped.withStreamedMatrices(m -> {
                 MemorySegment dst = slab.asSlice(next[0], m.bytes());
                 MemorySegment.copy(m.data(), 0, dst, 0, m.bytes());
+                // The copy faulted the file's pages into this process; drop them (they stay in the page cache) so the
+                // weights are not counted twice in its resident set.
+                if (m.data().isMapped()) m.data().unload();
                 next[0] += align(m.bytes());
                 return new WeightMatrix(m.name(), m.dtype(), m.rows(), m.cols(), dst);
             });
