@@ -66,7 +66,7 @@ public final class BenchCommand implements Callable<Integer> {
     @Option(names = "--compare-rss", paramLabel = "N",
             description = "Measure only the memory of a live compare of an N-token prompt (e.g. 4096) on this model, run as a user runs it: "
                     + "`decodiff compare` in its own JVM with the launcher's default heap, against a dump of the prefill and one decode step "
-                    + "made first (also in its own JVM; large: ~10 GB for 4096 tokens on e2b, deleted after unless --keep-reference). "
+                    + "made first (also in its own JVM; large: 5.2 GB for 4096 tokens on e2b, deleted after unless --keep-reference). "
                     + "Prints the peak RSS, what it is made of (checkpoint pages, reference pages, anonymous memory), the most heap used and the time.")
     Integer compareRss;
 

@@ -219,7 +219,7 @@ public final class Comparison {
 
     /**
      * Lets go of a compared reference tensor's resident pages: the mapping of a long prompt's prefill step is
-     * gigabytes (a 4,096-token prompt on a 35-layer model: ~10 GB), and every page of it the comparison read would
+     * gigabytes (a 4,096-token prompt on an E2B-sized model: 5.2 GB), and every page of it the comparison read would
      * otherwise stay in the process's resident set until the step is closed, on top of the mapped weights. The pages
      * stay in the page cache; a later read of the tensor (a diagnosis) maps them in again.
      */
