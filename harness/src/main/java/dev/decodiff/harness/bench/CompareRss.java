@@ -28,11 +28,11 @@ record CompareRss(int promptTokens, long referenceBytes, Usage dump, Usage compa
 
     /** What one child run cost (see {@link MeasuredRun}). */
     record Usage(double wallS, long peakRss, long sampledPeakRss, long weightsRss, long referenceRss, long otherFilesRss, long anonymousRss,
-                 long heapCommittedAtPeak, long maxHeapUsed, long maxHeapLive, long heapLimit) {
+                 long anonymousHugeRss, long heapCommittedAtPeak, long maxHeapUsed, long maxHeapLive, long heapLimit) {
         static Usage of(JsonNode j) {
             return new Usage(j.get("wall_s").asDouble(), j.get("peak_rss_bytes").asLong(), j.get("sampled_peak_rss_bytes").asLong(),
                     j.get("weights_rss_bytes").asLong(), j.get("reference_rss_bytes").asLong(), j.get("other_files_rss_bytes").asLong(),
-                    j.get("anonymous_rss_bytes").asLong(), j.get("heap_committed_at_peak_bytes").asLong(), j.get("max_heap_used_bytes").asLong(),
+                    j.get("anonymous_rss_bytes").asLong(), j.get("anonymous_huge_pages_rss_bytes").asLong(), j.get("heap_committed_at_peak_bytes").asLong(), j.get("max_heap_used_bytes").asLong(),
                     j.get("max_heap_live_bytes").asLong(), j.get("heap_limit_bytes").asLong());
         }
     }
@@ -132,6 +132,7 @@ record CompareRss(int promptTokens, long referenceBytes, Usage dump, Usage compa
         p.put("reference_pages", u.referenceRss() / 1e9);
         p.put("other_files", u.otherFilesRss() / 1e9);
         p.put("anonymous", u.anonymousRss() / 1e9);
+        p.put("anonymous_on_huge_pages", u.anonymousHugeRss() / 1e9);
         p.put("heap_committed", u.heapCommittedAtPeak() / 1e9);
     }
 
@@ -147,7 +148,8 @@ record CompareRss(int promptTokens, long referenceBytes, Usage dump, Usage compa
         out.println(Fmt.format("  %-28s peak RSS %6.2f GB, heap: max used %5.2f GB, max live after a GC %5.2f GB, limit %5.2f GB; %7.1f s", what,
                 u.peakRss() / 1e9, u.maxHeapUsed() / 1e9, u.maxHeapLive() / 1e9, u.heapLimit() / 1e9, u.wallS()));
         out.println(Fmt.format("  %-28s at the sampled peak (%5.2f GB): checkpoint pages %5.2f, reference pages %5.2f, other files %5.2f, anonymous %5.2f GB"
-                + " (of which heap committed %5.2f)", "", u.sampledPeakRss() / 1e9, u.weightsRss() / 1e9, u.referenceRss() / 1e9, u.otherFilesRss() / 1e9,
-                u.anonymousRss() / 1e9, u.heapCommittedAtPeak() / 1e9));
+                + " (of which on huge pages, the engine's copy of the weights where it makes one, %5.2f; heap committed %5.2f)", "", u.sampledPeakRss() / 1e9,
+                u.weightsRss() / 1e9, u.referenceRss() / 1e9, u.otherFilesRss() / 1e9, u.anonymousRss() / 1e9, u.anonymousHugeRss() / 1e9,
+                u.heapCommittedAtPeak() / 1e9));
     }
 }

@@ -50,6 +50,7 @@ public final class MeasuredRun {
         o.put("reference_rss_bytes", peak.reference());
         o.put("other_files_rss_bytes", peak.otherFiles());
         o.put("anonymous_rss_bytes", peak.anonymous());
+        o.put("anonymous_huge_pages_rss_bytes", peak.anonymousHuge());
         o.put("heap_committed_at_peak_bytes", peak.heapCommitted());
         o.put("max_heap_used_bytes", maxHeap.get());
         o.put("max_heap_live_bytes", maxLive.get());
@@ -87,11 +88,11 @@ public final class MeasuredRun {
     /** Reads the resident set now and then; at each new high, what it is made of (from /proc/self/smaps, at most once a second). */
     static final class RssSampler {
         /** A resident set split by what backs its pages. */
-        record Split(long total, long weights, long reference, long otherFiles, long anonymous, long heapCommitted) {}
+        record Split(long total, long weights, long reference, long otherFiles, long anonymous, long anonymousHuge, long heapCommitted) {}
 
         private final Path weights, reference;
         private volatile boolean stopped;
-        private Split peak = new Split(0, 0, 0, 0, 0, 0);
+        private Split peak = new Split(0, 0, 0, 0, 0, 0, 0);
         private long lastSplitNanos;
 
         RssSampler(Path weights, Path reference) {
@@ -132,9 +133,12 @@ public final class MeasuredRun {
             }
         }
 
-        /** The resident set by mapping: pages of files under the checkpoint, under the reference, other files, anonymous. */
+        /**
+         * The resident set by mapping: pages of files under the checkpoint, under the reference, other files, anonymous
+         * (and how much of that sits on transparent huge pages: the engine's copy of the weights, where it makes one).
+         */
         Split split() {
-            long w = 0, r = 0, f = 0, a = 0;
+            long w = 0, r = 0, f = 0, a = 0, huge = 0;
             int kind = 3;
             try (var lines = Files.lines(Path.of("/proc/self/smaps"))) {
                 for (String line : (Iterable<String>) lines::iterator) {
@@ -150,12 +154,14 @@ public final class MeasuredRun {
                             case 2 -> f += kb;
                             default -> a += kb;
                         }
+                    } else if (line.startsWith("AnonHugePages:")) {
+                        huge += Long.parseLong(line.replaceAll("[^0-9]", ""));
                     }
                 }
             } catch (IOException | RuntimeException e) {
-                return new Split(statusBytes("VmRSS:"), 0, 0, 0, 0, Runtime.getRuntime().totalMemory());
+                return new Split(statusBytes("VmRSS:"), 0, 0, 0, 0, 0, Runtime.getRuntime().totalMemory());
             }
-            return new Split((w + r + f + a) * 1024, w * 1024, r * 1024, f * 1024, a * 1024, Runtime.getRuntime().totalMemory());
+            return new Split((w + r + f + a) * 1024, w * 1024, r * 1024, f * 1024, a * 1024, huge * 1024, Runtime.getRuntime().totalMemory());
         }
 
         /** "7f12a0000000-7f12a8000000 r--s 00000000 fd:00 1234  /path": a range of hex digits, then the permissions. */

@@ -31,7 +31,7 @@ class BenchLocaleTest {
         Supplier<String> key = () -> BenchSpec.E2B.key() + " " + BenchSpec.MOE_26B_A4B.key();
         Supplier<String> describe = () -> BenchSpec.E2B.describe();
         var usage = new CompareRss.Usage(1234.5, 6_543_210_000L, 6_500_000_000L, 4_612_345_000L, 1_234_500L, 41_000_000L, 1_850_000_000L,
-                2_100_000_000L, 1_650_000_000L, 310_000_000L, 6_320_000_000L);
+                12_582_912L, 2_100_000_000L, 1_650_000_000L, 310_000_000L, 6_320_000_000L);
         var rss = new CompareRss(4096, 10_250_000_000L, usage, usage);
         Supplier<String> rssText = () -> {
             var w = new StringWriter();
