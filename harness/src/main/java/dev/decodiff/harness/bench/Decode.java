@@ -10,9 +10,13 @@ import java.util.Map;
  * Time to first token of a {@code maxContext}-token request read cold (also what re-reading a whole conversation
  * costs), then greedy decode at each of {@link BenchSetup#CONTEXTS}: 128 (its own session), 512 (the prefilled
  * session) and 2048 (the cold one), one step of each in turn, so that drift over the run (other tenants, clocks)
- * hits the three alike and their ratio is measured in one stretch of time.
+ * hits the three alike and their ratio is measured in one stretch of time. After each round of steps the prefetching
+ * reader makes one pass over the same weights ({@code readGbs}): this machine's memory bandwidth drifts over minutes
+ * (other tenants), so a ceiling read only before decode could sit below what decode itself then moved.
+ *
+ * @param readGbs the reader's passes between decode rounds; null where there is no native reader
  */
-record Decode(Figure ttftColdS, Map<Integer, Figure> tokensPerS) {
+record Decode(Figure ttftColdS, Map<Integer, Figure> tokensPerS, Figure readGbs) {
 
     static Decode measure(BenchSetup b, Prefill.Primed at512) {
         b.log().accept("TTFT: " + b.maxContext() + " tokens cold…");
@@ -23,9 +27,15 @@ record Decode(Figure ttftColdS, Map<Integer, Figure> tokensPerS) {
         var s128 = b.model().newSession();
         float[] l128 = s128.forward(b.prompt(128));
         b.log().accept("decode @128/512/2048, interleaved…");
-        var tps = interleaved(new InferenceSession[]{s128, at512.session(), cold}, new float[][]{l128, at512.logits(), coldLogits},
-                BenchSetup.CONTEXTS, b.decodeSteps());
-        return new Decode(ttft, tps);
+        var passes = new double[b.decodeSteps()];
+        int[] round = {0};
+        var reader = ReadBandwidth.nativeReader(b);
+        Runnable read = reader == null ? () -> {} : () -> passes[round[0]++] = reader.getAsDouble();
+        double[][] sec = stepSeconds(new InferenceSession[]{s128, at512.session(), cold}, new float[][]{l128, at512.logits(), coldLogits},
+                b.decodeSteps(), read);
+        var tps = new LinkedHashMap<Integer, Figure>();
+        for (int k = 0; k < BenchSetup.CONTEXTS.length; k++) tps.put(BenchSetup.CONTEXTS[k], Figure.rates(1, sec[k]));
+        return new Decode(ttft, tps, round[0] > 0 ? Figure.of(passes) : null);
     }
 
     /** Greedy decode steps on one or several sessions, one step of each in turn; tokens/s per step, by context. */
@@ -37,7 +47,10 @@ record Decode(Figure ttftColdS, Map<Integer, Figure> tokensPerS) {
     }
 
     /** Greedy decode steps on the sessions, one step of each in turn, from their last logits: seconds per step and session. */
-    static double[][] stepSeconds(InferenceSession[] sessions, float[][] logits, int steps) {
+    static double[][] stepSeconds(InferenceSession[] sessions, float[][] logits, int steps) { return stepSeconds(sessions, logits, steps, () -> {}); }
+
+    /** {@link #stepSeconds(InferenceSession[], float[][], int)}, running {@code betweenRounds} after each round of steps. */
+    static double[][] stepSeconds(InferenceSession[] sessions, float[][] logits, int steps, Runnable betweenRounds) {
         int[] next = new int[sessions.length];
         double[][] sec = new double[sessions.length][steps];
         for (int k = 0; k < sessions.length; k++) {
@@ -50,6 +63,7 @@ record Decode(Figure ttftColdS, Map<Integer, Figure> tokensPerS) {
                 next[k] = Sampler.argmax(sessions[k].forward(new int[]{next[k]}));
                 sec[k][i] = BenchSetup.secondsSince(t0);
             }
+            betweenRounds.run();
         }
         return sec;
     }

@@ -87,6 +87,19 @@ record ReadBandwidth(Figure javaGbs, Figure nativeGbs, Figure mappedGbs, Figure 
         return out;
     }
 
+    /**
+     * One pass of the native prefetching reader over the streamed weights where the engine reads them, in GB/s, or null
+     * where there is no native reader.
+     */
+    static java.util.function.DoubleSupplier nativeReader(BenchSetup b) {
+        if (!NativeKernels.available()) return null;
+        var placed = streamed(b.model().weights());
+        long bytes = 0;
+        for (var m : placed) bytes += readBytes(m);
+        double gb = bytes / 1e9;
+        return () -> gb / StreamRead.secondsEqualShares(placed, Parallel.threads(), true);
+    }
+
     /** The bytes a pass reads: whole 256-byte blocks. */
     private static long readBytes(MemorySegment m) { return m.byteSize() / 256 * 256; }
 
