@@ -62,6 +62,9 @@ public final class Gemma4Model implements AutoCloseable {
     /** Where the streamed weights are read from (the file mapping or a huge-page copy), in one line. */
     public String weightPlacement() { return residency.description(); }
 
+    /** Whether the streamed weights are read from a huge-page copy rather than the file mapping. */
+    public boolean weightsResident() { return residency.resident(); }
+
     Rope rope(LayerType t) { return t == LayerType.SLIDING ? slidingRope : fullRope; }
 
     public String configSha256() { return CheckpointFiles.sha256(dir.resolve("config.json")); }

@@ -116,16 +116,6 @@ public record ModelWeights(WeightMatrix embed, WeightMatrix lmHead, float[] fina
                 pleProjectionNorm, List.copyOf(out));
     }
 
-    /** Bytes of the matrices {@link #withStreamedMatrices} places (each once). */
-    public long streamedMatrixBytes() {
-        long[] total = {0};
-        withStreamedMatrices(m -> {
-            total[0] += m.bytes();
-            return m;
-        });
-        return total[0];
-    }
-
     private static float[] vec(CheckpointFiles f, String name, long n) {
         TensorView t = f.get(name, n);
         return t.toFloats();

@@ -65,7 +65,13 @@ public final class WeightResidency implements AutoCloseable {
 
     /** Places {@code mapped}'s streamed matrices as {@code mode} says; the result lives until {@link #close}. */
     public static Placed place(ModelWeights mapped, Mode mode) {
-        long bytes = mapped.streamedMatrixBytes();
+        long[] sizes = new long[2]; // the matrices' bytes, and the slab they fill (each starting on ALIGN)
+        mapped.withStreamedMatrices(m -> {
+            sizes[0] += m.bytes();
+            sizes[1] += align(m.bytes());
+            return m;
+        });
+        long bytes = sizes[0];
         String gb = String.format(Locale.ROOT, "%.2f GB", bytes / 1e9);
         if (mode == Mode.MAPPED) return new Placed(mapped, new WeightResidency(null, false, "mapped from the checkpoint files (" + gb + ", as asked)"));
         var why = HugePageMemory.unavailableReason();
@@ -80,12 +86,7 @@ public final class WeightResidency implements AutoCloseable {
                     String.format(Locale.ROOT, "mapped from the checkpoint files (%s would leave too little of the %.1f GB available)", gb, available / 1e9)));
         var arena = Arena.ofShared();
         try {
-            var sizes = new long[1];
-            mapped.withStreamedMatrices(m -> {
-                sizes[0] += align(m.bytes());
-                return m;
-            });
-            MemorySegment slab = HugePageMemory.allocate(Math.max(sizes[0], 1), arena);
+            MemorySegment slab = HugePageMemory.allocate(Math.max(sizes[1], 1), arena);
             long[] next = {0};
             var placed = mapped.withStreamedMatrices(m -> {
                 MemorySegment dst = slab.asSlice(next[0], m.bytes());

@@ -37,6 +37,12 @@ class BenchSmokeTest {
             assertPositive(j, k);
         // the best pass is a pass: at least the median, and the decode ratio is taken against it
         assertThat(j.get("read_bandwidth_best_gbs").asDouble()).isGreaterThanOrEqualTo(j.get("read_bandwidth_gbs").asDouble());
+        // the ceiling is the best pass of every reader, the passes between decode rounds and over the mapped file included
+        for (String k : List.of("read_bandwidth_during_decode_best_gbs", "read_bandwidth_weights_best_gbs", "read_bandwidth_anonymous_best_gbs"))
+            assertThat(j.get("read_bandwidth_best_gbs").asDouble()).as(k).isGreaterThanOrEqualTo(j.get(k).asDouble());
+        if (j.has("read_bandwidth_mapped_file_best_gbs"))
+            assertThat(j.get("read_bandwidth_best_gbs").asDouble()).isGreaterThanOrEqualTo(j.get("read_bandwidth_mapped_file_best_gbs").asDouble());
+        assertThat(j.get("weights_placement").asText()).isNotBlank();
         assertThat(j.get("decode_bandwidth_ratio").asDouble())
                 .isCloseTo(j.get("decode_weight_gbs").asDouble() / j.get("read_bandwidth_best_gbs").asDouble(), org.assertj.core.data.Percentage.withPercentage(1e-6));
         for (String c : List.of("128", "512", "2048")) assertPositive(j.get("decode_tokens_per_s"), c);

@@ -39,8 +39,7 @@ record ReadBandwidth(Figure javaGbs, Figure nativeGbs, Figure mappedGbs, Figure 
         b.log().accept("read bandwidth (" + threads + " threads, equal shares; kernels: " + NativeKernels.status() + ")…");
         var model = b.model();
         var placed = streamed(model.weights());
-        boolean copy = !model.weightPlacement().startsWith("mapped");
-        var mapped = copy && nat ? streamed(ModelWeights.load(model.files(), model.config())) : null;
+        var mapped = model.weightsResident() && nat ? streamed(ModelWeights.load(model.files(), model.config())) : null;
         try (var arena = Arena.ofShared()) {
             boolean huge = HugePageMemory.available();
             // Zero-filled either way: every page is touched before it is timed.
@@ -65,9 +64,7 @@ record ReadBandwidth(Figure javaGbs, Figure nativeGbs, Figure mappedGbs, Figure 
                 sa[i] = StreamRead.secondsEqualShares(anon, threads, true);
             }
             if (!nat) for (int i = 0; i < passes; i++) sa[i] = StreamRead.secondsEqualShares(anon, threads, false);
-            long bytes = 0;
-            for (var m : placed) bytes += readBytes(m);
-            double gb = bytes / 1e9;
+            double gb = gigabytes(placed);
             return new ReadBandwidth(Figure.rates(gb, sj), nat ? Figure.rates(gb, sn) : null, mapped != null ? Figure.rates(gb, sm) : null,
                     Figure.rates(readBytes(anon) / 1e9, sa), anon.byteSize(), huge, model.weightPlacement());
         }
@@ -100,14 +97,19 @@ record ReadBandwidth(Figure javaGbs, Figure nativeGbs, Figure mappedGbs, Figure 
     static java.util.function.DoubleSupplier nativeReader(BenchSetup b) {
         if (!NativeKernels.available()) return null;
         var placed = streamed(b.model().weights());
-        long bytes = 0;
-        for (var m : placed) bytes += readBytes(m);
-        double gb = bytes / 1e9;
+        double gb = gigabytes(placed);
         return () -> gb / StreamRead.secondsEqualShares(placed, Parallel.threads(), true);
     }
 
     private static void unload(List<MemorySegment> mapped) {
         for (var m : mapped) if (m.isMapped()) m.unload();
+    }
+
+    /** What one pass over {@code segments} reads, in GB. */
+    private static double gigabytes(List<MemorySegment> segments) {
+        long bytes = 0;
+        for (var m : segments) bytes += readBytes(m);
+        return bytes / 1e9;
     }
 
     /** The bytes a pass reads: whole 256-byte blocks. */
