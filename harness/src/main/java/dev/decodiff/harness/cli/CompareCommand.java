@@ -80,7 +80,7 @@ final class CompareCommand implements Callable<Integer> {
         if (candidate != null) {
             if (referenceArgs.model() != null || !engine.isDefault() || viaLlamaCpp)
                 throw new BadInputException("--model, --fault, --kv-cache, --matmul and --engine apply to a live run; drop them, or drop CANDIDATE to run the engine");
-            var cand = DumpReader.open(candidate);
+            var cand = DumpReader.openCandidate(candidate);
             var notes = Comparison.checkIdentity(ref.manifest(), ref.manifestFile(), cand.manifest(), cand.manifestFile(), referenceArgs.allowMismatch());
             try (var bar = new ProgressBar("comparing", ref.stepCount())) {
                 result = Comparison.run(ref, Comparison.dumpSource(cand), new Comparison.Options(profile, referenceArgs.allowMismatch(), bar::update), notes);

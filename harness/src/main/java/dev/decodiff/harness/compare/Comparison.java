@@ -278,10 +278,17 @@ public final class Comparison {
             if (notes.stream().noneMatch(n -> n.startsWith("dtype")))
                 notes.add("dtype differs (" + ct.dtype() + " vs " + rt.dtype() + ", first at step " + s + " " + p + "): compared anyway (--allow-mismatch)");
         }
+        if (rt.elementCount() == 0)
+            throw new BadInputException(rOrigin + ": tensor '" + p + "' has shape " + Arrays.toString(rt.shape())
+                    + " and holds no values, so there is nothing to compare; every tensor holds at least one value (docs/dump-format.md)");
         var sums = pre != null ? pre : CellKernel.sums(rt, ct);
         if (sums.nonFiniteRef() > 0)
             throw new BadInputException(rOrigin + ": reference tensor '" + p + "' holds " + sums.nonFiniteRef()
                     + " NaN/Inf values; a reference must be finite — re-create it (float32)");
+        // rel L2 divides by ‖r‖: against zeros every candidate is "infinitely" wrong, or right when it is zero too.
+        if (sums.rr() == 0)
+            throw new BadInputException(rOrigin + ": reference tensor '" + p + "' is all zeros, which no computed activation is;"
+                    + " its producer stored nothing there — re-create the reference (or leave the point out of it)");
         return CellStats.of(s, p, rt.shape(), sums, tol);
     }
 
@@ -314,7 +321,7 @@ public final class Comparison {
     /** Convenience: compare two dump folders (identity checked). */
     public static ComparisonResult compareDumps(Path reference, Path candidate, Options opt) {
         var ref = DumpReader.open(reference);
-        var cand = DumpReader.open(candidate);
+        var cand = DumpReader.openCandidate(candidate);
         var notes = checkIdentity(ref.manifest(), ref.manifestFile(), cand.manifest(), cand.manifestFile(), opt.allowMismatch());
         return run(ref, dumpSource(cand), opt, notes);
     }

@@ -14,6 +14,7 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.LinkedHashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 
 /**
@@ -34,41 +35,70 @@ public final class DumpReader {
     private final List<Set<String>> stepPoints;
     private final List<String> gaps;
 
-    private DumpReader(Path dir, DumpManifest manifest, List<Set<String>> stepPoints) {
+    private DumpReader(Path dir, DumpManifest manifest, List<Map<String, long[]>> stepShapes) {
         this.dir = dir;
         this.manifest = manifest;
-        this.stepPoints = stepPoints;
-        this.gaps = findGaps(dir, manifest, allPoints());
+        this.stepPoints = stepShapes.stream().map(m -> Set.copyOf(m.keySet())).toList();
+        this.gaps = findGaps(dir, manifest, allPoints(), stepShapes);
     }
 
-    public static DumpReader open(Path dir) {
+    /** Opens a dump held to every rule of the format: a reference, or a dump on its own. */
+    public static DumpReader open(Path dir) { return open(dir, false); }
+
+    /**
+     * Opens the dump a comparison judges against a reference (opened with {@link #open}). It is held to the same
+     * rules but one: a k_read/v_read that reads more positions than the step has is left to the comparison, which
+     * judges it a divergence against the reference's read window and explains it ("reads 1 older one"), instead of
+     * refusing the candidate. It cannot pass: the reference's read is within the bound, so the shapes differ.
+     */
+    public static DumpReader openCandidate(Path dir) { return open(dir, true); }
+
+    private static DumpReader open(Path dir, boolean candidate) {
         if (!Files.exists(dir))
             throw new BadInputException(dir, "no such dump folder; pass a folder holding manifest.json and step-NNNN.safetensors");
         if (!Files.isDirectory(dir))
             throw new BadInputException(dir, "is a file, not a dump folder; pass the folder that holds manifest.json");
         Path mf = dir.resolve(DumpManifest.FILE_NAME);
-        if (!Files.isRegularFile(mf))
-            throw new BadInputException(mf, "missing; a dump folder needs manifest.json (docs/dump-format.md) — is this the right folder?");
+        String notFile = notARegularFile(mf);
+        if (notFile != null) throw new BadInputException(mf, notFile + (Files.exists(mf) ? "" : " (docs/dump-format.md) — is this the right folder?"));
         checkInside(dir, mf);
         DumpManifest manifest = parseManifest(mf);
-        var points = checkStepFiles(dir, manifest, mf);
-        checkLayers(mf, manifest, points);
-        return new DumpReader(dir, manifest, points);
+        var shapes = checkStepFiles(dir, manifest, mf);
+        checkTensors(dir, mf, manifest, shapes, candidate);
+        return new DumpReader(dir, manifest, shapes);
     }
 
     /**
-     * Every per-layer point must name a layer the manifest declares: tensors of 6 layers under "num_hidden_layers": 3
-     * mean the manifest and the data disagree, and trusting either would compare the wrong cells.
+     * The format's tensor rules, the ones {@code validate} applies ({@link DumpValidator#tensorProblems}): a dump that
+     * breaks one is refused whichever side it is on, so two dumps broken the same way (every tensor empty, a first
+     * axis that is not the step's token count) cannot agree with each other.
      */
-    private static void checkLayers(Path mf, DumpManifest manifest, List<Set<String>> points) {
-        int declared = manifest.model().numHiddenLayers();
-        for (int s = 0; s < points.size(); s++) {
-            for (String p : points.get(s)) {
-                int layer = dev.decodiff.engine.CapturePoints.layerOf(p);
-                if (layer >= declared)
-                    throw new BadInputException(mf, "\"model.num_hidden_layers\" is " + declared + " but step " + s + " holds '" + p
-                            + "' (layer " + layer + "); the manifest and the step files disagree — re-create the dump");
-            }
+    private static void checkTensors(Path dir, Path mf, DumpManifest manifest, List<Map<String, long[]>> shapes, boolean candidate) {
+        var problems = DumpValidator.tensorProblems(dir, mf, manifest, shapes, candidate);
+        if (problems.isEmpty()) return;
+        String more = problems.size() == 1 ? "" : " (and " + (problems.size() - 1) + " more problem" + (problems.size() > 2 ? "s" : "") + ")";
+        throw new BadInputException(problems.getFirst() + more + "; the dump breaks docs/dump-format.md — `decodiff validate " + dir
+                + "` lists every problem; fix its producer");
+    }
+
+    /**
+     * Why a path that must be a plain file is not one: "missing" when nothing is there, else what it is instead (a
+     * folder, a FIFO, a device) — a dump with a folder in a step file's place is damaged, not incomplete. Null for a
+     * regular file (or a link to one).
+     */
+    static String notARegularFile(Path f) {
+        if (Files.isRegularFile(f)) return null;
+        if (!Files.exists(f, java.nio.file.LinkOption.NOFOLLOW_LINKS)) return "missing";
+        if (!Files.exists(f)) return "is a link to nothing (" + linkTarget(f) + "); it must be a plain file";
+        String what = Files.isDirectory(f) ? "a directory" : "a special file (a FIFO, socket or device)";
+        return "is not a regular file but " + what + "; it must be a plain file";
+    }
+
+    private static String linkTarget(Path f) {
+        try {
+            return Files.readSymbolicLink(f).toString();
+        } catch (IOException | UnsupportedOperationException e) {
+            return "unreadable link";
         }
     }
 
@@ -76,8 +106,9 @@ public final class DumpReader {
      * What this dump lacks although it reads cleanly: the producer's completeness mark, or whole layers it declares but
      * holds no point of (when the user made no point selection that would explain it).
      */
-    private static List<String> findGaps(Path dir, DumpManifest manifest, Set<String> points) {
+    private static List<String> findGaps(Path dir, DumpManifest manifest, Set<String> points, List<Map<String, long[]>> stepShapes) {
         var gaps = new ArrayList<String>();
+        for (String hole : DumpValidator.stepHoles(manifest, stepShapes)) gaps.add(dir + ": " + hole + " — re-create the dump");
         if (!manifest.complete())
             gaps.add(dir + " has no completeness mark (\"complete\": true in manifest.json): its producer stopped before finishing"
                     + " (killed, disk full) or predates the mark — re-create the dump");
@@ -103,9 +134,9 @@ public final class DumpReader {
      * compare opens two dumps before it reads a byte of data. The first bad file in step order is the one reported,
      * as if they were checked one by one.
      */
-    private static List<Set<String>> checkStepFiles(Path dir, DumpManifest manifest, Path mf) {
+    private static List<Map<String, long[]>> checkStepFiles(Path dir, DumpManifest manifest, Path mf) {
         var steps = manifest.steps();
-        @SuppressWarnings("unchecked") Set<String>[] points = new Set[steps.size()];
+        @SuppressWarnings("unchecked") Map<String, long[]>[] points = new Map[steps.size()];
         var failures = new RuntimeException[steps.size()];
         Parallel.forRange(steps.size(), 1, (from, to) -> {
             for (int i = from; i < to; i++) {
@@ -155,9 +186,13 @@ public final class DumpReader {
 
     // ---------------------------------------------------------------- validation
 
-    static Set<String> checkStepFile(Path dir, Path f, Path mf) {
-        if (!Files.isRegularFile(f))
-            throw new BadInputException(f, "missing, but " + mf.getFileName() + " names it; the dump is incomplete — re-create it (or fix its manifest)");
+    /** One step file: a plain file inside the folder with a sound header of float tensors; returns each tensor's shape. */
+    static Map<String, long[]> checkStepFile(Path dir, Path f, Path mf) {
+        String notFile = notARegularFile(f);
+        if (notFile != null)
+            throw new BadInputException(f, notFile.equals("missing")
+                    ? "missing, but " + mf.getFileName() + " names it; the dump is incomplete — re-create it (or fix its manifest)"
+                    : notFile + ", and " + mf.getFileName() + " names it as a step file; the dump is damaged — re-create it");
         checkInside(dir, f);
         checkHeaderJson(f);
         try (var sf = SafetensorsFile.open(f)) {
@@ -168,7 +203,9 @@ public final class DumpReader {
                     throw new BadInputException(f, "tensor '" + t.name() + "' has dtype " + t.dtype()
                             + "; capture points must be F32, BF16 or F16 — fix the producer");
             }
-            return Set.copyOf(new LinkedHashSet<>(sf.names()));
+            var shapes = new java.util.LinkedHashMap<String, long[]>();
+            for (var t : sf.tensors().values()) shapes.put(t.name(), t.shape().clone());
+            return shapes;
         } catch (SafetensorsException e) {
             throw BadInputException.damaged(e);
         }

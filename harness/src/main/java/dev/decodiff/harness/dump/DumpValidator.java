@@ -37,8 +37,9 @@ public final class DumpValidator {
             return new Result(dir, null, problems, notes, Set.of());
         }
         Path mf = dir.resolve(DumpManifest.FILE_NAME);
-        if (!Files.isRegularFile(mf)) {
-            problems.add(mf + ": missing; a dump folder needs manifest.json");
+        String notFile = DumpReader.notARegularFile(mf);
+        if (notFile != null) {
+            problems.add(mf + ": " + notFile);
             return new Result(dir, null, problems, notes, Set.of());
         }
         DumpManifest m;
@@ -56,10 +57,9 @@ public final class DumpValidator {
 
         var all = new LinkedHashSet<String>();
         stepPoints.forEach(p -> all.addAll(p.keySet()));
-        checkLayers(mf, m, all, problems);
-        checkSelection(mf, m, all, problems);
-        checkSamePointsEveryStep(m, stepPoints, all, problems);
-        checkWidthsAgreeAcrossSteps(m, stepPoints, problems);
+        problems.addAll(tensorProblems(dir, mf, m, stepPoints, false));
+        checkAbsentLayers(mf, m, all, problems);
+        problems.addAll(stepHoles(m, stepPoints));
         var unknown = all.stream().filter(p -> !isContractName(p)).toList();
         if (!unknown.isEmpty())
             notes.add(unknown.size() + " point(s) outside the contract names (kept, listed by compare as not compared): "
@@ -67,33 +67,53 @@ public final class DumpValidator {
         return new Result(dir, m, List.copyOf(problems), List.copyOf(notes), Set.copyOf(all));
     }
 
-    /** One step file: readable, inside the folder, float tensors, and each contract point in its shape. */
+    /** One step file: readable, inside the folder, a sound header of float tensors; its tensors' shapes (empty when unreadable). */
     private static Map<String, long[]> checkStep(Path dir, Path mf, DumpManifest m, int s, List<String> problems) {
-        var shapes = new LinkedHashMap<String, long[]>();
-        Path f = dir.resolve(m.step(s).file());
         try {
-            DumpReader.checkStepFile(dir, f, mf);
+            return DumpReader.checkStepFile(dir, dir.resolve(m.step(s).file()), mf);
         } catch (BadInputException e) {
             problems.add(BadInputException.oneLine(e.getMessage()));
-            return shapes;
+            return Map.of();
         }
-        try (var sf = SafetensorsFile.open(f)) {
-            for (var t : sf.tensors().values()) {
-                shapes.put(t.name(), t.shape().clone());
-                String why = shapeProblem(t.name(), t.shape(), m, s);
-                if (why != null) problems.add(f + ": tensor '" + t.name() + "' has shape " + Arrays.toString(t.shape()) + "; " + why);
+    }
+
+    /**
+     * The format's rules on the tensors a readable dump holds, one line per breach: each tensor holds at least one
+     * value, each contract point has its shape at its step (§3), no layer reaches num_hidden_layers, the selection
+     * covers every point held (§4.2), the trailing axes stay the same from step to step. {@code validate} lists them
+     * all; {@link DumpReader#open}, and so every comparison, refuses a dump with any of them, on either side. For a
+     * comparison's candidate ({@code candidate}) a read longer than the step's positions is the comparison's to judge
+     * (a divergence against the reference's read), not bad input.
+     */
+    static List<String> tensorProblems(Path dir, Path mf, DumpManifest m, List<Map<String, long[]>> stepShapes, boolean candidate) {
+        var problems = new ArrayList<String>();
+        var all = new LinkedHashSet<String>();
+        for (int s = 0; s < stepShapes.size(); s++) {
+            Path f = dir.resolve(m.step(s).file());
+            for (var t : stepShapes.get(s).entrySet()) {
+                all.add(t.getKey());
+                String why = elementCount(t.getValue()) == 0 ? "it holds no values; every tensor of a dump holds at least one (an empty tensor compares as nothing)"
+                        : shapeProblem(t.getKey(), t.getValue(), m, s, candidate);
+                if (why != null) problems.add(f + ": tensor '" + t.getKey() + "' has shape " + Arrays.toString(t.getValue()) + "; " + why);
             }
-        } catch (SafetensorsException e) {
-            problems.add(BadInputException.oneLine(e.getMessage()));
         }
-        return shapes;
+        checkLayerIndices(mf, m, all, problems);
+        checkSelection(mf, m, all, problems);
+        checkWidthsAgreeAcrossSteps(m, stepShapes, problems);
+        return problems;
+    }
+
+    private static long elementCount(long[] shape) {
+        long n = 1;
+        for (long d : shape) n *= d;
+        return n;
     }
 
     /**
      * The shape rule of a contract point at step s (T = tokens the step fed, p = its last position), or null when it
      * holds; names outside the contract are not checked.
      */
-    static String shapeProblem(String point, long[] shape, DumpManifest m, int s) {
+    static String shapeProblem(String point, long[] shape, DumpManifest m, int s, boolean candidate) {
         var st = m.step(s);
         long T = st.length(), positions = st.end();
         String kind = CapturePoints.kindOf(point);
@@ -109,7 +129,7 @@ public final class DumpValidator {
         }
         return switch (kind) {
             case CapturePoints.Q, CapturePoints.K, CapturePoints.V -> rows(shape, 3, T, "[T, heads, head_dim]");
-            case CapturePoints.K_READ, CapturePoints.V_READ -> shape.length != 3 || shape[0] < 1 || shape[0] > positions
+            case CapturePoints.K_READ, CapturePoints.V_READ -> shape.length != 3 || shape[0] < 1 || (shape[0] > positions && !candidate)
                     ? "expected [C, kv_heads, head_dim] with 1 ≤ C ≤ " + positions + " (the positions the step's last query reads)" : null;
             case CapturePoints.ATTN_OUT, CapturePoints.MLP_OUT, CapturePoints.MOE_OUT, CapturePoints.OUT -> rows(shape, 2, T, "[T, width]");
             default -> null;
@@ -122,12 +142,21 @@ public final class DumpValidator {
         return null;
     }
 
-    private static void checkLayers(Path mf, DumpManifest m, Set<String> points, List<String> problems) {
+    private static void checkLayerIndices(Path mf, DumpManifest m, Set<String> points, List<String> problems) {
+        int declared = m.model().numHiddenLayers();
+        for (String p : points) {
+            int l = CapturePoints.layerOf(p);
+            if (l >= declared)
+                problems.add(mf + ": \"model.num_hidden_layers\" is " + declared + " but the steps hold '" + p + "' (layer " + l
+                        + "); the manifest and the step files disagree — re-create the dump");
+        }
+    }
+
+    private static void checkAbsentLayers(Path mf, DumpManifest m, Set<String> points, List<String> problems) {
         int declared = m.model().numHiddenLayers();
         var present = new TreeSet<Integer>();
         for (String p : points) {
             int l = CapturePoints.layerOf(p);
-            if (l >= declared) problems.add(mf + ": \"model.num_hidden_layers\" is " + declared + " but the steps hold '" + p + "' (layer " + l + ")");
             if (l >= 0) present.add(l);
         }
         if (m.selectedPoints() == null && !present.isEmpty() && present.headSet(declared).size() < declared) {
@@ -147,8 +176,14 @@ public final class DumpValidator {
                     + (outside.size() > 6 ? ", …" : "") + ", yet the steps hold it; record the selection the producer really used");
     }
 
-    /** A point present in some steps but not others is a hole a comparison would report as missing. */
-    private static void checkSamePointsEveryStep(DumpManifest m, List<Map<String, long[]>> steps, Set<String> all, List<String> problems) {
+    /**
+     * A point present in some steps but not others is a hole: a comparison could not compare it there. validate lists
+     * it as a problem; a comparison weighs it as a shortfall of the dump (incomplete).
+     */
+    static List<String> stepHoles(DumpManifest m, List<? extends Map<String, long[]>> steps) {
+        var problems = new ArrayList<String>();
+        var all = new LinkedHashSet<String>();
+        steps.forEach(p -> all.addAll(p.keySet()));
         for (int s = 0; s < steps.size(); s++) {
             if (steps.get(s).isEmpty()) continue; // unreadable: already a problem
             var lacking = new ArrayList<String>();
@@ -157,6 +192,7 @@ public final class DumpValidator {
                 problems.add(m.step(s).file() + ": lacks " + lacking.size() + " point(s) other steps hold: "
                         + String.join(", ", lacking.subList(0, Math.min(6, lacking.size()))) + (lacking.size() > 6 ? ", …" : ""));
         }
+        return problems;
     }
 
     /** Every axis but the first (rows, or read positions) is a property of the model: it cannot change from step to step. */

@@ -14,6 +14,7 @@ public final class Detectors {
     /** compare's detectors, most specific first: they need only the two dumps. */
     public static final List<Detector> COMPARE = List.of(
             new NonFinite(),
+            new AllZeros(),
             new ReadWindowLength(),
             new EqualsOtherTensor(),
             new RowsEqualOtherTensor(),
