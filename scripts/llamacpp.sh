@@ -13,13 +13,11 @@
 # -Ddecodiff.llamacpp.lib=<folder>.
 set -euo pipefail
 
-VERSION=3.22.1
-BIN_PKG="@node-llama-cpp/linux-x64@$VERSION"
-BIN_TGZ="node-llama-cpp-linux-x64-$VERSION.tgz"
-BIN_SHA256=0d953e1503d5ab4608d8ed5b739132308c81ac05ffeb760d2a7f30e08a9f90e0
-SRC_PKG="node-llama-cpp@$VERSION"
-SRC_TGZ="node-llama-cpp-$VERSION.tgz"
-SRC_SHA256=a0d9dd80eacd2ab1cfe71aee57ac8a806487fd70b3d2a38fbec637752d9e5c5f
+here="$(cd "$(dirname "$(readlink -f "$0")")" && pwd)"
+. "$here/llamacpp-pin.sh"
+VERSION=$LLAMACPP_PACKAGE_VERSION
+BIN_PKG=$LLAMACPP_BIN_PKG BIN_TGZ=$LLAMACPP_BIN_TGZ BIN_SHA256=$LLAMACPP_BIN_SHA256
+SRC_PKG=$LLAMACPP_SRC_PKG SRC_TGZ=$LLAMACPP_SRC_TGZ SRC_SHA256=$LLAMACPP_SRC_SHA256
 
 cache="${XDG_CACHE_HOME:-$HOME/.cache}/decodiff/llama.cpp-$VERSION"
 lib="$cache/lib"

@@ -4,7 +4,6 @@ import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 
-import static dev.decodiff.llamacpp.ffi.LlamaLayouts.TENSOR;
 import static dev.decodiff.llamacpp.ffi.LlamaLayouts.offset;
 
 /**
@@ -16,34 +15,41 @@ public final class GgmlTensor {
     public static final int F32 = 0, F16 = 1, Q4_0 = 2, Q8_0 = 8, BF16 = 30;
     /** Elements per block of q4_0/q8_0, and the bytes of one block (an fp16 scale, then the quants: ggml-common.h). */
     private static final int QK = 32, Q4_0_BYTES = 18, Q8_0_BYTES = 34;
-    private static final long NAME = offset(TENSOR, "name"), NE = offset(TENSOR, "ne"), NB = offset(TENSOR, "nb"),
-            TYPE = offset(TENSOR, "type"), OP = offset(TENSOR, "op"), BUFFER = offset(TENSOR, "buffer"), SRC = offset(TENSOR, "src");
+    /** The offsets of the fields read, in the loaded build's {@code struct ggml_tensor}. */
+    record Fields(long size, long name, long ne, long nb, long type, long op, long buffer, long src) {
+        static Fields of(java.lang.foreign.StructLayout t) {
+            return new Fields(t.byteSize(), offset(t, "name"), offset(t, "ne"), offset(t, "nb"), offset(t, "type"), offset(t, "op"),
+                    offset(t, "buffer"), offset(t, "src"));
+        }
+    }
 
     private final LlamaLibrary lib;
     private final MemorySegment t;
+    private final Fields f;
 
     GgmlTensor(LlamaLibrary lib, MemorySegment pointer) {
         this.lib = lib;
-        this.t = pointer.reinterpret(TENSOR.byteSize());
+        this.f = lib.tensorFields();
+        this.t = pointer.reinterpret(f.size());
     }
 
-    public String name() { return t.getString(NAME); }
+    public String name() { return t.getString(f.name()); }
 
     /** enum ggml_op values of GGML_OP_MUL_MAT and GGML_OP_FLASH_ATTN_EXT in this release (ggml/include/ggml.h). */
     public static final int OP_MUL_MAT = 29, OP_FLASH_ATTN_EXT = 74;
 
-    public int op() { return t.get(ValueLayout.JAVA_INT, OP); }
+    public int op() { return t.get(ValueLayout.JAVA_INT, f.op()); }
 
-    public int type() { return t.get(ValueLayout.JAVA_INT, TYPE); }
+    public int type() { return t.get(ValueLayout.JAVA_INT, f.type()); }
 
     /** ne[0..3]: ne[0] is the fastest-varying dimension. */
-    public long[] ne() { return t.asSlice(NE, 32).toArray(ValueLayout.JAVA_LONG); }
+    public long[] ne() { return t.asSlice(f.ne(), 32).toArray(ValueLayout.JAVA_LONG); }
 
-    public long[] nb() { return t.asSlice(NB, 32).toArray(ValueLayout.JAVA_LONG); }
+    public long[] nb() { return t.asSlice(f.nb(), 32).toArray(ValueLayout.JAVA_LONG); }
 
     /** The i-th source of the op that made this tensor, or null. */
     public GgmlTensor src(int i) {
-        var p = t.get(ValueLayout.ADDRESS, SRC + (long) i * ValueLayout.ADDRESS.byteSize());
+        var p = t.get(ValueLayout.ADDRESS, f.src() + (long) i * ValueLayout.ADDRESS.byteSize());
         return p.equals(MemorySegment.NULL) ? null : new GgmlTensor(lib, p);
     }
 
@@ -74,7 +80,7 @@ public final class GgmlTensor {
             default -> throw new LlamaCppException("tensor '" + name() + "' has ggml type " + type
                     + ", which decodiff does not decode (it reads f32, f16, bf16, q8_0 and q4_0 tensors)");
         };
-        if (t.get(ValueLayout.ADDRESS, BUFFER).equals(MemorySegment.NULL))
+        if (t.get(ValueLayout.ADDRESS, f.buffer()).equals(MemorySegment.NULL))
             throw new LlamaCppException("tensor '" + name() + "' has no backend buffer at the callback (not computed)");
         long[] ne = ne(), nb = nb();
         boolean blocks = type == Q8_0 || type == Q4_0;

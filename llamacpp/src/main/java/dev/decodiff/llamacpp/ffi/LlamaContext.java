@@ -10,8 +10,6 @@ import java.lang.invoke.MethodHandles;
 import java.lang.invoke.MethodType;
 import java.util.Locale;
 
-import static dev.decodiff.llamacpp.ffi.LlamaLayouts.BATCH;
-import static dev.decodiff.llamacpp.ffi.LlamaLayouts.CONTEXT_PARAMS;
 import static dev.decodiff.llamacpp.ffi.LlamaLayouts.offset;
 import static java.lang.foreign.ValueLayout.ADDRESS;
 import static java.lang.foreign.ValueLayout.JAVA_BOOLEAN;
@@ -130,13 +128,13 @@ public final class LlamaContext implements AutoCloseable {
             setInt(p, "type_k", ggmlType(options.typeK()));
             setInt(p, "type_v", ggmlType(options.typeV()));
             // A full-size sliding-window cache keeps one cell per position, so the cells read are in position order.
-            p.set(JAVA_BOOLEAN, offset(CONTEXT_PARAMS, "swa_full"), whole);
-            p.set(JAVA_BOOLEAN, offset(CONTEXT_PARAMS, "no_perf"), true);
+            p.set(JAVA_BOOLEAN, offset(lib.layouts().contextParams(), "swa_full"), whole);
+            p.set(JAVA_BOOLEAN, offset(lib.layouts().contextParams(), "no_perf"), true);
             if (tap != null) {
                 var target = MethodHandles.lookup().bind(this, "onEval",
                         MethodType.methodType(boolean.class, MemorySegment.class, boolean.class, MemorySegment.class));
                 var stub = Linker.nativeLinker().upcallStub(target, FunctionDescriptor.of(JAVA_BOOLEAN, ADDRESS, JAVA_BOOLEAN, ADDRESS), arena);
-                p.set(ADDRESS, offset(CONTEXT_PARAMS, "cb_eval"), stub);
+                p.set(ADDRESS, offset(lib.layouts().contextParams(), "cb_eval"), stub);
             }
             lib.log().mark();
             ctx = (MemorySegment) lib.initFromModel.invokeExact(model.pointer(), p);
@@ -179,8 +177,8 @@ public final class LlamaContext implements AutoCloseable {
     /** Whether attention runs as flash attention: as set, or as llama.cpp resolved {@link FlashAttention#AUTO} for this device. */
     public boolean flashAttentionOn() { return flashAttentionOn; }
 
-    private static void setInt(MemorySegment p, String field, int value) {
-        p.set(ValueLayout.JAVA_INT, offset(CONTEXT_PARAMS, field), value);
+    private void setInt(MemorySegment p, String field, int value) {
+        p.set(ValueLayout.JAVA_INT, offset(lib.layouts().contextParams(), field), value);
     }
 
     public Options options() { return options; }
@@ -239,14 +237,15 @@ public final class LlamaContext implements AutoCloseable {
                 seqIds.setAtIndex(ADDRESS, i, seq0);
                 out.set(ValueLayout.JAVA_BYTE, i, (byte) (allOutputs || from + i == tokens.length - 1 ? 1 : 0));
             }
-            var batch = a.allocate(BATCH);
-            batch.set(ValueLayout.JAVA_INT, offset(BATCH, "n_tokens"), n);
-            batch.set(ADDRESS, offset(BATCH, "token"), tok);
-            batch.set(ADDRESS, offset(BATCH, "embd"), MemorySegment.NULL);
-            batch.set(ADDRESS, offset(BATCH, "pos"), pos);
-            batch.set(ADDRESS, offset(BATCH, "n_seq_id"), nSeq);
-            batch.set(ADDRESS, offset(BATCH, "seq_id"), seqIds);
-            batch.set(ADDRESS, offset(BATCH, "logits"), out);
+            var batchLayout = lib.layouts().batch();
+            var batch = a.allocate(batchLayout);
+            batch.set(ValueLayout.JAVA_INT, offset(batchLayout, "n_tokens"), n);
+            batch.set(ADDRESS, offset(batchLayout, "token"), tok);
+            batch.set(ADDRESS, offset(batchLayout, "embd"), MemorySegment.NULL);
+            batch.set(ADDRESS, offset(batchLayout, "pos"), pos);
+            batch.set(ADDRESS, offset(batchLayout, "n_seq_id"), nSeq);
+            batch.set(ADDRESS, offset(batchLayout, "seq_id"), seqIds);
+            batch.set(ADDRESS, offset(batchLayout, "logits"), out);
             tapFailure = null;
             lib.log().mark();
             int rc = (int) lib.decode.invokeExact(ctx, batch);

@@ -2,11 +2,14 @@ package dev.decodiff.llamacpp.ffi;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.List;
 
 /**
- * Where the pinned llama.cpp lives on this machine: the folder of its shared libraries (what scripts/llamacpp.sh
- * prints) and, beside it, the sources it was built from (headers, the Gemma 4 graph). Found from
- * {@code -Ddecodiff.llamacpp.lib}, then {@code $DECODIFF_LLAMACPP_LIB}, then the script's cache folder.
+ * Where llama.cpp lives on this machine: the folder of its shared libraries and, near it, the headers it was built
+ * from. Found from {@code -Ddecodiff.llamacpp.lib}, then {@code $DECODIFF_LLAMACPP_LIB} (any build of the source the
+ * bindings are written for: the prebuilt package, scripts/llamacpp-native.sh's build, or the user's own cmake build
+ * folder), then scripts/llamacpp.sh's cache. A prebuilt folder names its libraries {@code libllama.v0.5.0.so} and loads
+ * its CPU backend at run time; a native build names them {@code libllama.so} with the CPU backend linked in.
  */
 public record LlamaCppHome(Path lib) {
     /** The node-llama-cpp version the bindings are written for (it ships llama.cpp {@link #RELEASE}). */
@@ -15,7 +18,9 @@ public record LlamaCppHome(Path lib) {
     public static final String RELEASE = "v0.5.0";
     public static final String PROPERTY = "decodiff.llamacpp.lib";
     public static final String ENV = "DECODIFF_LLAMACPP_LIB";
-    static final String LIBLLAMA = "libllama.v0.5.0.so", LIBGGML = "libggml.v0.5.0.so", LIBGGML_BASE = "libggml-base.so";
+    /** The file names each library has in a prebuilt package or in a cmake build, tried in this order. */
+    static final List<String> LIBLLAMA = List.of("libllama.v0.5.0.so", "libllama.so"),
+            LIBGGML = List.of("libggml.v0.5.0.so", "libggml.so"), LIBGGML_BASE = List.of("libggml-base.so");
 
     /** decodiff's folder in the user's cache: ${XDG_CACHE_HOME:-~/.cache}/decodiff. */
     public static Path userCache() {
@@ -73,14 +78,99 @@ public record LlamaCppHome(Path lib) {
     }
 
     private static LlamaCppHome check(Path lib, String from) {
-        for (String f : new String[]{LIBLLAMA, LIBGGML, LIBGGML_BASE}) {
-            if (!Files.isReadable(lib.resolve(f)))
-                throw new LlamaCppException(lib.resolve(f) + " is missing (llama.cpp library folder from " + from
-                        + "); run scripts/llamacpp.sh to set up llama.cpp " + RELEASE + ", or point " + from + " at its lib folder");
+        if (!Files.isDirectory(lib))
+            throw new LlamaCppException("llama.cpp library folder " + lib + " (from " + from + ") does not exist; point " + from
+                    + " at the folder that holds libllama.so (a cmake build's bin/), or unset it to use scripts/llamacpp.sh's release");
+        for (var names : List.of(LIBLLAMA, LIBGGML, LIBGGML_BASE)) {
+            if (find(lib, names) == null)
+                throw new LlamaCppException("no " + String.join(" or ", names) + " in " + lib + " (llama.cpp library folder from " + from
+                        + "); point " + from + " at the folder that holds libllama.so (a cmake build's bin/), or unset it to use scripts/llamacpp.sh's release");
         }
         return new LlamaCppHome(lib.toAbsolutePath().normalize());
     }
 
-    /** The sources the libraries were built from (include/, ggml/include/, src/models/gemma4.cpp), if cached. */
+    private static Path find(Path lib, List<String> names) {
+        for (String n : names) if (Files.isReadable(lib.resolve(n))) return lib.resolve(n);
+        return null;
+    }
+
+    public Path libllama() { return find(lib, LIBLLAMA); }
+
+    public Path libggml() { return find(lib, LIBGGML); }
+
+    public Path libggmlBase() { return find(lib, LIBGGML_BASE); }
+
+    /** How this folder was built: the prebuilt package, scripts/llamacpp-native.sh, or someone's own build. */
+    public enum Kind {
+        PREBUILT("prebuilt (node-llama-cpp " + PACKAGE_VERSION + ")"), NATIVE("native (scripts/llamacpp-native.sh)"), OWN("own build");
+
+        public final String label;
+
+        Kind(String label) { this.label = label; }
+    }
+
+    public Kind kind() {
+        if (Files.exists(lib.resolve("_nlcBuildMetadata.json"))) return Kind.PREBUILT;
+        if (Files.exists(lib.resolve(NATIVE_BUILD_INFO))) return Kind.NATIVE;
+        return Kind.OWN;
+    }
+
+    /** What scripts/llamacpp-native.sh writes beside the libraries: how they were built (source, cmake flags, compiler, patch). */
+    public static final String NATIVE_BUILD_INFO = "decodiff-build.txt";
+
+    /** The lines of {@link #NATIVE_BUILD_INFO} as key → value, empty for another build. */
+    public java.util.Map<String, String> buildInfo() {
+        var info = new java.util.LinkedHashMap<String, String>();
+        try {
+            for (String line : Files.readAllLines(lib.resolve(NATIVE_BUILD_INFO))) {
+                int colon = line.indexOf(": ");
+                if (colon > 0) info.put(line.substring(0, colon), line.substring(colon + 2));
+            }
+        } catch (java.io.IOException e) {
+            // not a native build of ours
+        }
+        return info;
+    }
+
+    /** llama.cpp's own llama-bench beside the libraries (a cmake build puts it there), if any. */
+    public java.util.Optional<Path> llamaBench() {
+        var p = lib.resolve("llama-bench");
+        return Files.isExecutable(p) ? java.util.Optional.of(p) : java.util.Optional.empty();
+    }
+
+    /**
+     * The sources beside the libraries of the caches (include/, ggml/include/, src/models/gemma4.cpp). The struct
+     * layouts are read from {@link #headers()}, which also finds a cmake build's source tree.
+     */
     public Path sources() { return lib.resolveSibling("src"); }
+
+    /** The folders holding llama.h and ggml.h that these libraries were built from. */
+    public record Headers(Path llama, Path ggml) {}
+
+    /**
+     * Where llama.h and ggml.h are: {@code -Ddecodiff.llamacpp.include} (or {@code $DECODIFF_LLAMACPP_INCLUDE}) if set;
+     * else the caches' {@code ../src}; a cmake build folder inside its source tree ({@code <tree>/build/bin}); or an
+     * install prefix ({@code <prefix>/lib} beside {@code <prefix>/include}).
+     */
+    public java.util.Optional<Headers> headers() {
+        String configured = System.getProperty(INCLUDE_PROPERTY, System.getenv(INCLUDE_ENV));
+        var candidates = new java.util.ArrayList<Path>();
+        if (configured != null && !configured.isBlank()) {
+            var inc = Path.of(configured).toAbsolutePath();
+            if (Files.exists(inc.resolve("llama.h")) && Files.exists(inc.resolve("ggml.h"))) return java.util.Optional.of(new Headers(inc, inc));
+            if (inc.getParent() != null) candidates.add(inc.getParent());
+        } else {
+            candidates.add(sources());
+            for (Path p = lib.getParent(); p != null && candidates.size() < 5; p = p.getParent()) candidates.add(p);
+        }
+        for (Path root : candidates) {
+            var llama = root.resolve("include");
+            if (!Files.exists(llama.resolve("llama.h"))) continue;
+            if (Files.exists(root.resolve("ggml/include/ggml.h"))) return java.util.Optional.of(new Headers(llama, root.resolve("ggml/include")));
+            if (Files.exists(llama.resolve("ggml.h"))) return java.util.Optional.of(new Headers(llama, llama));
+        }
+        return java.util.Optional.empty();
+    }
+
+    public static final String INCLUDE_PROPERTY = "decodiff.llamacpp.include", INCLUDE_ENV = "DECODIFF_LLAMACPP_INCLUDE";
 }

@@ -2,6 +2,7 @@ package dev.decodiff.llamacpp.ffi;
 
 import java.lang.foreign.MemoryLayout;
 import java.lang.foreign.StructLayout;
+import java.util.List;
 
 import static java.lang.foreign.MemoryLayout.paddingLayout;
 import static java.lang.foreign.MemoryLayout.sequenceLayout;
@@ -13,13 +14,22 @@ import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
 /**
- * The C structs decodiff passes to or reads from llama.cpp, written by hand from the headers of the pinned release
- * (llama.cpp v0.5.0 as shipped by node-llama-cpp 3.22.1) for x86-64 Linux. Enums are C ints, bools one byte; the
- * padding is what the System V ABI inserts. LayoutTest compiles a C program against the same headers and checks every
- * size and field offset here against the compiler's; a new release must pass it before its library is used.
+ * The C structs decodiff passes to or reads from llama.cpp, as one loaded build has them. The static layouts are the
+ * bindings' own, written by hand from the headers of the pinned release (llama.cpp v0.5.0 as shipped by node-llama-cpp
+ * 3.22.1) for x86-64 Linux: the fields the bindings touch, with their C types (enums are C ints, bools one byte) and
+ * the padding the System V ABI inserts. The layouts of a loaded build come from its own headers ({@link LayoutProbe}
+ * compiles sizeof/offsetof of exactly these fields): the same fields at that build's offsets, whatever else lies
+ * between them kept as padding, so the struct a build's {@code *_default_params} returns passes through whole.
  */
-public final class LlamaLayouts {
-    private LlamaLayouts() {}
+public record LlamaLayouts(StructLayout modelParams, StructLayout contextParams, StructLayout batch, StructLayout tensor,
+                           StructLayout threadpoolParams, String origin) {
+    /** The structs in the order of {@link #all()}. */
+    public List<StructLayout> all() { return List.of(modelParams, contextParams, batch, tensor, threadpoolParams); }
+
+    /** The bindings' own layouts: those of the pinned release. */
+    public static LlamaLayouts pinned() {
+        return new LlamaLayouts(MODEL_PARAMS, CONTEXT_PARAMS, BATCH, TENSOR, THREADPOOL_PARAMS, "the bindings' layouts of llama.cpp v0.5.0");
+    }
 
     /** {@code struct llama_model_params} (include/llama.h). */
     public static final StructLayout MODEL_PARAMS = MemoryLayout.structLayout(
@@ -131,8 +141,39 @@ public final class LlamaLayouts {
             sequenceLayout(8, JAVA_BYTE).withName("padding")
     ).withName("ggml_tensor");
 
-    /** The structs above, with the C name of each (the layout test iterates over these). */
-    public static final java.util.List<StructLayout> ALL = java.util.List.of(MODEL_PARAMS, CONTEXT_PARAMS, BATCH, TENSOR, THREADPOOL_PARAMS);
+    /** The structs above, with the C name of each (the probe and the layout test iterate over these). */
+    public static final List<StructLayout> ALL = List.of(MODEL_PARAMS, CONTEXT_PARAMS, BATCH, TENSOR, THREADPOOL_PARAMS);
+
+    /**
+     * The C constants the bindings pass or compare (enum values and macros, under their C names): a build whose
+     * headers give any other value is refused.
+     */
+    public static java.util.SequencedMap<String, Long> constants() {
+        var c = new java.util.LinkedHashMap<String, Long>();
+        c.put("GGML_TYPE_F32", (long) GgmlTensor.F32);
+        c.put("GGML_TYPE_F16", (long) GgmlTensor.F16);
+        c.put("GGML_TYPE_BF16", (long) GgmlTensor.BF16);
+        c.put("GGML_TYPE_Q8_0", (long) GgmlTensor.Q8_0);
+        c.put("GGML_TYPE_Q4_0", (long) GgmlTensor.Q4_0);
+        c.put("GGML_OP_MUL_MAT", (long) GgmlTensor.OP_MUL_MAT);
+        c.put("GGML_OP_FLASH_ATTN_EXT", (long) GgmlTensor.OP_FLASH_ATTN_EXT);
+        for (var m : LlamaModel.LoadMode.values()) c.put("LLAMA_LOAD_MODE_" + m.name(), (long) m.value);
+        for (var fa : LlamaContext.FlashAttention.values()) c.put("LLAMA_FLASH_ATTN_TYPE_" + switch (fa) {
+            case OFF -> "DISABLED";
+            case ON -> "ENABLED";
+            case AUTO -> "AUTO";
+        }, (long) fa.value);
+        c.put("GGML_BACKEND_DEVICE_TYPE_CPU", (long) LlamaLibrary.GGML_BACKEND_DEVICE_TYPE_CPU);
+        c.put("GGML_LOG_LEVEL_WARN", (long) LlamaLog.WARN);
+        c.put("GGML_LOG_LEVEL_ERROR", (long) LlamaLog.ERROR);
+        c.put("GGML_LOG_LEVEL_CONT", (long) LlamaLog.CONT);
+        c.put("GGML_MAX_DIMS", (long) MAX_DIMS);
+        c.put("GGML_MAX_SRC", (long) MAX_SRC);
+        c.put("GGML_MAX_NAME", (long) MAX_NAME);
+        c.put("GGML_MAX_OP_PARAMS", (long) MAX_OP_PARAMS);
+        c.put("GGML_MAX_N_THREADS", (long) MAX_N_THREADS);
+        return c;
+    }
 
     public static long offset(StructLayout s, String field) {
         return s.byteOffset(MemoryLayout.PathElement.groupElement(field));

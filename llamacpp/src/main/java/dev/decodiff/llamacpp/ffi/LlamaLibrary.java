@@ -17,8 +17,10 @@ import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
 /**
- * The loaded llama.cpp: its C functions as method handles, its log routed into a {@link LlamaLog}, and the CPU
- * backend picked for this machine. Loaded once per JVM (a native library cannot be unloaded).
+ * The loaded llama.cpp: its C functions as method handles, its log routed into a {@link LlamaLog}, the struct
+ * layouts of this build (from its own headers, {@link LayoutProbe}), and the CPU backend: the one ggml picked for this
+ * machine from a prebuilt package's variants, or the one a native build linked in. Loaded once per JVM (a native
+ * library cannot be unloaded).
  */
 public final class LlamaLibrary {
     private static LlamaLibrary instance;
@@ -26,6 +28,7 @@ public final class LlamaLibrary {
     private final LlamaCppHome home;
     private final LlamaLog log = new LlamaLog();
     private final String backend;
+    private final LlamaLayouts layouts;
 
     final MethodHandle modelDefaultParams, contextDefaultParams, modelLoad, modelFree, initFromModel, free, decode,
             logitsIth, getMemory, memoryClear, memorySeqRm, modelGetVocab, vocabNTokens, modelNEmbd, modelNLayer,
@@ -34,25 +37,28 @@ public final class LlamaLibrary {
 
     private LlamaLibrary(LlamaCppHome home) {
         this.home = home;
+        this.layouts = LayoutProbe.of(home);
+        this.tensorFields = GgmlTensor.Fields.of(layouts.tensor());
         var linker = Linker.nativeLinker();
         var arena = Arena.global();
         SymbolLookup lookup;
         try {
-            lookup = SymbolLookup.libraryLookup(home.lib().resolve(LlamaCppHome.LIBGGML_BASE), arena)
-                    .or(SymbolLookup.libraryLookup(home.lib().resolve(LlamaCppHome.LIBGGML), arena))
-                    .or(SymbolLookup.libraryLookup(home.lib().resolve(LlamaCppHome.LIBLLAMA), arena));
+            lookup = SymbolLookup.libraryLookup(home.libggmlBase(), arena)
+                    .or(SymbolLookup.libraryLookup(home.libggml(), arena))
+                    .or(SymbolLookup.libraryLookup(home.libllama(), arena));
         } catch (IllegalArgumentException e) {
             throw new LlamaCppException("cannot load llama.cpp from " + home.lib() + ": " + e.getMessage()
-                    + "; run scripts/llamacpp.sh again to restore it", e);
+                    + (home.kind() == LlamaCppHome.Kind.PREBUILT ? "; run scripts/llamacpp.sh again to restore it"
+                    : "; build that folder again (scripts/llamacpp-native.sh, or cmake --build for your own build)"), e);
         }
         var h = new Handles(linker, lookup);
-        modelDefaultParams = h.get("llama_model_default_params", FunctionDescriptor.of(LlamaLayouts.MODEL_PARAMS));
-        contextDefaultParams = h.get("llama_context_default_params", FunctionDescriptor.of(LlamaLayouts.CONTEXT_PARAMS));
-        modelLoad = h.get("llama_model_load_from_file", FunctionDescriptor.of(ADDRESS, ADDRESS, LlamaLayouts.MODEL_PARAMS));
+        modelDefaultParams = h.get("llama_model_default_params", FunctionDescriptor.of(layouts.modelParams()));
+        contextDefaultParams = h.get("llama_context_default_params", FunctionDescriptor.of(layouts.contextParams()));
+        modelLoad = h.get("llama_model_load_from_file", FunctionDescriptor.of(ADDRESS, ADDRESS, layouts.modelParams()));
         modelFree = h.get("llama_model_free", FunctionDescriptor.ofVoid(ADDRESS));
-        initFromModel = h.get("llama_init_from_model", FunctionDescriptor.of(ADDRESS, ADDRESS, LlamaLayouts.CONTEXT_PARAMS));
+        initFromModel = h.get("llama_init_from_model", FunctionDescriptor.of(ADDRESS, ADDRESS, layouts.contextParams()));
         free = h.get("llama_free", FunctionDescriptor.ofVoid(ADDRESS));
-        decode = h.get("llama_decode", FunctionDescriptor.of(JAVA_INT, ADDRESS, LlamaLayouts.BATCH));
+        decode = h.get("llama_decode", FunctionDescriptor.of(JAVA_INT, ADDRESS, layouts.batch()));
         logitsIth = h.get("llama_get_logits_ith", FunctionDescriptor.of(ADDRESS, ADDRESS, JAVA_INT));
         getMemory = h.get("llama_get_memory", FunctionDescriptor.of(ADDRESS, ADDRESS));
         memoryClear = h.get("llama_memory_clear", FunctionDescriptor.ofVoid(ADDRESS, JAVA_BOOLEAN));
@@ -76,16 +82,22 @@ public final class LlamaLibrary {
         var loadAll = h.get("ggml_backend_load_all_from_path", FunctionDescriptor.ofVoid(ADDRESS));
         var backendInit = h.get("llama_backend_init", FunctionDescriptor.ofVoid());
         if (!h.missing.isEmpty())
-            throw new LlamaCppException(home.lib() + " lacks " + String.join(", ", h.missing) + ": it is not llama.cpp "
-                    + LlamaCppHome.RELEASE + "; run scripts/llamacpp.sh to set up the release decodiff is written for");
+            throw new LlamaCppException("llama.cpp's API differs from what decodiff's bindings support (" + LlamaCppHome.RELEASE + "): "
+                    + home.lib() + " lacks " + String.join(", ", h.missing) + "; use a build of llama.cpp " + LlamaCppHome.RELEASE
+                    + " (scripts/llamacpp-native.sh builds one; scripts/llamacpp.sh fetches the prebuilt)");
         try {
             var target = MethodHandles.lookup().bind(log, "acceptNative",
                     MethodType.methodType(void.class, int.class, MemorySegment.class, MemorySegment.class));
             var stub = linker.upcallStub(target, FunctionDescriptor.ofVoid(JAVA_INT, ADDRESS, ADDRESS), arena);
             logSet.invokeExact(stub, MemorySegment.NULL);
             log.mark();
-            try (var a = Arena.ofConfined()) {
-                loadAll.invokeExact(a.allocateFrom(home.lib().toString()));
+            // A build with its CPU backend linked in has registered it already; a prebuilt package loads one of its
+            // libggml-cpu-*.so variants from the folder.
+            boolean linkedIn = (long) devCount.invokeExact() > 0;
+            if (!linkedIn) {
+                try (var a = Arena.ofConfined()) {
+                    loadAll.invokeExact(a.allocateFrom(home.lib().toString()));
+                }
             }
             backendInit.invokeExact();
             long devices = (long) devCount.invokeExact();
@@ -93,17 +105,29 @@ public final class LlamaLibrary {
                 String why = log.errorsSinceMark();
                 throw new LlamaCppException("no CPU backend in " + home.lib() + " runs on this CPU (" + cpuName()
                         + "): none of its libggml-cpu-*.so variants matched" + (why.isEmpty() ? "" : " (" + why + ")")
-                        + "; llama.cpp needs a build for this micro-architecture (build it from source with GGML_NATIVE=ON and point -D"
-                        + LlamaCppHome.PROPERTY + " at it)");
+                        + "; llama.cpp needs a build for this micro-architecture: scripts/llamacpp-native.sh builds one from the pinned source"
+                        + " (GGML_NATIVE=ON); point $" + LlamaCppHome.ENV + " (or -D" + LlamaCppHome.PROPERTY + ") at the folder it prints");
             }
         } catch (LlamaCppException e) {
             throw e;
         } catch (Throwable t) {
             throw new LlamaCppException("cannot start llama.cpp from " + home.lib() + ": " + t, t);
         }
-        String loaded = log.find("loaded CPU backend from");
-        this.backend = loaded == null ? "CPU" : loaded.replaceFirst(".*loaded CPU backend from\\s*", "").replaceFirst(".*/", "");
+        this.backend = backendName(log, home);
     }
+
+    private static String backendName(LlamaLog log, LlamaCppHome home) {
+        String loaded = log.find("loaded CPU backend from");
+        if (loaded != null) return loaded.replaceFirst(".*loaded CPU backend from\\s*", "").replaceFirst(".*/", "");
+        return java.nio.file.Files.exists(home.lib().resolve("libggml-cpu.so")) ? "libggml-cpu.so (linked in)" : "CPU (linked in)";
+    }
+
+    private final GgmlTensor.Fields tensorFields;
+
+    GgmlTensor.Fields tensorFields() { return tensorFields; }
+
+    /** The struct layouts of this build, from its own headers. */
+    public LlamaLayouts layouts() { return layouts; }
 
     /** The one loaded llama.cpp of this JVM, loaded on first use from {@link LlamaCppHome#locate()}. */
     public static synchronized LlamaLibrary get() {
@@ -129,8 +153,8 @@ public final class LlamaLibrary {
             var reg = (MemorySegment) devBackendReg.invokeExact(dev);
             var fn = (MemorySegment) regProcAddress.invokeExact(reg, a.allocateFrom(name));
             if (fn.equals(MemorySegment.NULL))
-                throw new LlamaCppException("llama.cpp's CPU backend " + backend + " does not export " + name + "; run scripts/llamacpp.sh to restore "
-                        + LlamaCppHome.RELEASE);
+                throw new LlamaCppException("llama.cpp's CPU backend " + backend + " does not export " + name + ", which the bindings call; use a build of llama.cpp "
+                        + LlamaCppHome.RELEASE + " (scripts/llamacpp-native.sh builds one)");
             return Linker.nativeLinker().downcallHandle(fn, fd);
         } catch (LlamaCppException e) {
             throw e;

@@ -5,7 +5,6 @@ import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.file.Path;
 
-import static dev.decodiff.llamacpp.ffi.LlamaLayouts.MODEL_PARAMS;
 import static dev.decodiff.llamacpp.ffi.LlamaLayouts.offset;
 
 /** A model llama.cpp loaded from a GGUF file, on the CPU; close to free it. */
@@ -42,9 +41,10 @@ public final class LlamaModel implements AutoCloseable {
         var header = GgufPreflight.check(file);
         try (var arena = Arena.ofConfined()) {
             var params = (MemorySegment) lib.modelDefaultParams.invokeExact((java.lang.foreign.SegmentAllocator) arena);
-            params.set(ValueLayout.JAVA_INT, offset(MODEL_PARAMS, "n_gpu_layers"), 0);
-            params.set(ValueLayout.JAVA_BOOLEAN, offset(MODEL_PARAMS, "vocab_only"), vocabOnly);
-            params.set(ValueLayout.JAVA_INT, offset(MODEL_PARAMS, "load_mode"), mode.value);
+            var mp = lib.layouts().modelParams();
+            params.set(ValueLayout.JAVA_INT, offset(mp, "n_gpu_layers"), 0);
+            params.set(ValueLayout.JAVA_BOOLEAN, offset(mp, "vocab_only"), vocabOnly);
+            params.set(ValueLayout.JAVA_INT, offset(mp, "load_mode"), mode.value);
             lib.log().mark();
             var m = (MemorySegment) lib.modelLoad.invokeExact(arena.allocateFrom(file.toString()), params);
             if (m.equals(MemorySegment.NULL)) {

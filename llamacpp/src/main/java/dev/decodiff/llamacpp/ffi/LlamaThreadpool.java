@@ -5,7 +5,6 @@ import java.lang.foreign.FunctionDescriptor;
 import java.lang.foreign.MemorySegment;
 import java.lang.invoke.MethodHandle;
 
-import static dev.decodiff.llamacpp.ffi.LlamaLayouts.THREADPOOL_PARAMS;
 import static dev.decodiff.llamacpp.ffi.LlamaLayouts.offset;
 import static java.lang.foreign.ValueLayout.ADDRESS;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
@@ -34,9 +33,10 @@ final class LlamaThreadpool implements AutoCloseable {
             }
         }
         try (var a = Arena.ofConfined()) {
-            var params = a.allocate(THREADPOOL_PARAMS);
+            var layout = lib.layouts().threadpoolParams();
+            var params = a.allocate(layout);
             lib.threadpoolParamsInit.invokeExact(params, threads);
-            params.set(JAVA_INT, offset(THREADPOOL_PARAMS, "poll"), poll);
+            params.set(JAVA_INT, offset(layout, "poll"), poll);
             var pool = (MemorySegment) create.invokeExact(params);
             if (pool.equals(MemorySegment.NULL)) throw new LlamaCppException("ggml_threadpool_new refused " + threads + " threads");
             return new LlamaThreadpool(lib, pool);

@@ -79,7 +79,8 @@ class BindingsTest {
         System.setProperty(LlamaCppHome.PROPERTY, tmp.toString());
         try {
             assertThatThrownBy(LlamaCppHome::locate).isInstanceOf(LlamaCppException.class)
-                    .hasMessageContaining(tmp.resolve("libllama.v0.5.0.so").toString()).hasMessageContaining("scripts/llamacpp.sh");
+                    .hasMessageContaining("no libllama.v0.5.0.so or libllama.so in " + tmp).hasMessageContaining("scripts/llamacpp.sh")
+                    .hasMessageContaining("-D" + LlamaCppHome.PROPERTY);
         } finally {
             if (saved == null) System.clearProperty(LlamaCppHome.PROPERTY);
             else System.setProperty(LlamaCppHome.PROPERTY, saved);

@@ -41,25 +41,8 @@ class LayoutTest {
                 fields++;
             }
         }
-        // the enum values the bindings pass or compare, under their C names
-        var constants = new java.util.LinkedHashMap<String, Long>();
-        constants.put("GGML_TYPE_F32", (long) GgmlTensor.F32);
-        constants.put("GGML_TYPE_F16", (long) GgmlTensor.F16);
-        constants.put("GGML_TYPE_BF16", (long) GgmlTensor.BF16);
-        constants.put("GGML_TYPE_Q8_0", (long) LlamaContext.ggmlType("q8_0"));
-        constants.put("GGML_TYPE_Q4_0", (long) LlamaContext.ggmlType("q4_0"));
-        constants.put("GGML_OP_MUL_MAT", (long) GgmlTensor.OP_MUL_MAT);
-        constants.put("GGML_OP_FLASH_ATTN_EXT", (long) GgmlTensor.OP_FLASH_ATTN_EXT);
-        for (var m : LlamaModel.LoadMode.values()) constants.put("LLAMA_LOAD_MODE_" + m.name(), (long) m.value);
-        for (var fa : LlamaContext.FlashAttention.values()) constants.put("LLAMA_FLASH_ATTN_TYPE_" + switch (fa) {
-            case OFF -> "DISABLED";
-            case ON -> "ENABLED";
-            case AUTO -> "AUTO";
-        }, (long) fa.value);
-        constants.put("GGML_BACKEND_DEVICE_TYPE_CPU", (long) LlamaLibrary.GGML_BACKEND_DEVICE_TYPE_CPU);
-        constants.put("GGML_LOG_LEVEL_WARN", (long) LlamaLog.WARN);
-        constants.put("GGML_LOG_LEVEL_ERROR", (long) LlamaLog.ERROR);
-        constants.put("GGML_LOG_LEVEL_CONT", (long) LlamaLog.CONT);
+        // the enum values and macros the bindings pass or compare, under their C names
+        var constants = LlamaLayouts.constants();
         for (var k : constants.keySet()) c.append("  printf(\"%s %ld\\n\", \"").append(k).append("\", (long) ").append(k).append(");\n");
         c.append("  return 0;\n}\n");
         Path prog = tmp.resolve("layouts.c"), exe = tmp.resolve("layouts");

@@ -1,5 +1,6 @@
 package dev.decodiff.llamacpp.ffi;
 
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -32,14 +33,18 @@ class NoCpuBackendTest {
     @Test
     void aLibraryFolderWithNoUsableCpuBackendIsRefusedWithTheCpuNamed() throws Exception {
         var home = LlamaCppTestSupport.requireHome();
-        for (String f : List.of(LlamaCppHome.LIBLLAMA, LlamaCppHome.LIBGGML, LlamaCppHome.LIBGGML_BASE))
-            Files.copy(home.lib().resolve(f), tmp.resolve(f));
+        Assumptions.assumeTrue(home.kind() == LlamaCppHome.Kind.PREBUILT, "a native build links its CPU backend in");
+        Path lib = Files.createDirectory(tmp.resolve("lib"));
+        for (Path f : List.of(home.libllama(), home.libggml(), home.libggmlBase()))
+            Files.copy(f, lib.resolve(f.getFileName()));
+        // the headers beside it, as in the cache, for the layout probe
+        Files.createSymbolicLink(tmp.resolve("src"), home.sources());
         var java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
         var p = new ProcessBuilder(java, "--enable-native-access=ALL-UNNAMED", "-cp", System.getProperty("java.class.path"),
-                NoCpuBackendTest.class.getName(), tmp.toString()).redirectErrorStream(true).start();
+                NoCpuBackendTest.class.getName(), lib.toString()).redirectErrorStream(true).start();
         String out = new String(p.getInputStream().readAllBytes());
         assertThat(p.waitFor(60, TimeUnit.SECONDS)).isTrue();
         assertThat(p.exitValue()).as(out).isZero();
-        assertThat(out).contains("REFUSED").contains("no CPU backend in " + tmp).contains("runs on this CPU").contains("GGML_NATIVE");
+        assertThat(out).contains("REFUSED").contains("no CPU backend in " + lib).contains("runs on this CPU").contains("GGML_NATIVE");
     }
 }
