@@ -1,12 +1,16 @@
 package dev.decodiff.engine;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.decodiff.engine.quant.MlxQuantization;
+import dev.decodiff.engine.quant.QuantizationSummary;
+import dev.decodiff.engine.quant.QuantizedTensors;
 import dev.decodiff.metal.SafetensorsException;
 import dev.decodiff.metal.SafetensorsFile;
 import dev.decodiff.metal.TensorView;
 
 import java.io.IOException;
 import java.io.InputStream;
+import java.lang.foreign.Arena;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.security.MessageDigest;
@@ -20,19 +24,29 @@ import java.util.TreeSet;
 
 /**
  * The safetensors shards of a Hugging Face checkpoint folder, memory-mapped, with the text model's weight
- * prefix resolved ("model." from Gemma4ForCausalLM, "model.language_model." from the multimodal class).
+ * prefix resolved ("model." from Gemma4ForCausalLM, "model.language_model." from the multimodal class,
+ * "language_model.model." from mlx-vlm / mlx-lm conversions). An MLX-quantized checkpoint (config.json's
+ * "quantization") has its packed weights dequantized to fp32 here, once: {@link #all()} is what the engine reads,
+ * {@link #stored()} what the files hold.
  */
 public final class CheckpointFiles implements AutoCloseable {
     private final Path dir;
     private final List<SafetensorsFile> shards;
     private final Map<String, TensorView> byName;
+    private final Map<String, TensorView> stored;
     private final String prefix;
+    private final QuantizationSummary quantization;
+    private final Arena dequantized;
 
-    private CheckpointFiles(Path dir, List<SafetensorsFile> shards, Map<String, TensorView> byName, String prefix) {
+    private CheckpointFiles(Path dir, List<SafetensorsFile> shards, Map<String, TensorView> stored, Map<String, TensorView> byName,
+                            String prefix, QuantizationSummary quantization, Arena dequantized) {
         this.dir = dir;
         this.shards = shards;
+        this.stored = stored;
         this.byName = byName;
         this.prefix = prefix;
+        this.quantization = quantization;
+        this.dequantized = dequantized;
     }
 
     public static CheckpointFiles open(Path dir) {
@@ -57,13 +71,38 @@ public final class CheckpointFiles implements AutoCloseable {
         }
         String prefix;
         if (byName.containsKey("model.language_model.embed_tokens.weight")) prefix = "model.language_model.";
+        else if (byName.containsKey("language_model.model.embed_tokens.weight")) prefix = "language_model.model.";
         else if (byName.containsKey("model.embed_tokens.weight")) prefix = "model.";
         else if (byName.containsKey("embed_tokens.weight")) prefix = "";
         else {
             shards.forEach(SafetensorsFile::close);
-            throw new CheckpointException(dir + ": no embed_tokens.weight under the prefixes 'model.' or 'model.language_model.' — is this a Gemma 4 checkpoint?");
+            throw new CheckpointException(dir + ": no embed_tokens.weight under the prefixes 'model.', 'model.language_model.' or 'language_model.model.' — is this a Gemma 4 checkpoint?");
         }
-        return new CheckpointFiles(dir, shards, byName, prefix);
+        var arena = Arena.ofShared();
+        try {
+            var q = quantizationOf(dir);
+            if (q == null) {
+                QuantizedTensors.requireNone(dir, byName);
+                arena.close();
+                return new CheckpointFiles(dir, shards, byName, byName, prefix, null, null);
+            }
+            var resolved = QuantizedTensors.resolve(dir, byName, q, arena);
+            return new CheckpointFiles(dir, shards, byName, resolved.tensors(), prefix, resolved.summary(), arena);
+        } catch (RuntimeException e) {
+            arena.close();
+            shards.forEach(SafetensorsFile::close);
+            throw e;
+        }
+    }
+
+    private static MlxQuantization quantizationOf(Path dir) {
+        Path cfg = dir.resolve("config.json");
+        if (!Files.isRegularFile(cfg)) return null;
+        try {
+            return MlxQuantization.of(new ObjectMapper().readTree(cfg.toFile()), cfg.toString());
+        } catch (IOException e) {
+            throw new CheckpointException(cfg + ": cannot read config.json: " + e.getMessage(), e);
+        }
     }
 
     private static List<Path> shardFiles(Path dir) {
@@ -99,11 +138,28 @@ public final class CheckpointFiles implements AutoCloseable {
 
     public String prefix() { return prefix; }
 
+    /** Every tensor as the engine reads it (quantized weights dequantized to fp32; their scales and biases gone). */
     public Map<String, TensorView> all() { return byName; }
+
+    /** Every tensor as the files store it. */
+    public Map<String, TensorView> stored() { return stored; }
+
+    /** How the checkpoint was quantized (MLX affine), or null for a float checkpoint. */
+    public QuantizationSummary quantization() { return quantization; }
+
+    /**
+     * The untied output head's tensor name, or null when the checkpoint has none: "lm_head.weight" at the root
+     * (Gemma4ForCausalLM) or beside the text model ("language_model.lm_head.weight", mlx-vlm).
+     */
+    public String headName() {
+        for (String n : List.of("lm_head.weight", "language_model.lm_head.weight", "model.language_model.lm_head.weight"))
+            if (byName.containsKey(n)) return n;
+        return null;
+    }
 
     public List<Path> shardPaths() { return shards.stream().map(SafetensorsFile::path).toList(); }
 
-    public long totalBytes() { return byName.values().stream().mapToLong(t -> t.data().byteSize()).sum(); }
+    public long totalBytes() { return stored.values().stream().mapToLong(t -> t.data().byteSize()).sum(); }
 
     /** A text-model tensor by its name below the prefix, e.g. "layers.0.self_attn.q_proj.weight". */
     public TensorView get(String name, long... shape) {
@@ -152,5 +208,11 @@ public final class CheckpointFiles implements AutoCloseable {
     }
 
     @Override
-    public void close() { shards.forEach(SafetensorsFile::close); }
+    public void close() {
+        try {
+            if (dequantized != null) dequantized.close();
+        } finally {
+            shards.forEach(SafetensorsFile::close);
+        }
+    }
 }

@@ -19,9 +19,10 @@ public record ModelWeights(WeightMatrix embed, WeightMatrix lmHead, float[] fina
         WeightMatrix lmHead;
         if (c.tieWordEmbeddings()) lmHead = embed;
         else {
-            if (!f.all().containsKey("lm_head.weight"))
+            String head = f.headName();
+            if (head == null)
                 throw new CheckpointException(f.dir() + ": tie_word_embeddings is false but lm_head.weight is missing");
-            lmHead = WeightMatrix.of(f.get("lm_head.weight", V, H));
+            lmHead = WeightMatrix.of(f.get(head, V, H));
         }
         float[] finalNorm = vec(f, "norm.weight", H);
         WeightMatrix pleEmbed = null, pleProj = null;

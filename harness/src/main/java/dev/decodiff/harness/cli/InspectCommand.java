@@ -116,18 +116,35 @@ final class InspectCommand implements Callable<Integer> {
         out.println();
         try (var files = CheckpointFiles.open(path)) {
             var dtypes = new TreeMap<String, long[]>();
-            for (var t : files.all().values()) {
+            for (var t : files.stored().values()) {
                 var c = dtypes.computeIfAbsent(t.dtype().toString(), k -> new long[2]);
                 c[0]++;
                 c[1] += t.data().byteSize();
             }
-            out.println("  tensors    " + files.all().size() + " in " + files.shardPaths().size() + " file(s), " + human(files.totalBytes())
+            out.println("  tensors    " + files.stored().size() + " in " + files.shardPaths().size() + " file(s), " + human(files.totalBytes())
                     + " (prefix '" + files.prefix() + "')");
             for (var e : dtypes.entrySet()) out.println("    " + e.getKey() + ": " + e.getValue()[0] + " tensors, " + human(e.getValue()[1]));
+            var q = files.quantization();
+            if (q != null) quantization(out, files, q);
             out.println("  config     sha256 " + CheckpointFiles.sha256(path.resolve("config.json")));
             out.println("  weights    sha256 " + files.weightsSha256());
         }
         out.println("  tokenizer  " + (Files.isRegularFile(path.resolve("tokenizer.json")) ? "tokenizer.json" : "(none)"));
+    }
+
+    /** The quantization: defaults, how many tensors each spec covers, every override, the matrices left in float. */
+    private static void quantization(PrintWriter out, CheckpointFiles files, dev.decodiff.engine.quant.QuantizationSummary q) {
+        out.println("  quantized  " + q.describe());
+        for (String c : q.countsBySpec()) out.println("    " + c);
+        for (String o : q.overrides()) out.println("    override " + o);
+        var kept = new ArrayList<String>();
+        for (var t : files.all().values())
+            if (t.rank() == 2 && !q.tensors().containsKey(t.name()) && !dev.decodiff.engine.quant.QuantizedTensors.isMedia(t.name()))
+                kept.add(t.name() + " " + t.dtype() + " " + t.shapeString());
+        for (int i = 0; i < kept.size() && i < 12; i++) out.println("    not quantized " + kept.get(i));
+        if (kept.size() > 12) out.println("    not quantized … and " + (kept.size() - 12) + " more");
+        long fp32 = q.tensors().keySet().stream().mapToLong(n -> files.all().get(n).data().byteSize()).sum();
+        out.println("    the engine holds them as fp32: " + human(fp32));
     }
 
     private void file(PrintWriter out, Path f) {

@@ -1,0 +1,132 @@
+package dev.decodiff.engine.quant;
+
+import dev.decodiff.engine.CheckpointException;
+import dev.decodiff.metal.DType;
+import dev.decodiff.metal.TensorView;
+
+import java.lang.foreign.Arena;
+import java.nio.file.Path;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeMap;
+
+/**
+ * Resolves an MLX checkpoint's quantized tensors: every text module with {@code M.scales} (as MLX's loader decides)
+ * has its packed {@code M.weight} dequantized once into fp32 with {@code M.scales} and {@code M.biases}, at the bits
+ * and group size config.json gives it (its override, else the defaults). The result maps names as the file does,
+ * with {@code M.weight} now fp32 and the scales and biases gone. Media towers are left as they are (text decoding
+ * never reads them). Anything inconsistent is refused with the tensor's name: never a silent fallback.
+ */
+public final class QuantizedTensors {
+    private QuantizedTensors() {}
+
+    /** Top-level modules of the multimodal checkpoints that text decoding ignores. */
+    private static final Set<String> MEDIA = Set.of("vision_tower", "audio_tower", "embed_vision", "embed_audio", "multi_modal_projector");
+
+    public record Resolved(Map<String, TensorView> tensors, QuantizationSummary summary) {}
+
+    public static boolean isMedia(String name) {
+        for (String part : name.split("\\.")) if (MEDIA.contains(part)) return true;
+        return false;
+    }
+
+    /** Refuses packed tensors in a checkpoint whose config.json declares no quantization. */
+    public static void requireNone(Path dir, Map<String, TensorView> stored) {
+        for (var t : stored.values()) {
+            if (isMedia(t.name())) continue;
+            if (t.name().endsWith(".scales") || t.dtype() == DType.U32)
+                throw new CheckpointException(dir + ": tensor '" + t.name() + "' is part of a quantized weight but config.json has no 'quantization' "
+                        + "object; add the quantization the checkpoint was converted with ({\"bits\": …, \"group_size\": …}) to config.json");
+        }
+    }
+
+    public static Resolved resolve(Path dir, Map<String, TensorView> stored, MlxQuantization q, Arena arena) {
+        String where = dir + "/config.json";
+        for (var k : q.overrides().keySet()) {
+            if (!stored.containsKey(k + ".weight") && !stored.containsKey(k + ".scales"))
+                throw new CheckpointException(where + ": quantization override '" + k + "' names no tensor (the checkpoint has no '" + k
+                        + ".weight'); fix the module path (as the checkpoint names its tensors) or remove the key");
+        }
+        var out = new LinkedHashMap<String, TensorView>();
+        var specs = new TreeMap<String, MlxQuantization.Spec>();
+        for (var t : stored.values()) {
+            String name = t.name();
+            if (isMedia(name)) {
+                out.put(name, t);
+                continue;
+            }
+            if (name.endsWith(".scales") || name.endsWith(".biases")) {
+                String m = name.substring(0, name.length() - 7);
+                if (!stored.containsKey(m + ".weight"))
+                    throw new CheckpointException(dir + ": tensor '" + name + "' has no '" + m + ".weight' to dequantize; the checkpoint is incomplete — re-convert it");
+                if (name.endsWith(".biases") && !stored.containsKey(m + ".scales"))
+                    throw new CheckpointException(dir + ": tensor '" + m + ".weight' has biases but no '" + m + ".scales'; affine quantization needs both — re-convert the checkpoint");
+                continue;
+            }
+            String m = name.endsWith(".weight") ? name.substring(0, name.length() - 7) : null;
+            var scales = m == null ? null : stored.get(m + ".scales");
+            var ov = m == null ? null : q.overrides().get(m);
+            if (scales == null) {
+                if (t.dtype() == DType.U32)
+                    throw new CheckpointException(dir + ": tensor '" + name + "' is packed (U32) but '" + (m == null ? name : m) + ".scales' is missing; "
+                            + "the checkpoint is incomplete — re-convert it or restore the scales and biases");
+                if (ov != null && ov.quantized())
+                    throw new CheckpointException(where + ": quantization override '" + m + "' gives it " + ov.describe() + ", but '" + name + "' is "
+                            + t.dtype() + " with no '" + m + ".scales'; fix or remove the override");
+                out.put(name, t);
+                continue;
+            }
+            if (ov != null && !ov.quantized())
+                throw new CheckpointException(where + ": quantization override '" + m + "' is false (not quantized), but the checkpoint has '" + m
+                        + ".scales'; fix the override");
+            var biases = stored.get(m + ".biases");
+            if (biases == null)
+                throw new CheckpointException(dir + ": tensor '" + name + "' is quantized ('" + m + ".scales') but '" + m + ".biases' is missing; "
+                        + "affine quantization needs both — re-convert the checkpoint");
+            var spec = ov != null ? ov.spec() : q.defaults();
+            out.put(name, dequantize(dir, t, scales, biases, spec, ov != null, arena));
+            specs.put(name, spec);
+        }
+        return new Resolved(out, new QuantizationSummary(q, specs));
+    }
+
+    private static TensorView dequantize(Path dir, TensorView w, TensorView scales, TensorView biases, MlxQuantization.Spec spec,
+                                         boolean overridden, Arena arena) {
+        String name = w.name();
+        String fix = overridden ? "fix its override in config.json's quantization" : "fix config.json's quantization or add a per-tensor override for it";
+        if (w.dtype() != DType.U32)
+            throw new CheckpointException(dir + ": tensor '" + name + "' has '" + scales.name() + "' but is " + w.dtype() + ", not packed U32; re-convert the checkpoint");
+        if (!scales.dtype().isFloat() || !biases.dtype().isFloat())
+            throw new CheckpointException(dir + ": '" + scales.name() + "'/'" + biases.name() + "' must be float (are " + scales.dtype() + "/" + biases.dtype() + "); re-convert the checkpoint");
+        long[] ws = w.shape();
+        if (ws.length < 2 || !Arrays.equals(scales.shape(), biases.shape()) || scales.rank() != ws.length
+                || !Arrays.equals(Arrays.copyOf(ws, ws.length - 1), Arrays.copyOf(scales.shape(), ws.length - 1)))
+            throw new CheckpointException(dir + ": tensor '" + name + "' " + w.shapeString() + " does not fit its scales " + scales.shapeString()
+                    + " and biases " + biases.shapeString() + " (same leading dims, one group column each); re-convert the checkpoint");
+        long packedWords = ws[ws.length - 1];
+        long groups = scales.shape()[ws.length - 1];
+        int bits = spec.bits(), g = spec.groupSize();
+        if (packedWords * 32 % bits != 0)
+            throw new CheckpointException(dir + ": tensor '" + name + "' " + w.shapeString() + ": " + packedWords + " uint32 per row do not hold whole "
+                    + bits + "-bit codes, so the packed shape disagrees with config.json (" + spec.describe() + "); " + fix);
+        long cols = packedWords * 32 / bits;
+        if (cols % g != 0)
+            throw new CheckpointException(dir + ": tensor '" + name + "': group size " + g + " does not divide its row of " + cols + " columns ("
+                    + spec.describe() + "); " + fix);
+        if (cols / g != groups)
+            throw new CheckpointException(dir + ": tensor '" + name + "' " + w.shapeString() + " at " + spec.describe() + " has rows of " + cols
+                    + " columns, so " + (cols / g) + " groups, but '" + scales.name() + "' " + scales.shapeString() + " has " + groups
+                    + ": the packed shapes disagree with config.json; " + fix);
+        long rows = 1;
+        for (int i = 0; i < ws.length - 1; i++) rows *= ws[i];
+        if (rows * cols > Integer.MAX_VALUE || rows > Integer.MAX_VALUE)
+            throw new CheckpointException(dir + ": tensor '" + name + "' has " + rows * cols + " elements, more than one fp32 matrix may hold here");
+        var seg = arena.allocate(rows * cols * 4, 64);
+        AffineDequantizer.dequantize(w.data(), scales, biases, bits, g, (int) rows, (int) cols, seg);
+        long[] shape = ws.clone();
+        shape[shape.length - 1] = cols;
+        return new TensorView(name, DType.F32, shape, seg);
+    }
+}
