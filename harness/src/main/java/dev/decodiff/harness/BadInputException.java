@@ -18,17 +18,12 @@ public final class BadInputException extends RuntimeException {
 
     /**
      * Makes a lower layer's message one line (Jackson appends "\n at [Source: …]" to parse errors). A damaged file can put
-     * any byte into a name the message quotes, so every other control character is shown as an escape, never printed.
+     * any byte into a name the message quotes, so every other control character is shown as an escape, never printed,
+     * and an overlong name is cut ({@link Printable#line}).
      */
     public static String oneLine(String message) {
         if (message == null) return "";
-        String joined = message.replaceAll("\\s*\\n\\s*at \\[Source:[^\\]]*\\]", "").replaceAll("\\s*\\R\\s*", " ").strip();
-        var out = new StringBuilder(joined.length());
-        joined.codePoints().forEach(c -> {
-            if (Character.isISOControl(c) || c == 0x2028 || c == 0x2029) out.append(String.format(java.util.Locale.ROOT, "\\u%04x", c));
-            else out.appendCodePoint(c);
-        });
-        return out.toString();
+        return Printable.line(message.replaceAll("\\s*\\n\\s*at \\[Source:[^\\]]*\\]", "").replaceAll("\\s*\\R\\s*", " ").strip());
     }
 
     /** A damaged safetensors file of a dump. */

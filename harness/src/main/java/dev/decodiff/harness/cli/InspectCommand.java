@@ -36,7 +36,7 @@ final class InspectCommand implements Callable<Integer> {
 
     @Override
     public Integer call() {
-        var out = spec.commandLine().getOut();
+        var out = PrintableLines.around(spec.commandLine().getOut());
         if (!Files.exists(path)) throw new BadInputException(path, "does not exist");
         if (Files.isDirectory(path) && Files.isRegularFile(path.resolve(DumpManifest.FILE_NAME))) dump(out);
         else if (Files.isDirectory(path) && Files.isRegularFile(path.resolve("config.json"))) checkpoint(out);

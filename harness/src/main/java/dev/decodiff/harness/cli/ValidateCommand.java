@@ -42,6 +42,7 @@ final class ValidateCommand implements Callable<Integer> {
             o.put("points", r.points().size());
             out.println(new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT).writeValueAsString(o));
         } else {
+            out = PrintableLines.around(out);
             if (r.valid()) {
                 var m = r.manifest();
                 out.println(dump + ": valid dump v" + m.version() + " (" + m.stepCount() + " steps, " + r.points().size() + " points, "

@@ -19,8 +19,10 @@ public final class TerminalReport {
 
     private TerminalReport() {}
 
-    public static String render(ComparisonResult r, boolean colour) {
-        var st = new Terminal.Style(colour);
+    /** The report, every character from the inputs (names, paths, producer strings) escaped where it could steer a terminal. */
+    public static String render(ComparisonResult r, boolean colour) { return Terminal.safe(colour, st -> render(r, st)); }
+
+    private static String render(ComparisonResult r, Terminal.Style st) {
         var sb = new StringBuilder();
         header(sb, r, st);
         var fd = r.firstDivergence();
