@@ -115,7 +115,7 @@ public final class CheckpointFiles implements AutoCloseable {
                 if (!map.isObject()) throw new CheckpointException(index + ": has no weight_map object");
                 map.elements().forEachRemaining(n -> names.add(n.asText()));
             } catch (IOException e) {
-                throw new CheckpointException(index + ": cannot read: " + e.getMessage(), e);
+                throw new CheckpointException(index + ": cannot read: " + dev.decodiff.metal.JsonErrors.plain(e), e);
             }
             var out = new ArrayList<Path>();
             for (String n : names) {

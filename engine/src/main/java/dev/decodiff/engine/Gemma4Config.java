@@ -41,7 +41,8 @@ public record Gemma4Config(
             root = new ObjectMapper().enable(com.fasterxml.jackson.core.JsonParser.Feature.STRICT_DUPLICATE_DETECTION)
                     .readTree(Files.readString(file));
         } catch (IOException e) {
-            throw new CheckpointException(file + ": cannot read config.json: " + e.getMessage(), e);
+            throw new CheckpointException(file + (e instanceof com.fasterxml.jackson.core.JsonProcessingException ? ": is not valid JSON: " : ": cannot read config.json: ")
+                    + dev.decodiff.metal.JsonErrors.plain(e), e);
         }
         return parse(root, file.toString());
     }

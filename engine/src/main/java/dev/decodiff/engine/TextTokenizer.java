@@ -129,7 +129,7 @@ public final class TextTokenizer implements AutoCloseable {
         } catch (IOException | RuntimeException e) {
             building.thenAccept(HuggingFaceTokenizer::close);
             throw new CheckpointException("broken tokenizer file " + file + " (not a Hugging Face tokenizer.json): "
-                    + e.getMessage(), e);
+                    + (e instanceof IOException io ? dev.decodiff.metal.JsonErrors.plain(io) : e.getMessage()), e);
         }
         HuggingFaceTokenizer hf;
         try {
@@ -401,7 +401,7 @@ public final class TextTokenizer implements AutoCloseable {
                 JsonNode root = new ObjectMapper().readTree(file.toFile());
                 return new Config(tokenText(root.get("bos_token")), tokenText(root.get("eos_token")));
             } catch (IOException e) {
-                throw new CheckpointException("broken " + CONFIG_FILE + " " + file + ": " + e.getMessage(), e);
+                throw new CheckpointException("broken " + CONFIG_FILE + " " + file + ": " + dev.decodiff.metal.JsonErrors.plain(e), e);
             }
         }
 

@@ -60,7 +60,7 @@ public final class SafetensorsFile implements AutoCloseable {
             try {
                 header = JSON.readTree(utf8(path, headerBytes));
             } catch (IOException e) {
-                throw new SafetensorsException(path, "header is not valid JSON (corrupted file?): " + e.getMessage());
+                throw new SafetensorsException(path, "header is not valid JSON (corrupted file?): " + JsonErrors.plain(e));
             }
             if (header == null || !header.isObject()) throw new SafetensorsException(path, "header is not a JSON object");
             long dataStart = 8 + headerLen;

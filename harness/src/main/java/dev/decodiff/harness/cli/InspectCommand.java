@@ -100,6 +100,15 @@ final class InspectCommand implements Callable<Integer> {
 
     private void checkpoint(PrintWriter out) {
         var cfg = Gemma4Config.read(path.resolve("config.json"));
+        // The weights against the config, as run and dump load them: a config declaring 8 layers over weights of 6,
+        // or another head_dim, is bad input here too, not a description of a model that cannot run.
+        try (var files = CheckpointFiles.open(path)) {
+            dev.decodiff.engine.ModelWeights.load(files, cfg);
+            describe(out, cfg, files);
+        }
+    }
+
+    private void describe(PrintWriter out, Gemma4Config cfg, CheckpointFiles files) {
         out.println("checkpoint " + path);
         out.printf(Locale.ROOT, "  hidden %d, %d layers, %d query heads, vocab %,d, sliding window %d, final soft-cap %s%n",
                 cfg.hidden(), cfg.numLayers(), cfg.numHeads(), cfg.vocabSize(), cfg.slidingWindow(),
@@ -114,21 +123,19 @@ final class InspectCommand implements Callable<Integer> {
             out.printf(Locale.ROOT, "  %5d  %-7s  %8d  %8d  %-6s  %7s  %d%n", l.index(), l.type().toString().toLowerCase(Locale.ROOT),
                     l.headDim(), l.kvHeads(), l.kEqV() ? "yes" : "", l.kvShared() ? Integer.toString(l.kvSource()) : "", l.intermediate());
         out.println();
-        try (var files = CheckpointFiles.open(path)) {
-            var dtypes = new TreeMap<String, long[]>();
-            for (var t : files.stored().values()) {
-                var c = dtypes.computeIfAbsent(t.dtype().toString(), k -> new long[2]);
-                c[0]++;
-                c[1] += t.data().byteSize();
-            }
-            out.println("  tensors    " + files.stored().size() + " in " + files.shardPaths().size() + " file(s), " + human(files.totalBytes())
-                    + " (prefix '" + files.prefix() + "')");
-            for (var e : dtypes.entrySet()) out.println("    " + e.getKey() + ": " + e.getValue()[0] + " tensors, " + human(e.getValue()[1]));
-            var q = files.quantization();
-            if (q != null) quantization(out, files, q);
-            out.println("  config     sha256 " + CheckpointFiles.sha256(path.resolve("config.json")));
-            out.println("  weights    sha256 " + files.weightsSha256());
+        var dtypes = new TreeMap<String, long[]>();
+        for (var t : files.stored().values()) {
+            var c = dtypes.computeIfAbsent(t.dtype().toString(), k -> new long[2]);
+            c[0]++;
+            c[1] += t.data().byteSize();
         }
+        out.println("  tensors    " + files.stored().size() + " in " + files.shardPaths().size() + " file(s), " + human(files.totalBytes())
+                + " (prefix '" + files.prefix() + "')");
+        for (var e : dtypes.entrySet()) out.println("    " + e.getKey() + ": " + e.getValue()[0] + " tensors, " + human(e.getValue()[1]));
+        var q = files.quantization();
+        if (q != null) quantization(out, files, q);
+        out.println("  config     sha256 " + CheckpointFiles.sha256(path.resolve("config.json")));
+        out.println("  weights    sha256 " + files.weightsSha256());
         out.println("  tokenizer  " + (Files.isRegularFile(path.resolve("tokenizer.json")) ? "tokenizer.json" : "(none)"));
     }
 

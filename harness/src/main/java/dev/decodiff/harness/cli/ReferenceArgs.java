@@ -60,7 +60,10 @@ public final class ReferenceArgs {
 
     /** The tolerance profile: --tolerance when given, else the one the reference's producer dtype calls for. */
     public ToleranceProfile profile(DumpReader ref) {
-        return tolerance != null ? ToleranceProfile.load(tolerance) : ToleranceProfile.forReference(ref.manifest().producer());
+        if (tolerance == null) return ToleranceProfile.forReference(ref.manifest().producer());
+        var profile = ToleranceProfile.load(tolerance);
+        profile.checkGlobsMatch(ref.allPoints(), "the reference (" + ref.dir() + ")");
+        return profile;
     }
 
     /** The checkpoint a live run against {@code ref} uses (--model, checked against the reference's hashes, or the bundled one). */

@@ -40,9 +40,17 @@ public final class ToleranceProfile {
     private final Map<String, Double> kinds;
     private final Map<String, Double> names;
     private final List<Map.Entry<Pattern, Double>> globs;
+    /** The globs as written in the profile file, each with its pattern (file order). */
+    private final Map<String, Pattern> globKeys;
 
     private ToleranceProfile(String source, double fallback, double nearTie, Map<String, Double> kinds,
                              Map<String, Double> names, List<Map.Entry<Pattern, Double>> globs) {
+        this(source, fallback, nearTie, kinds, names, globs, Map.of());
+    }
+
+    private ToleranceProfile(String source, double fallback, double nearTie, Map<String, Double> kinds,
+                             Map<String, Double> names, List<Map.Entry<Pattern, Double>> globs, Map<String, Pattern> globKeys) {
+        this.globKeys = globKeys;
         this.source = source;
         this.fallback = fallback;
         this.nearTie = nearTie;
@@ -71,7 +79,7 @@ public final class ToleranceProfile {
         try {
             root = new ObjectMapper().readTree(Files.readString(file));
         } catch (IOException e) {
-            String why = e instanceof com.fasterxml.jackson.core.JsonProcessingException j ? "is not valid JSON (" + j.getOriginalMessage() + ")" : "cannot be read: " + e.getMessage();
+            String why = e instanceof com.fasterxml.jackson.core.JsonProcessingException ? "is not valid JSON (" + dev.decodiff.metal.JsonErrors.plain(e) + ")" : "cannot be read: " + e.getMessage();
             throw new BadInputException(file, why + "; a tolerance profile looks like {\"default\": 1e-4, \"points\": {\"logits\": 2e-4}}");
         }
         if (root == null || !root.isObject()) throw new BadInputException(file, "must be a JSON object like {\"default\": 1e-4, \"points\": {…}}");
@@ -87,6 +95,7 @@ public final class ToleranceProfile {
         if (root.has("default")) kinds.replaceAll((k, v) -> k.equals(CapturePoints.EMBED) ? Math.min(v, fallback) : fallback);
         var names = new LinkedHashMap<String, Double>();
         var globs = new ArrayList<Map.Entry<Pattern, Double>>();
+        var globKeys = new LinkedHashMap<String, Pattern>();
         JsonNode pts = root.get("points");
         if (pts != null) {
             if (!pts.isObject()) throw new BadInputException(file, "\"points\" must be an object of point → tolerance");
@@ -95,13 +104,29 @@ public final class ToleranceProfile {
                 double tol = positive(file, pts, e.getKey(), 0);
                 String key = e.getKey();
                 checkPointKey(file, key);
-                if (key.contains("*") || key.contains("?")) globs.add(Map.entry(glob(key), tol));
+                if (key.contains("*") || key.contains("?")) {
+                    globs.add(Map.entry(glob(key), tol));
+                    globKeys.put(key, glob(key));
+                }
                 else if (CapturePoints.layerOf(key) >= 0) names.put(key, tol);
                 else kinds.put(key, tol);
             }
         }
         globs.sort(Comparator.comparingInt((Map.Entry<Pattern, Double> e) -> e.getKey().pattern().length()).reversed());
-        return new ToleranceProfile(file.toString(), fallback, nearTie, kinds, names, globs);
+        return new ToleranceProfile(file.toString(), fallback, nearTie, kinds, names, globs, java.util.Collections.unmodifiableMap(globKeys));
+    }
+
+    /**
+     * Refuses a glob of the profile file that selects none of {@code points} (the reference's): like a misspelled
+     * key, a glob that matches nothing ("layer.5.*" for "layers.5.*") sets no tolerance and leaves the defaults
+     * silently in force.
+     */
+    public void checkGlobsMatch(java.util.Collection<String> points, String whose) {
+        for (var g : globKeys.entrySet()) {
+            if (points.stream().noneMatch(p -> g.getValue().matcher(p).matches()))
+                throw new BadInputException(Path.of(source), "the glob \"" + g.getKey() + "\" in \"points\" matches no point of " + whose
+                        + ", so it sets no tolerance; fix the glob (point names are like \"layers.3.attn.out\", '*' matches any run of characters) or drop it");
+        }
     }
 
     /**
@@ -178,7 +203,7 @@ public final class ToleranceProfile {
     }
 
     public ToleranceProfile withNearTie(double t) {
-        return new ToleranceProfile(source, fallback, t, kinds, names, globs);
+        return new ToleranceProfile(source, fallback, t, kinds, names, globs, globKeys);
     }
 
     public double nearTie() { return nearTie; }

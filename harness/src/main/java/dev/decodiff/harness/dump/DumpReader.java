@@ -236,7 +236,7 @@ public final class DumpReader {
             ch.read(header, 8);
             STRICT.readTree(SafetensorsFile.utf8(f, java.util.Arrays.copyOf(header.array(), header.position())).strip());
         } catch (JsonProcessingException e) {
-            throw new BadInputException(f, "safetensors header is not one valid JSON object (" + e.getOriginalMessage()
+            throw new BadInputException(f, "safetensors header is not one valid JSON object (" + dev.decodiff.metal.JsonErrors.plain(e)
                     + "); the dump is damaged — re-create it with its producer");
         } catch (SafetensorsException e) {
             throw BadInputException.damaged(e);
@@ -251,8 +251,7 @@ public final class DumpReader {
         try {
             root = JSON.readTree(Files.readString(mf));
         } catch (JsonProcessingException e) {
-            throw new BadInputException(mf, "is not valid JSON (" + e.getOriginalMessage() + " at line "
-                    + e.getLocation().getLineNr() + "); re-create the dump or fix the file");
+            throw new BadInputException(mf, "is not valid JSON (" + dev.decodiff.metal.JsonErrors.plain(e) + "); re-create the dump or fix the file");
         } catch (java.nio.charset.CharacterCodingException e) {
             throw new BadInputException(mf, "is not valid UTF-8 text; a manifest is UTF-8 JSON — re-create the dump or fix the file");
         } catch (IOException e) {
