@@ -111,7 +111,8 @@ public final class DumpReader {
         for (String hole : DumpValidator.stepHoles(manifest, stepShapes)) gaps.add(dir + ": " + hole + " — re-create the dump");
         if (!manifest.complete())
             gaps.add(dir + " has no completeness mark (\"complete\": true in manifest.json): its producer stopped before finishing"
-                    + " (killed, disk full) or predates the mark — re-create the dump");
+                    + " (killed, disk full) or predates the mark — re-create the dump, or, if its producer did finish,"
+                    + " `decodiff validate --mark-complete " + dir + "` checks every step file and adds the mark");
         if (manifest.selectedPoints() == null) {
             var present = new java.util.TreeSet<Integer>();
             for (String p : points) {

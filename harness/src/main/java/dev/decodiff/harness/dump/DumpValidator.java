@@ -29,7 +29,17 @@ public final class DumpValidator {
         public boolean valid() { return problems.isEmpty(); }
     }
 
-    public static Result validate(Path dir) {
+    public static Result validate(Path dir) { return validate(dir, false); }
+
+    /**
+     * The check before the completeness mark is added to a dump that lacks it ({@code validate --mark-complete}):
+     * every rule but the mark itself, and then what proves the producer finished — every step file read to its last
+     * byte, and steps that feed every token but the last generated one (a producer killed after two steps has
+     * written every token it was asked for into "tokens", but steps for only a few).
+     */
+    public static Result validateForMark(Path dir) { return validate(dir, true); }
+
+    private static Result validate(Path dir, boolean forMark) {
         var problems = new ArrayList<String>();
         var notes = new ArrayList<String>();
         if (!Files.isDirectory(dir)) {
@@ -49,8 +59,10 @@ public final class DumpValidator {
             problems.add(BadInputException.oneLine(e.getMessage()));
             return new Result(dir, null, problems, notes, Set.of());
         }
-        if (!m.complete())
-            problems.add(mf + ": no completeness mark (\"complete\": true, written last by the producer once every step is on disk)");
+        if (!m.complete() && !forMark)
+            problems.add(mf + ": no completeness mark (\"complete\": true, written last by the producer once every step is on disk)"
+                    + "; when its producer did finish, `decodiff validate --mark-complete " + dir + "` adds it");
+        if (forMark) checkWhole(dir, mf, m, problems);
 
         var stepPoints = new ArrayList<Map<String, long[]>>();
         for (int s = 0; s < m.stepCount(); s++) stepPoints.add(checkStep(dir, mf, m, s, problems));
@@ -65,6 +77,22 @@ public final class DumpValidator {
             notes.add(unknown.size() + " point(s) outside the contract names (kept, listed by compare as not compared): "
                     + String.join(", ", unknown.subList(0, Math.min(8, unknown.size()))) + (unknown.size() > 8 ? ", …" : ""));
         return new Result(dir, m, List.copyOf(problems), List.copyOf(notes), Set.copyOf(all));
+    }
+
+    private static void checkWhole(Path dir, Path mf, DumpManifest m, List<String> problems) {
+        int fed = m.step(m.stepCount() - 1).end(), tokens = m.tokens().size();
+        if (fed < tokens - 1)
+            problems.add(mf + ": the steps feed positions 0–" + (fed - 1) + " but \"tokens\" holds " + tokens + ", so steps for positions "
+                    + fed + "–" + (tokens - 2) + " are missing: the producer stopped before it finished — re-create the dump");
+        for (var st : m.steps()) {
+            Path f = dir.resolve(st.file());
+            if (!Files.isRegularFile(f)) continue; // already a problem
+            try (var in = Files.newInputStream(f)) {
+                in.transferTo(java.io.OutputStream.nullOutputStream());
+            } catch (java.io.IOException e) {
+                problems.add(f + ": cannot be read to its end (" + e.getMessage() + ")");
+            }
+        }
     }
 
     /** One step file: readable, inside the folder, a sound header of float tensors; its tensors' shapes (empty when unreadable). */
