@@ -29,8 +29,9 @@ import java.util.concurrent.Callable;
         description = {"Compares a candidate against a reference dump, cell by cell (step × capture point), and names the first divergence.",
                 "Without CANDIDATE the engine runs live, teacher-forced on the reference's tokens, and the observer effect of the probes is checked."},
         footer = {"", "Exit codes: 0 match, 1 divergence, 2 bad input or usage, 3 incomplete: every compared cell agrees but not every"
-                        + " step and point of the reference was compared, the candidate holds some the reference lacks, or a dump lacks"
-                        + " its completeness mark. Points a dump left out with dump --points are excluded, and the report says so.",
+                        + " step and point of the reference was compared, the candidate has steps the reference lacks (a reference cut"
+                        + " short?), or a dump lacks its completeness mark. Points only the candidate holds are listed, not held against"
+                        + " the verdict; points a candidate left out with dump --points are excluded, and the report says so.",
                 "Examples:",
                 "  decodiff compare                                   # bundled default case, live engine",
                 "  decodiff compare reference-dumps/gemma4-tiny/long out/mine --json",

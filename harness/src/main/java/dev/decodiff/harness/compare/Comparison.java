@@ -135,8 +135,9 @@ public final class Comparison {
     }
 
     /**
-     * Weighs what was not compared. A point only one side holds is excused when the other side recorded an explicit
-     * selection that leaves it out (the report states the exclusion); anything else makes the comparison incomplete.
+     * Weighs what was not compared. A point only the reference holds is excused when the candidate recorded an
+     * explicit selection that leaves it out (the report states the exclusion); otherwise it makes the comparison
+     * incomplete. A point only the candidate holds is listed, never a shortfall ({@link Completeness}).
      */
     private static Completeness completeness(DumpReader ref, CandidateSource cand, Set<String> onlyRef, Set<String> onlyCand,
                                              List<String> notes) {

@@ -4,13 +4,15 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * What a comparison covered against what the two sides hold. A match needs every step and every capture point of
- * the reference compared, nothing on the candidate side the reference lacks, and both sides marked complete by their
- * producers. Points one side left out by an explicit user selection (manifest {@code selected_points}) are
+ * What a comparison covered against what the reference claims. Completeness is the reference's claim: a match needs
+ * every step and every capture point a complete-marked reference holds compared, and both sides marked complete by
+ * their producers. Points only the candidate holds are listed, not a shortfall — a live candidate may capture more
+ * than the reference recorded — but steps only the candidate holds are one: they reveal a reference cut short.
+ * Points the candidate left out by an explicit user selection (manifest {@code selected_points}) are
  * {@code excluded}: stated in the report, not held against the verdict.
  *
  * @param pointsOnlyInReference points the reference holds that the candidate lacks, not excused by a selection
- * @param pointsOnlyInCandidate points the candidate holds that the reference lacks, not excused by a selection
+ * @param pointsOnlyInCandidate points the candidate holds that the reference lacks (not compared; not a shortfall)
  * @param excluded              points left out by a recorded selection, with the side that made it
  * @param gaps                  what either dump says about itself: no completeness mark, absent layers
  */
@@ -26,10 +28,10 @@ public record Completeness(int referenceSteps, int candidateSteps, List<String> 
     public static Completeness whole(int steps) { return new Completeness(steps, steps, List.of(), List.of(), List.of(), List.of()); }
 
     public boolean complete() {
-        return referenceSteps == candidateSteps && pointsOnlyInReference.isEmpty() && pointsOnlyInCandidate.isEmpty() && gaps.isEmpty();
+        return referenceSteps == candidateSteps && pointsOnlyInReference.isEmpty() && gaps.isEmpty();
     }
 
-    /** Every shortfall, one sentence each, naming the side that has it. */
+    /** Every shortfall, one sentence each, naming the side that has it (points only the candidate holds are none). */
     public List<String> reasons() {
         var out = new ArrayList<String>();
         if (candidateSteps < referenceSteps)
@@ -40,8 +42,6 @@ public record Completeness(int referenceSteps, int candidateSteps, List<String> 
                     + range(referenceSteps, candidateSteps - 1) + " not compared: is the reference cut short?)");
         if (!pointsOnlyInReference.isEmpty())
             out.add("the candidate lacks " + count(pointsOnlyInReference) + " the reference holds: " + abbreviate(pointsOnlyInReference));
-        if (!pointsOnlyInCandidate.isEmpty())
-            out.add("the reference lacks " + count(pointsOnlyInCandidate) + " the candidate holds: " + abbreviate(pointsOnlyInCandidate));
         out.addAll(gaps);
         return out;
     }

@@ -32,7 +32,7 @@ public final class TerminalReport {
         if (!r.onlyInReference().isEmpty())
             sb.append(st.dim("only in the reference (not compared): " + abbreviate(r.onlyInReference()))).append('\n');
         if (!r.onlyInCandidate().isEmpty())
-            sb.append(st.dim("only in the candidate (not compared): " + abbreviate(r.onlyInCandidate()))).append('\n');
+            sb.append(st.dim("only in the candidate (not compared, not needed: the reference does not hold them): " + abbreviate(r.onlyInCandidate()))).append('\n');
         for (String n : r.notes()) sb.append(st.yellow(Fmt.wrap("note: " + n, 100, "").replace("\n", "\n      "))).append('\n');
         sb.append('\n');
         for (String m : r.completeness().reasons()) sb.append(st.yellow(Fmt.wrap("missing: " + m, 100, "").replace("\n", "\n      "))).append('\n');

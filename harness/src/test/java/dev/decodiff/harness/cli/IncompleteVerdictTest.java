@@ -62,6 +62,33 @@ class IncompleteVerdictTest {
     }
 
     @Test
+    void aReferenceWithFewerPointsThanTheCandidateIsCompleteAndListsTheRest() throws Exception {
+        Path ref = SyntheticDump.write(tmp.resolve("reduced"), (s, t) -> t.keySet().removeIf(p -> !p.startsWith("layers.1.") && !p.equals("logits")));
+        SyntheticDump.selectPoints(ref, "layers.1.*", "logits");
+        Path cand = whole();
+        var r = CliTest.run("compare", ref.toString(), cand.toString());
+        assertThat(r.code()).as(r.out() + r.err()).isZero();
+        assertThat(r.out()).contains("MATCH").doesNotContain("missing:")
+                .contains("only in the candidate (not compared, not needed: the reference does not hold them): embed");
+        var json = new ObjectMapper().readTree(CliTest.run("compare", ref.toString(), cand.toString(), "--json").out());
+        assertThat(json.get("verdict").asText()).isEqualTo("match");
+        assertThat(json.get("missing").get("complete").asBoolean()).isTrue();
+        assertThat(json.get("only_in_candidate")).isNotEmpty();
+        // the other way round every point the reference holds must be compared
+        var back = CliTest.run("compare", cand.toString(), ref.toString());
+        assertThat(back.code()).as(back.out() + back.err()).isEqualTo(Main.MATCH); // excluded by the candidate's own selection
+        assertThat(back.out()).contains("excluded by choice");
+    }
+
+    @Test
+    void aCandidateLackingAPointTheReferenceHoldsIsStillIncomplete() {
+        Path ref = whole(), cand = SyntheticDump.write(tmp.resolve("fewer"), (s, t) -> t.remove("layers.2.out"));
+        var r = CliTest.run("compare", ref.toString(), cand.toString());
+        assertThat(r.code()).as(r.out() + r.err()).isEqualTo(Main.INCOMPLETE);
+        assertThat(r.out()).contains("missing: the candidate lacks 1 point the reference holds: layers.2.out");
+    }
+
+    @Test
     void theHelpFooterDocumentsExitCodeThree() {
         assertThat(CliTest.run("--help").out()).contains("3 incomplete");
         assertThat(CliTest.run("compare", "--help").out()).contains("3 incomplete");
