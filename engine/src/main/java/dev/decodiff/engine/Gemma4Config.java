@@ -12,7 +12,7 @@ import java.util.List;
 /**
  * The gemma4_text configuration, read from config.json in both forms transformers writes
  * (5.5–5.7: global_head_dim + num_global_key_value_heads; 5.17: per_layer_config), with 5.17's defaults
- * for absent keys (gemma4-spec.md §1). Values the engine cannot honour are refused, not ignored.
+ * for absent keys. Values the engine cannot honour are refused, not ignored.
  */
 public record Gemma4Config(
         int vocabSize, int hidden, int numLayers, int numHeads, float rmsNormEps, float finalLogitSoftcap,

@@ -11,8 +11,8 @@ import java.util.Arrays;
 
 /**
  * One decoding conversation over a {@link Gemma4Model}: the KV caches and the position. {@link #forward} feeds
- * any number of tokens in one pass (prefill) or one at a time (decode), reading the math of gemma4-spec.md §2
- * top to bottom. Probes, when attached, see every capture point of docs/dump-format.md.
+ * any number of tokens in one pass (prefill) or one at a time (decode), following transformers' Gemma 4 decoder
+ * layer top to bottom. Probes, when attached, see every capture point of docs/dump-format.md.
  */
 public final class InferenceSession {
     private final Gemma4Model model;

@@ -1,7 +1,7 @@
 package dev.decodiff.engine;
 
 /**
- * Rotary position embedding, rotate-half convention over the whole head (gemma4-spec.md §2.4). The angle is the
+ * Rotary position embedding, rotate-half convention over the whole head (as transformers applies it). The angle is the
  * fp32 product float(p)·inv_freq[j], as transformers forms it; a double angle drifts visibly at long positions.
  */
 public final class Rope {

@@ -8,7 +8,7 @@ import java.util.List;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 
-/** Config resolution against the facts of gemma4-spec.md §1, §4 and §8 (released configs, both config forms). */
+/** Config resolution against the released Gemma 4 configs and transformers 5.17's defaults (both config forms). */
 class Gemma4ConfigTest {
     private static Gemma4Config parse(String json) throws Exception {
         return Gemma4Config.parse(new ObjectMapper().readTree(json), "config.json");

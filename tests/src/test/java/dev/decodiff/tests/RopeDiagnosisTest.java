@@ -7,7 +7,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 /**
  * bisect names the RoPE bug, not just "a rotation": it rotates the reference's q back with the model's tables and
- * finds the variant that reproduces the candidate (DESIGN.md §5: off-by-one position, RoPE variants).
+ * finds the variant that reproduces the candidate (an off-by-one position, a RoPE variant).
  */
 class RopeDiagnosisTest {
     private static String diagnosis(String fault) throws Exception {

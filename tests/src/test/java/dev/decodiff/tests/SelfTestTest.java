@@ -26,8 +26,8 @@ import java.util.List;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /**
- * Issue 4's bar: `decodiff selftest` localizes every catalog fault on every bundled checkpoint and case where it applies
- * to the cell fixed from the math, with zero false alarms; bisect proves the DESIGN.md §1 story (values == keys) in one
+ * The bar: `decodiff selftest` localizes every catalog fault on every bundled checkpoint and case where it applies
+ * to the cell fixed from the math, with zero false alarms; bisect proves the values == keys story (a k_eq_v layer's values built from rotated keys) in one
  * command; selfcheck catches its three faults with no reference and passes clean checkpoints.
  */
 class SelfTestTest {

@@ -33,8 +33,8 @@ import java.util.TreeMap;
 import java.util.function.Predicate;
 
 /**
- * Proves where a divergence comes from by running the engine again with reference tensors fed in (DESIGN.md §5,
- * "localization levels"). Starting from compare's first divergent step:
+ * Proves where a divergence comes from by running the engine again with reference tensors fed in, level by level
+ * from the coarsest. Starting from compare's first divergent step:
  * <ol>
  * <li><b>local vs accumulated</b>: one run in which every layer gets the reference's input (embed, ple, the previous
  *     layer's out) and the reference's cache history (the reference's attn.k / attn.v entered at every earlier step);

@@ -18,7 +18,7 @@ import java.util.function.Consumer;
 
 /**
  * The op-level check: each metal kernel (and the engine's RoPE) on seeded random inputs of model shapes — the 1.06 B
- * Gemma 4 of DESIGN.md §7: hidden 1536, FFN 6144, head dims 256 (sliding) and 512 (full) — against the {@link Oracle}.
+ * Gemma 4 the benchmarks use: hidden 1536, FFN 6144, head dims 256 (sliding) and 512 (full) — against the {@link Oracle}.
  * Both sides get the same fp32 inputs (bf16/f16 weights are rounded by the oracle, then stored as bits for ours), so
  * NMSE measures only the kernels' arithmetic: fp32 accumulation against float64. The thresholds (docs/ops.md) sit
  * ≥ 100× above what correct fp32 arithmetic gives here, and ≥ 100× below a bf16-sized error (NMSE ≈ 1e-6), the

@@ -29,7 +29,7 @@ import java.util.function.Consumer;
 import java.util.stream.Stream;
 
 /**
- * The harness judged on itself (DESIGN.md §7): every catalog fault on every bundled checkpoint and every fp32 reference
+ * The harness judged on itself: every catalog fault on every bundled checkpoint and every fp32 reference
  * case where it applies must be localized by compare (first divergence) and bisect (culprit) to the cell
  * {@link ExpectedCell} fixes from the math; every clean case must match; selfcheck must stay quiet on clean checkpoints
  * and raise an alarm on the faults it is required to catch. Each checkpoint is loaded once.

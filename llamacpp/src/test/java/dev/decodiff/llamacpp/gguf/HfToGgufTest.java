@@ -101,7 +101,7 @@ class HfToGgufTest {
     void theFullLayersRopeFreqsRotateTheFirstQuarterOfEachHalfAndFreezeTheRest() {
         Path out = tmp.resolve("t.gguf");
         HfToGguf.convert(Checkpoints.dir("gemma4-tiny"), out, GgufOutputType.F32, false);
-        // head dim 64, partial_rotary_factor 0.25: 8 rotated pairs of 32 (gemma4-spec: n_rot = 0.25·64/2).
+        // head dim 64, partial_rotary_factor 0.25: 8 rotated pairs of 32 (n_rot = 0.25·64/2).
         float[] f = GgufFile.read(out).floats("rope_freqs.weight");
         assertThat(f).hasSize(32);
         for (int i = 0; i < 32; i++) assertThat(f[i]).as("freq factor %d", i).isEqualTo(i < 8 ? 1.0f : 1e30f);

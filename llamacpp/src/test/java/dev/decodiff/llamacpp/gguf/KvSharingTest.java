@@ -7,7 +7,7 @@ import java.util.List;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /**
- * transformers' source of a KV-shared layer is the last non-shared layer of its type (gemma4-spec §4); llama.cpp
+ * transformers' source of a KV-shared layer is the last non-shared layer of its type (modeling_gemma4.py); llama.cpp
  * v0.5.0 takes layer (first shared − 2) for sliding and (first shared − 1) for full layers (llama-model.cpp).
  */
 class KvSharingTest {

@@ -12,7 +12,7 @@ import java.util.Map;
 
 /**
  * The two sides of a conversion, each written from its own source and the engine's reading of config.json:
- * the safetensors a transformers 5.17 checkpoint holds (gemma4-spec §5's table), and the tensors llama.cpp
+ * the safetensors a transformers 5.17 checkpoint holds, and the tensors llama.cpp
  * v0.5.0's gemma4 loader creates, with the ggml shapes it asks for (models/gemma4.cpp, load_arch_tensors).
  */
 final class LoaderExpectations {
