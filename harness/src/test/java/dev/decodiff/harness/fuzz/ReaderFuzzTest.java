@@ -70,10 +70,13 @@ class ReaderFuzzTest {
     record Outcome(int code, String out, String err) {}
 
     /** Compares the mutated copy against the reference, in-process, with a watchdog against hangs. */
-    static Outcome compare(Path cand) {
+    static Outcome compare(Path cand) { return compare(ref, cand); }
+
+    /** Compares two dumps (the candidate deleted afterwards, and the reference too unless it is the shared one). */
+    static Outcome compare(Path reference, Path cand) {
         var ex = Executors.newSingleThreadExecutor(r -> { var t = new Thread(r, "fuzz-compare"); t.setDaemon(true); return t; });
         try {
-            var f = ex.submit(() -> CliTest.run("compare", ref.toString(), cand.toString()));
+            var f = ex.submit(() -> CliTest.run("compare", reference.toString(), cand.toString()));
             var r = f.get(HANG_SECONDS, TimeUnit.SECONDS);
             net.jqwik.api.statistics.Statistics.label("exit").collect(r.code());
             return new Outcome(r.code(), r.out(), r.err());
@@ -84,6 +87,7 @@ class ReaderFuzzTest {
         } finally {
             ex.shutdownNow();
             delete(cand); // thousands of tries must not pile up copies in the temp folder
+            if (!reference.equals(ref)) delete(reference);
         }
     }
 
@@ -351,5 +355,197 @@ class ReaderFuzzTest {
         var pair = Combinators.combine(keys, values).as((k, v) -> "\"" + k + "\": " + v);
         var structured = pair.list().ofMaxSize(4).map(l -> "{" + String.join(", ", l) + "}");
         return Arbitraries.oneOf(structured, structured, structured, Arbitraries.strings().ofMaxLength(30));
+    }
+
+    // ------------------------------------------------------------------ pairs: the same damage on both sides
+
+    /*
+     * Two runs of one faulty producer are broken the same way: compared with each other every cell agrees, so only
+     * the format's own rules, applied to each side, can stop them passing. The same damage on a copy as reference and
+     * on a copy as candidate must never exit 0.
+     */
+
+    @Property(tries = 12)
+    void everySeedOnBothSidesIsNeverAMatch(@ForAll Seed seed) throws IOException {
+        Path r = freshCopy(), c = freshCopy();
+        seed.apply(r);
+        seed.apply(c);
+        assertNotAMatch(compare(r, c), "seed " + seed + " on both sides");
+    }
+
+    @Property(tries = 30)
+    void aHeaderByteFlippedOnBothSidesIsNeverAMatch(@ForAll("headerFlips") HeaderFlip flip) throws IOException {
+        Path r = freshCopy(), c = freshCopy();
+        Path fr = step(r, flip.step()), fc = step(c, flip.step());
+        byte[] b = Files.readAllBytes(fc);
+        long n = headerLength(fc);
+        int at = (int) Math.min(8 + n - 1, Math.floor(flip.where() * (8 + n)));
+        byte was = b[at];
+        if (was == (byte) flip.value() || (jsonSpace(was) && jsonSpace(flip.value()))) {
+            delete(r);
+            delete(c);
+            return;
+        }
+        b[at] = (byte) flip.value();
+        Files.write(fc, b);
+        Files.write(fr, b);
+        assertNotAMatch(compare(r, c), "byte " + at + " of " + fc.getFileName() + " from " + (was & 0xff) + " to " + flip.value() + " on both sides");
+    }
+
+    @Property(tries = 10)
+    void aStepFileTruncatedOnBothSidesIsNeverAMatch(@ForAll("steps") int s, @ForAll("fractions") double keep) throws IOException {
+        Path r = freshCopy(), c = freshCopy();
+        byte[] b = Files.readAllBytes(step(c, s));
+        int len = (int) Math.floor(keep * b.length);
+        Files.write(step(c, s), java.util.Arrays.copyOf(b, len));
+        Files.write(step(r, s), java.util.Arrays.copyOf(b, len));
+        assertNotAMatch(compare(r, c), "step " + s + " cut to " + len + " of " + b.length + " bytes on both sides");
+    }
+
+    @Property(tries = 30)
+    void aRequiredManifestValueReplacedOnBothSidesIsNeverAMatch(@ForAll("manifestEdits") ManifestEdit e, @ForAll("occurrences") int nth) throws IOException {
+        Path r = freshCopy(), c = freshCopy();
+        String m = Files.readString(c.resolve("manifest.json"));
+        int at = -1;
+        for (int i = 0; i <= nth; i++) {
+            int next = m.indexOf(e.path() + " : ", at + 1);
+            if (next < 0) break;
+            at = next;
+        }
+        int vStart = at + e.path().length() + 3, vEnd = at < 0 ? -1 : valueEnd(m, vStart);
+        if (at < 0 || (e.path().equals("\"version\"") && nth > 0) || m.substring(vStart, vEnd).strip().equals(e.replacement())) {
+            delete(r);
+            delete(c);
+            return;
+        }
+        String edited = m.substring(0, vStart) + e.replacement() + m.substring(vEnd);
+        Files.writeString(c.resolve("manifest.json"), edited);
+        Files.writeString(r.resolve("manifest.json"), edited);
+        assertNotAMatch(compare(r, c), e.path() + " #" + nth + " → " + e.replacement() + " on both sides");
+    }
+
+    /** A tensor-level breach of the format's rules (§3), made by the producer itself, so both runs carry it. */
+    enum Damage {
+        EMPTY_AXIS, ROWS_OFF_BY_ONE, WIDTH_CHANGES, READ_TOO_LONG, POINT_MISSING_FROM_ONE_STEP, ALL_ZEROS, RANK_CHANGED;
+
+        SyntheticDump.Mutation at(int step, String point) {
+            return (s, t) -> {
+                if (s != step || !t.containsKey(point)) return;
+                var ct = t.get(point);
+                long[] shape = ct.shape().clone();
+                switch (this) {
+                    case EMPTY_AXIS -> {
+                        shape[shape.length - 1] = 0;
+                        put(t, point, shape);
+                    }
+                    case ROWS_OFF_BY_ONE -> {
+                        shape[0] += point.equals("logits") ? -1 : 1;
+                        put(t, point, shape);
+                    }
+                    case WIDTH_CHANGES -> {
+                        if (shape.length < 2) shape[0] += 1;
+                        else shape[shape.length - 1] += 1;
+                        put(t, point, shape);
+                    }
+                    case READ_TOO_LONG -> {
+                        if (!point.endsWith("_read")) shape = new long[]{shape[0] + 1};
+                        else shape[0] = ct.shape()[0] + 1;
+                        put(t, point, shape);
+                    }
+                    case POINT_MISSING_FROM_ONE_STEP -> t.remove(point);
+                    case ALL_ZEROS -> java.util.Arrays.fill(ct.data(), 0f);
+                    case RANK_CHANGED -> put(t, point, java.util.stream.LongStream.concat(java.util.Arrays.stream(shape), java.util.stream.LongStream.of(1)).toArray());
+                }
+            };
+        }
+
+        private static void put(Map<String, dev.decodiff.harness.dump.CapturedTensor> t, String point, long[] shape) {
+            long n = 1;
+            for (long d : shape) n *= d;
+            t.put(point, new dev.decodiff.harness.dump.CapturedTensor(point, shape, new float[(int) n]));
+            if (point.equals("logits") && n > 0) t.get(point).data()[0] = 1; // SyntheticDump reads the greedy token from them
+        }
+    }
+
+    @Provide
+    Arbitrary<String> points() {
+        var names = new java.util.ArrayList<>(SyntheticDump.step(0, 0, SyntheticDump.PROMPT).keySet());
+        return Arbitraries.of(names);
+    }
+
+    @Property(tries = 40)
+    void aTensorRuleBrokenOnBothSidesIsNeverAMatch(@ForAll Damage damage, @ForAll("steps") int s, @ForAll("points") String point) {
+        if (damage == Damage.EMPTY_AXIS && point.equals("logits")) point = "final_norm"; // the synthetic writer needs a greedy token
+        var m = damage.at(s, point);
+        Path r = SyntheticDump.write(root.resolve("pair-ref-" + System.nanoTime()), m);
+        Path c = SyntheticDump.write(root.resolve("pair-cand-" + System.nanoTime()), m);
+        assertNotAMatch(compare(r, c), damage + " of " + point + " at step " + s + " on both sides");
+    }
+
+    // ------------------------------------------------------------------ the terminal
+
+    /** Where a hostile string from input can land: a tensor name, a producer string, the model type, a step file's name. */
+    enum Place { TENSOR_NAME, PRODUCER_NAME, MODEL_TYPE, STEP_FILE_NAME, SELECTED_POINT }
+
+    @Provide
+    Arbitrary<String> hostile() {
+        var controls = Arbitraries.of("\u001b[2J", "\u001b]0;title\u0007", "\u0007", "\u0000", "\u202e", "\u2066", "\u200f", "\u009b31m", "\u007f",
+                "\r", "\t", "\u2028", "\u0085", "\ufeff", "\u001b[31m", "\b");
+        var text = Arbitraries.strings().alpha().ofMaxLength(6);
+        return Combinators.combine(text, controls.list().ofMinSize(1).ofMaxSize(4), text)
+                .as((a, cs, b) -> "my." + a + String.join(b, cs) + b);
+    }
+
+    /**
+     * Whatever control or format character a dump carries, and wherever, validate, inspect and compare print it
+     * escaped: nothing that could steer a terminal reaches stdout or stderr raw (line breaks aside, which the
+     * commands write themselves), with colour on as well as off.
+     */
+    @Property(tries = 30)
+    void noControlCharacterFromInputReachesTheTerminal(@ForAll("hostile") String evil, @ForAll Place place) throws IOException {
+        SyntheticDump.Mutation named = place == Place.TENSOR_NAME
+                ? (st, t) -> t.put(evil, new dev.decodiff.harness.dump.CapturedTensor(evil, new long[]{2}, new float[]{1, st + 1}))
+                : SyntheticDump.NONE;
+        Path r = SyntheticDump.write(root.resolve("term-ref-" + System.nanoTime()), named);
+        Path c = SyntheticDump.write(root.resolve("term-cand-" + System.nanoTime()), place == Place.TENSOR_NAME
+                ? (st, t) -> t.put(evil, new dev.decodiff.harness.dump.CapturedTensor(evil, new long[]{2}, new float[]{1, st + 2}))
+                : SyntheticDump.NONE);
+        String json = new com.fasterxml.jackson.databind.ObjectMapper().writeValueAsString(evil);
+        switch (place) {
+            case TENSOR_NAME -> {}
+            case PRODUCER_NAME -> SyntheticDump.editManifest(c, "\"name\" : \"synthetic\"", "\"name\" : " + json);
+            case MODEL_TYPE -> SyntheticDump.editManifest(c, "\"model_type\" : \"gemma4_text\"", "\"model_type\" : " + json);
+            case STEP_FILE_NAME -> {
+                String file = evil.replace("\u0000", "").replace("/", "") + ".safetensors";
+                String fileJson = new com.fasterxml.jackson.databind.ObjectMapper().writeValueAsString(file);
+                Files.move(step(c, 1), c.resolve(file));
+                SyntheticDump.editManifest(c, "\"step-0001.safetensors\"", fileJson);
+                Files.delete(step(c, 2)); // a missing step file beside it: an error line that names the folder
+            }
+            case SELECTED_POINT -> SyntheticDump.selectPoints(c, evil);
+        }
+        try {
+            for (String[] args : new String[][]{{"validate", c.toString()}, {"inspect", c.toString()}, {"compare", r.toString(), c.toString()},
+                    {"inspect", step(r, 0).toString()}}) {
+                var o = CliTest.run(args);
+                String what = String.join(" ", args).replace(evil, "<evil>") + " with " + place;
+                assertThat(o.code()).as(what + "\n" + o.err()).isIn(0, 1, 2, 3);
+                assertNoRawControl(o.out(), what + " (stdout)");
+                assertNoRawControl(o.err(), what + " (stderr)");
+            }
+            if (place == Place.TENSOR_NAME) {
+                String coloured = dev.decodiff.harness.report.TerminalReport.render(
+                        dev.decodiff.harness.compare.Comparison.compareDumps(r, c, dev.decodiff.harness.compare.Comparison.Options.defaults()), true);
+                assertNoRawControl(coloured.replaceAll("\u001b\\[[0-9;]*m", ""), "the coloured report");
+            }
+        } finally {
+            delete(r);
+            delete(c);
+        }
+    }
+
+    static void assertNoRawControl(String text, String what) {
+        text.codePoints().filter(ch -> ch != '\n').forEach(ch ->
+                assertThat(dev.decodiff.harness.Printable.needsEscape(ch)).as("%s prints U+%04X raw", what, ch).isFalse());
     }
 }
