@@ -32,21 +32,20 @@ import java.util.TreeSet;
 public final class CheckpointFiles implements AutoCloseable {
     private final Path dir;
     private final List<SafetensorsFile> shards;
-    private final Map<String, TensorView> byName;
     private final Map<String, TensorView> stored;
     private final String prefix;
-    private final QuantizationSummary quantization;
-    private final Arena dequantized;
+    private final MlxQuantization declared;
+    private Map<String, TensorView> byName;
+    private QuantizationSummary quantization;
+    private Arena dequantized;
 
-    private CheckpointFiles(Path dir, List<SafetensorsFile> shards, Map<String, TensorView> stored, Map<String, TensorView> byName,
-                            String prefix, QuantizationSummary quantization, Arena dequantized) {
+    private CheckpointFiles(Path dir, List<SafetensorsFile> shards, Map<String, TensorView> stored, String prefix, MlxQuantization declared) {
         this.dir = dir;
         this.shards = shards;
         this.stored = stored;
-        this.byName = byName;
         this.prefix = prefix;
-        this.quantization = quantization;
-        this.dequantized = dequantized;
+        this.declared = declared;
+        if (declared == null) byName = stored;
     }
 
     public static CheckpointFiles open(Path dir) {
@@ -78,21 +77,34 @@ public final class CheckpointFiles implements AutoCloseable {
             shards.forEach(SafetensorsFile::close);
             throw new CheckpointException(dir + ": no embed_tokens.weight under the prefixes 'model.', 'model.language_model.' or 'language_model.model.' — is this a Gemma 4 checkpoint?");
         }
-        var arena = Arena.ofShared();
         try {
             var q = quantizationOf(dir);
-            if (q == null) {
-                QuantizedTensors.requireNone(dir, byName);
-                arena.close();
-                return new CheckpointFiles(dir, shards, byName, byName, prefix, null, null);
-            }
-            var resolved = QuantizedTensors.resolve(dir, byName, q, arena);
-            return new CheckpointFiles(dir, shards, byName, resolved.tensors(), prefix, resolved.summary(), arena);
+            if (q == null) QuantizedTensors.requireNone(dir, byName);
+            return new CheckpointFiles(dir, shards, byName, prefix, q);
         } catch (RuntimeException e) {
-            arena.close();
             shards.forEach(SafetensorsFile::close);
             throw e;
         }
+    }
+
+    /**
+     * The tensors as the engine reads them, dequantizing on first use: hashing or listing a quantized checkpoint
+     * (finding which one a reference was made from) does not pay for its fp32 copy.
+     */
+    private synchronized Map<String, TensorView> resolved() {
+        if (byName == null) {
+            var arena = Arena.ofShared();
+            try {
+                var r = QuantizedTensors.resolve(dir, stored, declared, arena);
+                quantization = r.summary();
+                dequantized = arena;
+                byName = r.tensors();
+            } catch (RuntimeException | Error e) {
+                arena.close();
+                throw e;
+            }
+        }
+        return byName;
     }
 
     private static MlxQuantization quantizationOf(Path dir) {
@@ -139,13 +151,20 @@ public final class CheckpointFiles implements AutoCloseable {
     public String prefix() { return prefix; }
 
     /** Every tensor as the engine reads it (quantized weights dequantized to fp32; their scales and biases gone). */
-    public Map<String, TensorView> all() { return byName; }
+    public Map<String, TensorView> all() { return resolved(); }
 
     /** Every tensor as the files store it. */
     public Map<String, TensorView> stored() { return stored; }
 
-    /** How the checkpoint was quantized (MLX affine), or null for a float checkpoint. */
-    public QuantizationSummary quantization() { return quantization; }
+    /** How the checkpoint's tensors were dequantized (MLX affine), or null for a float checkpoint. */
+    public QuantizationSummary quantization() {
+        if (declared == null) return null;
+        resolved();
+        return quantization;
+    }
+
+    /** The quantization config.json declares (no tensor read), or null for a float checkpoint. */
+    public MlxQuantization declaredQuantization() { return declared; }
 
     /**
      * The untied output head's tensor name, or null when the checkpoint has none: "lm_head.weight" at the root
@@ -153,7 +172,7 @@ public final class CheckpointFiles implements AutoCloseable {
      */
     public String headName() {
         for (String n : List.of("lm_head.weight", "language_model.lm_head.weight", "model.language_model.lm_head.weight"))
-            if (byName.containsKey(n)) return n;
+            if (stored.containsKey(n)) return n;
         return null;
     }
 
@@ -163,8 +182,9 @@ public final class CheckpointFiles implements AutoCloseable {
 
     /** A text-model tensor by its name below the prefix, e.g. "layers.0.self_attn.q_proj.weight". */
     public TensorView get(String name, long... shape) {
-        var t = byName.get(prefix + name);
-        if (t == null) t = byName.get(name);
+        var all = resolved();
+        var t = all.get(prefix + name);
+        if (t == null) t = all.get(name);
         if (t == null) throw new CheckpointException(dir + ": missing tensor '" + prefix + name + "' — the checkpoint does not match its config.json");
         if (shape.length > 0 && !java.util.Arrays.equals(t.shape(), shape))
             throw new CheckpointException(dir + ": tensor '" + t.name() + "' has shape " + t.shapeString() + ", config.json implies "
@@ -172,7 +192,7 @@ public final class CheckpointFiles implements AutoCloseable {
         return t;
     }
 
-    public boolean has(String name) { return byName.containsKey(prefix + name) || byName.containsKey(name); }
+    public boolean has(String name) { return stored.containsKey(prefix + name) || stored.containsKey(name); }
 
     /** sha256 of the *.safetensors files' bytes concatenated in file-name order (docs/dump-format.md). */
     public String weightsSha256() {
@@ -208,7 +228,7 @@ public final class CheckpointFiles implements AutoCloseable {
     }
 
     @Override
-    public void close() {
+    public synchronized void close() {
         try {
             if (dequantized != null) dequantized.close();
         } finally {

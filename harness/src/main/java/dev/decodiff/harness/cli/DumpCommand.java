@@ -125,7 +125,7 @@ final class DumpCommand implements Callable<Integer> {
                      DumpReader ref, int[] prompt) {
         EngineSetup.checkKvFits(m, options);
         var modelInfo = new DumpManifest.Model(modelType(model), m.config().numLayers(), m.configSha256(), m.weightsSha256());
-        var producer = EngineSetup.producer(options, spec.commandLine().getParseResult().originalArgs());
+        var producer = EngineSetup.producer(options, spec.commandLine().getParseResult().originalArgs(), m);
         checkSelection(globs, ref != null ? ref.allPoints() : contractNames(m.config().numLayers()));
         DumpWriter w;
         if (ref != null) {

@@ -51,6 +51,9 @@ public final class Comparison {
     public static List<String> checkIdentity(DumpManifest ref, Path refFile, DumpManifest cand, Path candFile, boolean allowMismatch) {
         var notes = new ArrayList<String>();
         String hint = "; compare dumps of the same checkpoint, or pass --allow-mismatch to compare anyway";
+        if (quantizationDiffers(ref.producer(), cand.producer()))
+            mismatch(notes, allowMismatch, candFile, "ran " + DumpManifest.weights(cand.producer().quantization()) + " but the reference (" + refFile
+                    + ") ran " + DumpManifest.weights(ref.producer().quantization()) + ": a different model" + hint);
         if (!Objects.equals(ref.model().configSha256(), cand.model().configSha256()))
             mismatch(notes, allowMismatch, candFile, "was made from another checkpoint: config_sha256 " + abbrev(cand.model().configSha256())
                     + "… but the reference (" + refFile + ") has " + abbrev(ref.model().configSha256()) + "…" + hint);
@@ -76,6 +79,15 @@ public final class Comparison {
             }
         }
         return notes;
+    }
+
+    /**
+     * Whether two producers that both state their weights' quantization (decodiff always does; other producers when
+     * they record it) ran different ones: float against quantized, or other bits, group sizes or overrides.
+     */
+    public static boolean quantizationDiffers(DumpManifest.Producer ref, DumpManifest.Producer cand) {
+        if (ref == null || cand == null || !ref.statesQuantization() || !cand.statesQuantization()) return false;
+        return !Objects.equals(ref.quantization(), cand.quantization());
     }
 
     private static void mismatch(List<String> notes, boolean allow, Path file, String what) {

@@ -45,7 +45,7 @@ public record DumpManifest(
      */
     @JsonIgnoreProperties(ignoreUnknown = true)
     @JsonInclude(JsonInclude.Include.NON_NULL)
-    @JsonPropertyOrder({"name", "version", "dtype", "attention", "engine", "kernels", "matmul", "kv_cache", "faults", "options"})
+    @JsonPropertyOrder({"name", "version", "dtype", "attention", "engine", "kernels", "matmul", "kv_cache", "quantization", "faults", "options"})
     public record Producer(
             @JsonProperty("name") String name,
             @JsonProperty("version") String version,
@@ -56,12 +56,26 @@ public record DumpManifest(
             @JsonProperty("matmul") String matmul,
             @JsonProperty("kv_cache") KvCache kvCache,
             @JsonProperty("faults") List<String> faults,
-            @JsonProperty("options") List<String> options) {
+            @JsonProperty("options") List<String> options,
+            @JsonProperty("quantization") Quantization quantization) {
 
         public Producer {
             faults = faults == null ? null : List.copyOf(faults);
             options = options == null ? null : List.copyOf(options);
         }
+
+        /** A producer that ran unquantized (float) weights, or does not say. */
+        public Producer(String name, String version, String dtype, String attention, String engine, String kernels, String matmul,
+                        KvCache kvCache, List<String> faults, List<String> options) {
+            this(name, version, dtype, attention, engine, kernels, matmul, kvCache, faults, options, null);
+        }
+
+        public Producer withQuantization(Quantization q) {
+            return new Producer(name, version, dtype, attention, engine, kernels, matmul, kvCache, faults, options, q);
+        }
+
+        /** decodiff wrote it: its producer always states the quantization, so none means float weights. */
+        public boolean statesQuantization() { return "decodiff".equals(name) || quantization != null; }
 
         /** A producer that states only who it is and its dtype (other producers; older decodiff dumps). */
         public Producer(String name, String version, String dtype, String attention) {
@@ -90,6 +104,50 @@ public record DumpManifest(
             return String.join(", ", parts);
         }
     }
+
+    /**
+     * The quantized weights a producer ran, dequantized to fp32: format "mlx" (mode "affine", default bits and
+     * group_size, the per-module overrides as "8-bit, group 64" or "not quantized") or "gguf" (mode = the tensor
+     * types, e.g. "Q4_K"). Absent: float weights (or a producer that does not say).
+     */
+    @JsonInclude(JsonInclude.Include.NON_NULL)
+    @JsonPropertyOrder({"format", "mode", "bits", "group_size", "overrides"})
+    public record Quantization(
+            @JsonProperty("format") String format,
+            @JsonProperty("mode") String mode,
+            @JsonProperty("bits") Integer bits,
+            @JsonProperty("group_size") Integer groupSize,
+            @JsonProperty("overrides") java.util.Map<String, String> overrides) {
+
+        public Quantization {
+            overrides = overrides == null ? null : java.util.Collections.unmodifiableMap(new java.util.LinkedHashMap<>(overrides));
+        }
+
+        /** "MLX affine 4-bit, group 64, 1 override (language_model.model.layers.0.mlp.down_proj: 8-bit, group 64)". */
+        public String describe() {
+            var sb = new StringBuilder(format == null ? "quantized" : format.toUpperCase(java.util.Locale.ROOT));
+            if (mode != null) sb.append(' ').append(mode);
+            if (bits != null) sb.append(' ').append(bits).append("-bit");
+            if (groupSize != null) sb.append(", group ").append(groupSize);
+            if (overrides != null && !overrides.isEmpty()) {
+                sb.append(", ").append(overrides.size()).append(overrides.size() == 1 ? " override (" : " overrides (");
+                int i = 0;
+                for (var e : overrides.entrySet()) {
+                    if (i++ == 3) {
+                        sb.append(", …");
+                        break;
+                    }
+                    if (i > 1) sb.append(", ");
+                    sb.append(e.getKey()).append(": ").append(e.getValue());
+                }
+                sb.append(')');
+            }
+            return sb.toString();
+        }
+    }
+
+    /** The weights a producer ran, in words: "MLX affine 4-bit, group 64 weights" or "float (unquantized) weights". */
+    public static String weights(Quantization q) { return q == null ? "float (unquantized) weights" : q.describe() + " weights"; }
 
     /** How a producer's KV cache stored keys and values ("f32" is exact; "bf16", "q8_0", "q4_0" round). */
     public record KvCache(@JsonProperty("keys") String keys, @JsonProperty("values") String values) {

@@ -30,6 +30,19 @@ public final class EngineSetup {
                 new DumpManifest.KvCache(o.keyType().id(), o.valueType().id()), faults, commandOptions);
     }
 
+    /** {@link #producer(EngineOptions, List)} with the quantization of the weights {@code model} runs. */
+    public static DumpManifest.Producer producer(EngineOptions o, List<String> commandOptions, Gemma4Model model) {
+        return producer(o, commandOptions).withQuantization(quantization(model.files().declaredQuantization()));
+    }
+
+    /** A checkpoint's declared MLX quantization as dumps record it, or null for float weights. */
+    public static DumpManifest.Quantization quantization(dev.decodiff.engine.quant.MlxQuantization q) {
+        if (q == null) return null;
+        var overrides = new java.util.LinkedHashMap<String, String>();
+        q.overrides().forEach((k, v) -> overrides.put(k, v.describe()));
+        return new DumpManifest.Quantization("mlx", "affine", q.defaults().bits(), q.defaults().groupSize(), overrides);
+    }
+
     /**
      * Refuses KV cache types that cannot store this checkpoint's rows (q8_0 and q4_0 quantize blocks of 32 values,
      * so every layer's nkv·d must be a multiple of 32) as bad input, before any session is built.

@@ -61,7 +61,7 @@ public final class LiveCandidate implements StreamingCandidate {
 
     @Override public String describe() { return description; }
 
-    @Override public DumpManifest.Producer producer() { return EngineSetup.producer(options, null); }
+    @Override public DumpManifest.Producer producer() { return EngineSetup.producer(options, null, model); }
 
     @Override public int stepCount() { return reference.stepCount(); }
 

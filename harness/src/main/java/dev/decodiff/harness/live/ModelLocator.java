@@ -15,7 +15,8 @@ import java.util.Objects;
 public final class ModelLocator {
     private ModelLocator() {}
 
-    public record Identity(String configSha256, String weightsSha256) {}
+    /** A checkpoint's hashes and the quantization its config.json declares (null: float weights). */
+    public record Identity(String configSha256, String weightsSha256, DumpManifest.Quantization quantization) {}
 
     /** Hashes of a checkpoint folder: config.json's bytes, and the *.safetensors bytes in file-name order. */
     public static Identity identity(Path dir) {
@@ -23,7 +24,7 @@ public final class ModelLocator {
         if (!Files.isRegularFile(cfg)) throw new BadInputException(dir, "has no config.json; --model needs a Hugging Face checkpoint folder");
         String c = CheckpointFiles.sha256(cfg);
         try (var f = CheckpointFiles.open(dir)) {
-            return new Identity(c, f.weightsSha256());
+            return new Identity(c, f.weightsSha256(), EngineSetup.quantization(f.declaredQuantization()));
         }
     }
 
@@ -68,7 +69,11 @@ public final class ModelLocator {
     public static String check(Path modelDir, Identity id, DumpManifest ref, Path refManifest, boolean allowMismatch) {
         var m = ref.model();
         String what = null;
-        if (!Objects.equals(m.configSha256(), id.configSha256()))
+        var rp = ref.producer();
+        if (rp != null && rp.statesQuantization() && !Objects.equals(rp.quantization(), id.quantization()))
+            what = "runs " + DumpManifest.weights(id.quantization()) + ", but the reference (" + refManifest + ") ran "
+                    + DumpManifest.weights(rp.quantization()) + ": a different model";
+        else if (!Objects.equals(m.configSha256(), id.configSha256()))
             what = "config.json differs from the reference's checkpoint (config_sha256 " + id.configSha256().substring(0, 12)
                     + "… vs " + m.configSha256().substring(0, 12) + "… in " + refManifest + ")";
         else if (m.weightsSha256() != null && !m.weightsSha256().equals(id.weightsSha256()))

@@ -51,6 +51,13 @@ public final class TerminalReport {
         var cp = r.candidateProducer();
         sb.append("  candidate  ").append(r.candidate()).append('\n');
         if (cp != null && !cp.describe().isEmpty()) sb.append("             ").append(st.dim("by " + cp.describe())).append('\n');
+        var rq = p == null ? null : p.quantization();
+        var cq = cp == null ? null : cp.quantization();
+        if (rq != null || cq != null) {
+            String rw = p != null && p.statesQuantization() ? DumpManifest.weights(rq) : "not stated";
+            String cw = cp != null && cp.statesQuantization() ? DumpManifest.weights(cq) : "not stated";
+            sb.append("  weights    ").append(rw.equals(cw) ? rw + " on both sides" : "reference " + rw + "; candidate " + cw).append('\n');
+        }
         int decode = m.stepCount() - 1;
         sb.append("  ").append(r.stepsCompared()).append(" of ").append(m.stepCount()).append(" steps (prompt ")
                 .append(m.promptLength()).append(" tokens + ").append(decode).append(" decode), ")

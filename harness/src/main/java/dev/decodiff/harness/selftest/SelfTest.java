@@ -52,6 +52,9 @@ public final class SelfTest {
             for (Path dir : s.filter(p -> Files.isRegularFile(p.resolve(DumpManifest.FILE_NAME))).sorted().toList()) {
                 var m = DumpReader.parseManifest(dir.resolve(DumpManifest.FILE_NAME));
                 if (m.producer() == null || !"float32".equals(m.producer().dtype())) continue;
+                // The catalog faults are the engine's math, not its weights: the float checkpoints judge them (the
+                // quantized ones hold the same models again, dequantized; compare tests them against their references).
+                if (m.producer().quantization() != null) continue;
                 String ckpt = dir.getParent().getFileName().toString();
                 Path model = home.resolve("checkpoints").resolve(ckpt);
                 if (!Files.isRegularFile(model.resolve("config.json"))) continue;
