@@ -69,4 +69,29 @@ public final class Printable {
         if (cut > 0) out.append("…[").append(String.format(Locale.ROOT, "%,d", cut)).append(" more characters]");
         return 0;
     }
+
+    /**
+     * The same rule for JSON output: Jackson escapes only the C0 controls, and leaves DEL, the C1 controls and the
+     * bidi and other format characters raw; with these escapes a report's --json text is as safe on a terminal as its
+     * plain text, and still the same JSON.
+     */
+    public static com.fasterxml.jackson.databind.ObjectMapper json(com.fasterxml.jackson.databind.ObjectMapper mapper) {
+        mapper.getFactory().setCharacterEscapes(JsonEscapes.INSTANCE);
+        return mapper;
+    }
+
+    private static final class JsonEscapes extends com.fasterxml.jackson.core.io.CharacterEscapes {
+        static final JsonEscapes INSTANCE = new JsonEscapes();
+        private final int[] ascii = standardAsciiEscapesForJSON();
+
+        private JsonEscapes() { ascii[0x7f] = ESCAPE_STANDARD; }
+
+        @Override
+        public int[] getEscapeCodesForAscii() { return ascii; }
+
+        @Override
+        public com.fasterxml.jackson.core.SerializableString getEscapeSequence(int ch) {
+            return needsEscape(ch) ? new com.fasterxml.jackson.core.io.SerializedString(String.format(Locale.ROOT, "\\u%04x", ch)) : null;
+        }
+    }
 }

@@ -14,14 +14,16 @@ import java.util.Locale;
 
 /** bisect's reports: terminal tables, JSON ({@code culprit}, {@code healed_by}, {@code diagnosis} …) and one HTML page. */
 public final class BisectReport {
-    private static final ObjectMapper JSON = new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT);
+    private static final ObjectMapper JSON = dev.decodiff.harness.Printable.json(new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT));
 
     private BisectReport() {}
 
     // ------------------------------------------------------------------ terminal
 
-    public static String terminal(BisectResult r, boolean colour) {
-        var st = new Terminal.Style(colour);
+    /** The report, every character from the inputs escaped where it could steer a terminal ({@link Terminal#safe}). */
+    public static String terminal(BisectResult r, boolean colour) { return Terminal.safe(colour, st -> terminal(r, st)); }
+
+    private static String terminal(BisectResult r, Terminal.Style st) {
         var sb = new StringBuilder();
         var cmp = r.compare();
         sb.append(st.bold("decodiff bisect")).append('\n');

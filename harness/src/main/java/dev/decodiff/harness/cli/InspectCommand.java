@@ -38,7 +38,7 @@ final class InspectCommand implements Callable<Integer> {
     public Integer call() {
         var out = PrintableLines.around(spec.commandLine().getOut());
         if (!Files.exists(path)) throw new BadInputException(path, "does not exist");
-        if (Files.isDirectory(path) && Files.isRegularFile(path.resolve(DumpManifest.FILE_NAME))) dump(out);
+        if (Files.isDirectory(path) && Files.exists(path.resolve(DumpManifest.FILE_NAME), java.nio.file.LinkOption.NOFOLLOW_LINKS)) dump(out);
         else if (Files.isDirectory(path) && Files.isRegularFile(path.resolve("config.json"))) checkpoint(out);
         else if (Files.isRegularFile(path) && path.toString().endsWith(".safetensors")) file(out, path);
         else if (Files.isRegularFile(path) && path.toString().endsWith(".gguf")) dev.decodiff.llamacpp.gguf.GgufReport.print(dev.decodiff.llamacpp.gguf.GgufFile.read(path), out);

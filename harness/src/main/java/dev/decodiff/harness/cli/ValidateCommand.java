@@ -97,7 +97,7 @@ final class ValidateCommand implements Callable<Integer> {
             o.put("points", r.points().size());
             if (markComplete) o.put("marked", r.valid() && r.manifest() != null && r.manifest().complete());
             if (outcome != null) o.put("outcome", outcome);
-            out.println(new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT).writeValueAsString(o));
+            out.println(dev.decodiff.harness.Printable.json(new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT)).writeValueAsString(o));
         } else {
             out = PrintableLines.around(out);
             if (r.valid()) {

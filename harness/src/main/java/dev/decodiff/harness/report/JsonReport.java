@@ -18,7 +18,7 @@ import java.util.Locale;
  * worst_by_kind, notes and the verdict paragraph. Non-finite numbers are written as null.
  */
 public final class JsonReport {
-    private static final ObjectMapper JSON = new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT);
+    private static final ObjectMapper JSON = dev.decodiff.harness.Printable.json(new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT));
 
     private JsonReport() {}
 

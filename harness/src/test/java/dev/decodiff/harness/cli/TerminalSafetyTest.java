@@ -110,4 +110,35 @@ class TerminalSafetyTest {
         assertThat(Pattern.compile("\u001b\\[[0-9;]*m").matcher(text).replaceAll("")).doesNotContain("\u001b");
         assertNoRawControl(Pattern.compile("\u001b\\[[0-9;]*m").matcher(text).replaceAll(""));
     }
+
+    @Test
+    void theJsonOutputEscapesThemTooAndStillReadsBackTheSameName() throws Exception {
+        Path ref = SyntheticDump.write(tmp.resolve("ref"), NAMES), cand = SyntheticDump.write(tmp.resolve("cand"), NAMES);
+        var c = CliTest.run("compare", ref.toString(), cand.toString(), "--json");
+        assertThat(c.code()).as(c.out() + c.err()).isZero();
+        assertNoRawControl(c.out());
+        assertThat(c.out()).containsIgnoringCase("\\u202e").containsIgnoringCase("\\u001b");
+        var json = new com.fasterxml.jackson.databind.ObjectMapper().readTree(c.out());
+        var texts = new java.util.ArrayList<String>();
+        collectTexts(json, texts);
+        assertThat(texts).anyMatch(t -> t.contains(HOSTILE));
+        var v = CliTest.run("validate", cand.toString(), "--json");
+        assertNoRawControl(v.out());
+        assertThat(new com.fasterxml.jackson.databind.ObjectMapper().readTree(v.out()).get("notes").get(0).asText()).contains(HOSTILE);
+    }
+
+    @Test
+    void inspectOfADumpWhoseManifestIsAFolderSaysSo() throws Exception {
+        Path d = SyntheticDump.write(tmp.resolve("d"), SyntheticDump.NONE), mf = d.resolve("manifest.json");
+        java.nio.file.Files.delete(mf);
+        java.nio.file.Files.createDirectory(mf);
+        var r = CliTest.run("inspect", d.toString());
+        assertThat(r.code()).isEqualTo(Main.BAD_INPUT);
+        assertThat(r.err()).contains(mf + ": is not a regular file but a directory");
+    }
+
+    private static void collectTexts(com.fasterxml.jackson.databind.JsonNode n, java.util.List<String> out) {
+        if (n.isTextual()) out.add(n.asText());
+        n.forEach(child -> collectTexts(child, out));
+    }
 }
