@@ -7,6 +7,10 @@ Two stages, both reproducible from --seed:
       Trains a byte-fallback BPE (vocab 1024) on checkpoints/corpus/*.txt with the `tokenizers`
       library and writes tokenizer.json + tokenizer_config.json. Needs only `tokenizers`.
 
+  make_checkpoints.py geometry E2B|E4B|26B-A4B|31B --out DIR [--layout multimodal|text]
+      A random-weight bf16 checkpoint of a released Gemma 4 geometry (all layers), for timing and memory runs of
+      reference-dumps/make_dumps.py; not committed (31B is 61 GB).
+
   make_checkpoints.py models [--out checkpoints] [--train-steps N] [--device cuda]
       For each checkpoint: Gemma4TextConfig + Gemma4ForCausalLM (transformers 5.17), well-conditioned
       random init (not transformers' default init), optionally a short training run on the corpus so
@@ -174,8 +178,14 @@ def checkpoint_specs(vocab):
     moe = base_config(vocab) | dict(
         attention_k_eq_v=True, num_global_key_value_heads=1,
         enable_moe_block=True, num_experts=4, top_k_experts=2, moe_intermediate_size=64)
+    # E2B in miniature: [S,S,S,S,F] x 2 with the last 5 layers sharing KV, so the non-shared layers end in
+    # [sliding, full] as E2B's do (llama.cpp's Gemma 4 can take its cache sources only from such a layout).
+    ple_e2b = base_config(vocab) | dict(
+        num_hidden_layers=10, layer_types=[S, S, S, S, F] * 2,
+        attention_k_eq_v=False, hidden_size_per_layer_input=16, num_kv_shared_layers=5, use_double_wide_mlp=True)
     # (name, config kwargs, seed offset)
-    return [("gemma4-tiny", tiny, 0), ("gemma4-tiny-ple", ple, 1), ("gemma4-tiny-moe", moe, 2)]
+    return [("gemma4-tiny", tiny, 0), ("gemma4-tiny-ple", ple, 1), ("gemma4-tiny-moe", moe, 2),
+            ("gemma4-tiny-ple-e2b", ple_e2b, 3)]
 
 
 def init_weights(model, cfg, gen):
@@ -328,9 +338,130 @@ def make_models(args):
         assert size < 10 * 1024 * 1024, f"{name} is {size} bytes"
         print(json.dumps({name: info}, indent=1))
         summary[name] = info
-    with open(os.path.join(args.out, "checkpoints-summary.json"), "w") as f:
+    path = os.path.join(args.out, "checkpoints-summary.json")
+    if args.only and os.path.exists(path):  # keep the other checkpoints' entries
+        with open(path) as f:
+            summary = json.load(f) | summary
+    with open(path, "w") as f:
         json.dump(summary, f, indent=1)
         f.write("\n")
+
+
+# ----------------------------------------------------------------------------------------------
+# Random-weight checkpoints of the released geometries (for timing and memory runs of the producer)
+# ----------------------------------------------------------------------------------------------
+
+S5F = [S] * 5 + [F]
+# The text configs of the released Gemma 4 models as transformers' own converter builds them
+# (src/transformers/models/gemma4/convert_gemma4_weights.py, _VARIANTS); every field not listed is
+# Gemma4TextConfig's default (vocab 262144, head_dim 256, global_head_dim 512, sliding_window 512, ...).
+GEOMETRIES = {
+    "E2B": dict(hidden_size=1536, hidden_size_per_layer_input=256, intermediate_size=4 * 1536, num_hidden_layers=35,
+                layer_types=[S, S, S, S, F] * 7, num_attention_heads=8, num_key_value_heads=1,
+                num_global_key_value_heads=None, attention_k_eq_v=False, use_bidirectional_attention=None,
+                num_kv_shared_layers=20, use_double_wide_mlp=True, final_logit_softcapping=30.0, rope_parameters=ROPE),
+    "E4B": dict(hidden_size=2560, hidden_size_per_layer_input=256, intermediate_size=4 * 2560, num_hidden_layers=42,
+                layer_types=S5F * 7, num_attention_heads=8, num_key_value_heads=2, num_global_key_value_heads=None,
+                global_head_dim=512, attention_k_eq_v=False, use_bidirectional_attention=None, num_kv_shared_layers=18,
+                final_logit_softcapping=30.0, rope_parameters=ROPE),
+    "31B": dict(hidden_size=5376, hidden_size_per_layer_input=0, intermediate_size=4 * 5376, num_hidden_layers=60,
+                layer_types=S5F * 10, num_attention_heads=32, num_key_value_heads=16, num_global_key_value_heads=4,
+                attention_k_eq_v=True, use_bidirectional_attention="vision", num_kv_shared_layers=0,
+                sliding_window=1024, final_logit_softcapping=30.0, rope_parameters=ROPE, max_position_embeddings=262144),
+    "26B-A4B": dict(hidden_size=2816, hidden_size_per_layer_input=0, intermediate_size=2112, num_hidden_layers=30,
+                    layer_types=S5F * 5, num_attention_heads=16, num_key_value_heads=8, num_global_key_value_heads=2,
+                    attention_k_eq_v=True, use_bidirectional_attention="vision", num_kv_shared_layers=0,
+                    enable_moe_block=True, num_experts=128, moe_intermediate_size=704, top_k_experts=8,
+                    sliding_window=1024, final_logit_softcapping=30.0, rope_parameters=ROPE,
+                    max_position_embeddings=262144),
+}
+
+
+def random_tensor(name, shape, cfg, gen, device):
+    """The same well-conditioned rules as init_weights, one tensor at a time on `device`, seeded by its name."""
+    import torch
+    H = cfg.hidden_size
+
+    def normal(std, mean=0.0):
+        return torch.randn(shape, generator=gen, device=device) * std + mean
+
+    if name.endswith("embed_tokens.weight"):
+        return normal(3.0 / math.sqrt(H))
+    if name.endswith("embed_tokens_per_layer.weight"):
+        return normal(1.0 / math.sqrt(cfg.hidden_size_per_layer_input))
+    if name.endswith("norm.weight") or name.endswith("layernorm.weight") or ".post_feedforward_layernorm_" in name \
+            or ".pre_feedforward_layernorm_" in name or name.endswith("router.scale"):
+        return normal(0.1, 1.0)
+    if name.endswith("router.per_expert_scale"):
+        return torch.rand(shape, generator=gen, device=device) * 0.6 + 0.7
+    if name.endswith("experts.gate_up_proj") or name.endswith("experts.down_proj"):  # [E, out, in]
+        return normal(1.0 / math.sqrt(shape[2]))
+    if name.endswith("layer_scalar"):
+        return torch.rand(shape, generator=gen, device=device) * 0.8 + 0.6
+    if name.endswith(".weight") and len(shape) == 2:  # nn.Linear [out, in]: N(0, 1/fan_in)
+        return normal(1.0 / math.sqrt(shape[1]))
+    raise SystemExit(f"geometry: no rule for tensor {name} {shape}")
+
+
+def make_geometry(args):
+    """A random-weight bf16 checkpoint of a released geometry, in the released multimodal layout
+    (Gemma4ForConditionalGeneration: text weights under model.language_model., config.json with text_config) or
+    the text-only one; written shard by shard, so the host never holds more than one shard."""
+    import zlib
+    import torch
+    from safetensors.torch import save_file
+    from transformers import Gemma4Config, Gemma4ForCausalLM, Gemma4TextConfig
+
+    t0 = time.time()
+    kw = dict(GEOMETRIES[args.name])
+    text_cfg = Gemma4TextConfig(**kw)
+    with torch.device("meta"):
+        meta = Gemma4ForCausalLM(text_cfg)
+    entries = [(k, tuple(v.shape)) for k, v in meta.state_dict().items()
+               if not (k == "lm_head.weight" and text_cfg.tie_word_embeddings) and not k.endswith("inv_freq")]
+    entries.sort()
+    prefix = "model.language_model." if args.layout == "multimodal" else "model."
+    names = [(prefix + k[len("model."):] if k.startswith("model.") else k, k, shp) for k, shp in entries]
+    if args.layout == "multimodal":  # one tower tensor, so a loader that reads the towers would be caught
+        names.append(("model.vision_tower.patch_embedder.input_proj.weight", None, (768, 768)))
+    shard_bytes = int(args.shard_gb * 2**30)
+    shards, cur, size = [], [], 0
+    for n in names:
+        b = math.prod(n[2]) * 2
+        if cur and size + b > shard_bytes:
+            shards.append(cur)
+            cur, size = [], 0
+        cur.append(n)
+        size += b
+    shards.append(cur)
+    os.makedirs(args.out, exist_ok=True)
+    if args.layout == "multimodal":
+        cfg = Gemma4Config(text_config=text_cfg.to_dict())
+        cfg.architectures = ["Gemma4ForConditionalGeneration"]
+    else:
+        cfg = text_cfg
+        cfg.architectures = ["Gemma4ForCausalLM"]
+    cfg.dtype = "bfloat16"
+    cfg.save_pretrained(args.out)
+    weight_map, total, params = {}, 0, 0
+    for si, shard in enumerate(shards):
+        fname = f"model-{si + 1:05d}-of-{len(shards):05d}.safetensors"
+        tensors = {}
+        for stored, key, shp in shard:
+            gen = torch.Generator(device=args.device).manual_seed(args.seed * 1000003 + zlib.crc32(stored.encode()))
+            t = random_tensor(key or stored, shp, text_cfg, gen, args.device)
+            tensors[stored] = t.to(torch.bfloat16).cpu()
+            weight_map[stored] = fname
+            total += t.numel() * 2
+            params += t.numel() if key else 0
+            del t
+        save_file(tensors, os.path.join(args.out, fname), metadata={"format": "pt"})
+        del tensors
+    with open(os.path.join(args.out, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=1)
+        f.write("\n")
+    print(json.dumps({"geometry": args.name, "layout": args.layout, "out": args.out, "text_parameters": params,
+                      "bytes": total, "shards": len(shards), "seconds": round(time.time() - t0, 1)}))
 
 
 def main():
@@ -344,9 +475,18 @@ def main():
     m.add_argument("--train-steps", type=int, default=200)
     m.add_argument("--device", default="cuda")
     m.add_argument("--only", nargs="*")
+    r = sub.add_parser("geometry", help="random-weight checkpoint of a released geometry (timing and memory runs)")
+    r.add_argument("name", choices=list(GEOMETRIES))
+    r.add_argument("--out", required=True)
+    r.add_argument("--layout", default="multimodal", choices=["multimodal", "text"])
+    r.add_argument("--seed", type=int, default=20260401)
+    r.add_argument("--device", default="cuda")
+    r.add_argument("--shard-gb", type=float, default=4.0)
     args = ap.parse_args()
     if args.cmd == "tokenizer":
         train_tokenizer(args.out)
+    elif args.cmd == "geometry":
+        make_geometry(args)
     else:
         make_models(args)
 

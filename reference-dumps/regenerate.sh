@@ -11,6 +11,6 @@ python3 -c 'import torch, transformers, tokenizers, safetensors; print("torch", 
 python3 checkpoints/make_checkpoints.py models --device "$DEVICE"
 python3 reference-dumps/make_dumps.py all
 python3 reference-dumps/make_tokenizer_expected.py gemma3 tests/src/test/resources
-for c in gemma4-tiny gemma4-tiny-ple gemma4-tiny-moe; do
+for c in gemma4-tiny gemma4-tiny-ple gemma4-tiny-moe gemma4-tiny-ple-e2b; do
   python3 reference-dumps/make_tokenizer_expected.py checkpoint "checkpoints/$c" "tests/src/test/resources/$c-tokenizer-expected.json"
 done
