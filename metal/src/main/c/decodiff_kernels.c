@@ -11,9 +11,13 @@
  * separately rounded products. Built with -ffp-contract=off and without -ffast-math so the compiler keeps that
  * order, and without flush-to-zero so subnormals stay.
  */
+#define _GNU_SOURCE /* syscall, for the AMX permission */
+#include <cpuid.h>
 #include <immintrin.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #define KERNEL __attribute__((target("avx512f")))
 #define L 16
@@ -29,7 +33,7 @@
 /* A loop the compiler must unroll (so that arrays of vectors indexed by its counter become registers). */
 #define UNROLLED _Pragma("GCC unroll 16")
 
-int32_t decodiff_abi_version(void) { return 3; }
+int32_t decodiff_abi_version(void) { return 4; }
 
 int32_t decodiff_cpu_supported(void) {
     __builtin_cpu_init();
@@ -235,17 +239,9 @@ KERNEL static void tile4x1(const float *wp, const float *x, int64_t n, float *ac
     _mm512_storeu_ps(acc + 3 * L, s3);
 }
 
-/*
- * The lane sums of sixteen accumulators at once: a[k·16 ..] for k < 16 (four tokens × ROWS rows, token-major),
- * each summed in lane order from 0.0f exactly as sum_lanes does, written to y[(k / ROWS)·ystride + k % ROWS].
- * A 16 × 16 transpose puts lane l of every accumulator in one vector, so sixteen vector additions replace 256
- * dependent scalar ones (which cost prefill's GEMM about a tenth of its time). Every loop is unrolled so the 32
- * vectors stay in registers: left as loops, gcc -O2 keeps r and t on the stack and the call takes ~200 cycles
- * instead of ~70 (one thread, in L1), a tenth of a 1536-column GEMM instead of a twentieth.
- */
-KERNEL static void sum_lanes16(const float *a, float *y, int64_t ystride) {
-    __m512 r[L], t[L];
-    UNROLLED for (int k = 0; k < L; k++) r[k] = _mm512_loadu_ps(a + k * L);
+/* r[l] becomes lane l of every input vector (input k in lane k): a 16 × 16 transpose of 32-bit elements. */
+KERNEL static inline __attribute__((always_inline)) void transpose16(__m512 r[L]) {
+    __m512 t[L];
     UNROLLED for (int k = 0; k < L; k += 2) {
         t[k] = _mm512_unpacklo_ps(r[k], r[k + 1]);
         t[k + 1] = _mm512_unpackhi_ps(r[k], r[k + 1]);
@@ -265,6 +261,20 @@ KERNEL static void sum_lanes16(const float *a, float *y, int64_t ystride) {
         r[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
         r[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xdd);
     }
+}
+
+/*
+ * The lane sums of sixteen accumulators at once: a[k·16 ..] for k < 16 (four tokens × ROWS rows, token-major),
+ * each summed in lane order from 0.0f exactly as sum_lanes does, written to y[(k / ROWS)·ystride + k % ROWS].
+ * A 16 × 16 transpose puts lane l of every accumulator in one vector, so sixteen vector additions replace 256
+ * dependent scalar ones (which cost prefill's GEMM about a tenth of its time). Every loop is unrolled so the 32
+ * vectors stay in registers: left as loops, gcc -O2 keeps r and t on the stack and the call takes ~200 cycles
+ * instead of ~70 (one thread, in L1), a tenth of a 1536-column GEMM instead of a twentieth.
+ */
+KERNEL static void sum_lanes16(const float *a, float *y, int64_t ystride) {
+    __m512 r[L];
+    UNROLLED for (int k = 0; k < L; k++) r[k] = _mm512_loadu_ps(a + k * L);
+    transpose16(r);
     /* r[l] now holds lane l of every accumulator (accumulator k in lane k). */
     __m512 s = _mm512_setzero_ps();
     UNROLLED for (int l = 0; l < L; l++) s = _mm512_add_ps(s, r[l]);
@@ -502,4 +512,248 @@ KERNEL_BF16 void decodiff_matmul_bf16dot(const uint16_t *w, int64_t cols, int32_
     }
     for (; r < to; r++)
         for (int t = 0; t < tokens; t++) y[(int64_t) t * rows + r] = dot_row(w + r * cols, x + t * cols, cols);
+}
+
+/*
+ * The AMX GEMMs: bf16 tile products (TDPBF16PS) accumulated in fp32 tiles.
+ *
+ * Why tiles: one TDPBF16PS multiplies a 16 × 32 bf16 tile by a 32 × 16 one into 16 × 16 fp32 accumulators, 16384
+ * flops in about 16 cycles — on the machine we measured, 27 times the fp32 FMA peak of one core (3.1 TFLOPS against
+ * 116 GFLOPS, one thread, CPU time). Every product of two bf16 values is exact in fp32, and the instruction adds each
+ * product to its fp32 accumulator with one rounding (as a fused multiply-add does; it treats subnormal inputs as zero
+ * and flushes subnormal results), so the precision lost is only what the activations lose in becoming bf16.
+ *
+ * Exact mode: the weights are bf16 already, so only the activations are split, x = h + l + l2 with h the top 8
+ * significant bits of x (the fp32 pattern truncated to its high 16 bits), l the top 8 of x − h, l2 = x − h − l (at
+ * most 8 significant bits left, so it is a bf16 value too). The split is exact: W·x = W·h + W·l + W·l2, each product
+ * exact, three tile products instead of one, every sum in fp32. What differs from the FMA GEMM is the order of the
+ * sums (one fp32 accumulator per output over the columns in order, h, l, l2 per 32 columns, instead of 16 lane
+ * accumulators summed at the end), and what the instruction drops: terms below 2^-126 (subnormal bf16) and subnormal
+ * partial sums. The bound is in WeightMatrixTest. bf16 mode (--matmul bf16): the activations rounded to bf16 by the
+ * caller, one tile product.
+ *
+ * Layout: A tiles are 16 tokens × 32 columns of one term ([token tile][column block][term][16][32], packed once per
+ * token chunk by decodiff_amx_pack_*), B tiles 16 weight rows in the tile's pair layout (B[p][n] holds columns 2p and
+ * 2p + 1 of row n: a 16 × 16 transpose of the rows' 32-bit pairs, packed per 32-row group into the scratch). The C
+ * tiles are [token][row], stored straight into Y[t · rows + r]. Rows and tokens are padded to 16 and columns to 32
+ * with zeros (a product with zero adds nothing); only the real outputs are stored.
+ */
+#define KERNEL_AMX __attribute__((target("avx512f,avx512bw,amx-tile,amx-bf16")))
+#define TILE 16             /* rows of a tile: tokens of A and C, pairs of B */
+#define TILE_COLS 32        /* bf16 columns of an A tile */
+#define TILE_SHORTS (TILE * TILE_COLS)
+#define ARCH_REQ_XCOMP_PERM 0x1023
+#define XFEATURE_XTILEDATA 18
+
+typedef struct __attribute__((packed)) {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} tile_config;
+
+/* 1 when the CPU has AMX-TILE and AMX-BF16 and the kernel lets this process use the tile state (asked once). */
+int32_t decodiff_amx_init(void) {
+    static int state = -1;
+    if (state >= 0) return state;
+    unsigned a, b, c, d;
+    state = 0;
+    if (__get_cpuid_count(7, 0, &a, &b, &c, &d) && (d & (1u << 24)) && (d & (1u << 22)))
+        state = syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+    return state;
+}
+
+KERNEL_AMX static void amx_configure(void) {
+    tile_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int i = 0; i < 8; i++) cfg.rows[i] = TILE, cfg.colsb[i] = 64;
+    _tile_loadconfig(&cfg);
+}
+
+/* Shorts of packed activations for `tokens` tokens of `cols` columns with `terms` bf16 terms each. */
+int64_t decodiff_amx_packed_shorts(int64_t cols, int32_t tokens, int32_t terms) {
+    return (int64_t) ((tokens + TILE - 1) / TILE) * ((cols + TILE_COLS - 1) / TILE_COLS) * terms * TILE_SHORTS;
+}
+
+/* Shorts of per-call scratch decodiff_matmul_amx needs (two packed 16-row weight tiles per column block, a C tile). */
+int64_t decodiff_amx_scratch_shorts(int64_t cols) {
+    return 32 + 2 * ((cols + TILE_COLS - 1) / TILE_COLS) * TILE_SHORTS + 2 * TILE * TILE;
+}
+
+KERNEL_AMX static inline __m512i amx_load32(const float *p, int64_t n) {
+    return _mm512_castps_si512(_mm512_maskz_loadu_ps(n >= L ? 0xffff : (__mmask16) ((1u << (n > 0 ? n : 0)) - 1u), p));
+}
+
+/* The high halves of 32 fp32 patterns (a: columns 0-15, b: 16-31) as one row of 32 bf16. */
+KERNEL_AMX static inline __m512i amx_high_halves(__m512i a, __m512i b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi32_epi16(_mm512_srli_epi32(a, 16))),
+                              _mm512_cvtepi32_epi16(_mm512_srli_epi32(b, 16)), 1);
+}
+
+/* x split into its three bf16 terms, each an fp32 pattern with the low 16 bits zero; non-finite x: h alone. */
+KERNEL_AMX static inline void amx_split(__m512i u, __m512i *h, __m512i *l, __m512i *l2) {
+    const __m512i high = _mm512_set1_epi32((int) 0xffff0000u), expo = _mm512_set1_epi32(0x7f800000);
+    __mmask16 finite = _mm512_cmpneq_epi32_mask(_mm512_and_si512(u, expo), expo);
+    __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), expo);
+    __m512i hi = _mm512_and_si512(u, high);
+    /* A NaN whose payload lies in the low half stays a NaN (its quiet bit set), not an infinity. */
+    hi = _mm512_mask_or_epi32(hi, nan, hi, _mm512_set1_epi32(0x00400000));
+    __m512 r1 = _mm512_maskz_sub_ps(finite, _mm512_castsi512_ps(u), _mm512_castsi512_ps(hi));
+    __m512i lo = _mm512_and_si512(_mm512_castps_si512(r1), high);
+    __m512 r2 = _mm512_sub_ps(r1, _mm512_castsi512_ps(lo));
+    *h = hi, *l = lo, *l2 = _mm512_and_si512(_mm512_castps_si512(r2), high);
+}
+
+/*
+ * Token tiles [tile_from, tile_to) of x ([tokens, cols] fp32) split into three bf16 terms, packed as the A tiles
+ * read them: tile k, column block b, term s at ((k · blocks + b) · 3 + s) · 512 shorts.
+ */
+KERNEL_AMX void decodiff_amx_pack_x(const float *x, int64_t cols, int32_t tokens, int32_t tile_from, int32_t tile_to, uint16_t *xa) {
+    const int64_t blocks = (cols + TILE_COLS - 1) / TILE_COLS;
+    for (int64_t k = tile_from; k < tile_to; k++)
+        for (int64_t b = 0; b < blocks; b++) {
+            uint16_t *out = xa + (k * blocks + b) * 3 * TILE_SHORTS;
+            int64_t c = b * TILE_COLS;
+            for (int j = 0; j < TILE; j++) {
+                int64_t t = k * TILE + j;
+                __m512i u0 = _mm512_setzero_si512(), u1 = u0;
+                if (t < tokens) u0 = amx_load32(x + t * cols + c, cols - c), u1 = amx_load32(x + t * cols + c + L, cols - c - L);
+                __m512i h0, l0, m0, h1, l1, m1;
+                amx_split(u0, &h0, &l0, &m0);
+                amx_split(u1, &h1, &l1, &m1);
+                _mm512_store_si512(out + j * TILE_COLS, amx_high_halves(h0, h1));
+                _mm512_store_si512(out + TILE_SHORTS + j * TILE_COLS, amx_high_halves(l0, l1));
+                _mm512_store_si512(out + 2 * TILE_SHORTS + j * TILE_COLS, amx_high_halves(m0, m1));
+            }
+        }
+}
+
+/* The same for activations already in bf16 ([tokens, cols] shorts): one term. */
+KERNEL_AMX void decodiff_amx_pack_xb(const uint16_t *x, int64_t cols, int32_t tokens, int32_t tile_from, int32_t tile_to, uint16_t *xa) {
+    const int64_t blocks = (cols + TILE_COLS - 1) / TILE_COLS;
+    for (int64_t k = tile_from; k < tile_to; k++)
+        for (int64_t b = 0; b < blocks; b++) {
+            uint16_t *out = xa + (k * blocks + b) * TILE_SHORTS;
+            int64_t c = b * TILE_COLS, n = cols - c;
+            for (int j = 0; j < TILE; j++) {
+                int64_t t = k * TILE + j;
+                __m512i v = t < tokens ? _mm512_maskz_loadu_epi16(n >= TILE_COLS ? 0xffffffffu : (__mmask32) ((1u << n) - 1u), x + t * cols + c)
+                                       : _mm512_setzero_si512();
+                _mm512_store_si512(out + j * TILE_COLS, v);
+            }
+        }
+}
+
+/*
+ * Rows [r, r + 16) of w (those below `to`; the rest zero) in B-tile layout for every column block: block b at
+ * wb + b · (2 · 512), the second tile of a 32-row group at + 512. Prefetches `next` (the next group's rows, or NULL)
+ * into L2 meanwhile, so their reads come from cache.
+ */
+KERNEL_AMX static void amx_pack_rows(const uint16_t *w, int64_t cols, int64_t r, int64_t to, uint16_t *wb, const uint16_t *next, int64_t next_rows) {
+    const int64_t blocks = (cols + TILE_COLS - 1) / TILE_COLS;
+    for (int64_t b = 0; b < blocks; b++) {
+        int64_t c = b * TILE_COLS, n = cols - c;
+        __mmask32 m = n >= TILE_COLS ? 0xffffffffu : (__mmask32) ((1u << n) - 1u);
+        __m512 v[L];
+        UNROLLED for (int i = 0; i < TILE; i++)
+            v[i] = r + i < to ? _mm512_castsi512_ps(_mm512_maskz_loadu_epi16(m, w + (r + i) * cols + c)) : _mm512_setzero_ps();
+        if (next)
+            for (int i = 0; i < next_rows; i++) _mm_prefetch((const char *) (next + i * cols + c), _MM_HINT_T1);
+        transpose16(v);
+        uint16_t *out = wb + b * 2 * TILE_SHORTS;
+        UNROLLED for (int p = 0; p < TILE; p++) _mm512_store_ps(out + p * TILE_COLS, v[p]);
+    }
+}
+
+/* A C tile into y (rows stride apart) when whole, else its real part (tokens × rows) through tmp. */
+#define AMX_STORE(tile, yp, tokens_, rows_)                                                                      \
+    do {                                                                                                         \
+        if ((tokens_) >= TILE && (rows_) >= TILE) _tile_stored(tile, yp, stride * 4);                            \
+        else {                                                                                                   \
+            _tile_stored(tile, tmp, TILE * 4);                                                                   \
+            for (int j_ = 0; j_ < (tokens_); j_++) memcpy((yp) + j_ * stride, tmp + j_ * TILE, (rows_) * 4);     \
+        }                                                                                                        \
+    } while (0)
+
+/*
+ * One 32-token × 32-row block (two token tiles × two row tiles; C tiles 0-3, A 4-5, B 6-7) over every column block:
+ * per block two weight tiles, then per term two activation tiles and four products. nt / nr (1 or 2): the tiles
+ * the block has; tokens / rows: how many of them are real (for the stores).
+ */
+KERNEL_AMX static inline __attribute__((always_inline)) void amx_block(const uint16_t *xa, const uint16_t *wb, int64_t blocks, int terms,
+                                                                      int nt, int nr, float *y, int64_t stride, int tokens, int rows, float *tmp) {
+    const int64_t tile_step = blocks * terms * TILE_SHORTS;
+    _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+    for (int64_t b = 0; b < blocks; b++) {
+        const uint16_t *wt = wb + b * 2 * TILE_SHORTS, *xt = xa + b * terms * TILE_SHORTS;
+        _tile_loadd(6, wt, 64);
+        if (nr == 2) _tile_loadd(7, wt + TILE_SHORTS, 64);
+        for (int s = 0; s < terms; s++) {
+            _tile_loadd(4, xt + s * TILE_SHORTS, 64);
+            if (nt == 2) _tile_loadd(5, xt + tile_step + s * TILE_SHORTS, 64);
+            _tile_dpbf16ps(0, 4, 6);
+            if (nr == 2) _tile_dpbf16ps(1, 4, 7);
+            if (nt == 2) _tile_dpbf16ps(2, 5, 6);
+            if (nt == 2 && nr == 2) _tile_dpbf16ps(3, 5, 7);
+        }
+    }
+    int t0 = tokens < TILE ? tokens : TILE, t1 = tokens - t0, r0 = rows < TILE ? rows : TILE, r1 = rows - r0;
+    AMX_STORE(0, y, t0, r0);
+    if (nr == 2) AMX_STORE(1, y + TILE, t0, r1);
+    if (nt == 2) AMX_STORE(2, y + TILE * stride, t1, r0);
+    if (nt == 2 && nr == 2) AMX_STORE(3, y + TILE * stride + TILE, t1, r1);
+}
+
+/*
+ * Y[t·rows + r] = W[r]·X[t] for r in [from, to), t < tokens: xa the activations packed by decodiff_amx_pack_x
+ * (terms 3) or decodiff_amx_pack_xb (terms 1) for these tokens; scratch decodiff_amx_scratch_shorts(cols) shorts.
+ * Rows go in groups of 32, each packed once and multiplied with every token; the tokens in blocks of 32.
+ * decodiff_amx_init() must have returned 1.
+ */
+KERNEL_AMX void decodiff_matmul_amx(const uint16_t *w, int64_t cols, int32_t rows, int32_t from, int32_t to,
+                                    const uint16_t *xa, int32_t terms, int32_t tokens, float *y, uint16_t *scratch) {
+    const int64_t blocks = (cols + TILE_COLS - 1) / TILE_COLS, tile_step = blocks * terms * TILE_SHORTS;
+    uint16_t *wb = (uint16_t *) (((uintptr_t) scratch + 63) & ~(uintptr_t) 63);
+    float *tmp = (float *) (wb + 2 * blocks * TILE_SHORTS);
+    amx_configure();
+    for (int64_t r = from; r < to; r += 2 * TILE) {
+        int64_t n = to - r < 2 * TILE ? to - r : 2 * TILE;
+        const uint16_t *next = r + 2 * TILE < to ? w + (r + 2 * TILE) * cols : NULL;
+        int64_t next_rows = to - (r + 2 * TILE) < 2 * TILE ? to - (r + 2 * TILE) : 2 * TILE;
+        amx_pack_rows(w, cols, r, to, wb, next, next_rows < TILE ? next_rows : TILE);
+        if (n > TILE) amx_pack_rows(w, cols, r + TILE, to, wb + TILE_SHORTS, next ? next + TILE * cols : NULL, next_rows - TILE);
+        int nr = n > TILE ? 2 : 1;
+        int64_t t = 0;
+        for (; t + TILE < tokens; t += 2 * TILE) {
+            const uint16_t *xt = xa + (t / TILE) * tile_step;
+            int nt_real = tokens - t < 2 * TILE ? (int) (tokens - t) : 2 * TILE;
+            if (nr == 2) amx_block(xt, wb, blocks, terms, 2, 2, y + t * rows + r, rows, nt_real, (int) n, tmp);
+            else amx_block(xt, wb, blocks, terms, 2, 1, y + t * rows + r, rows, nt_real, (int) n, tmp);
+        }
+        if (t < tokens) {
+            const uint16_t *xt = xa + (t / TILE) * tile_step;
+            if (nr == 2) amx_block(xt, wb, blocks, terms, 1, 2, y + t * rows + r, rows, (int) (tokens - t), (int) n, tmp);
+            else amx_block(xt, wb, blocks, terms, 1, 1, y + t * rows + r, rows, (int) (tokens - t), (int) n, tmp);
+        }
+    }
+    _tile_release();
+}
+
+/*
+ * The AMX bf16 peak yardstick: `iterations` rounds of four independent tile products (C tiles 0-3 from A tiles 4-5
+ * and B tiles 6-7, loaded once from zeros), no memory traffic: 4 · 16 · 16 · 32 · 2 flops per iteration.
+ * decodiff_amx_init() must have returned 1.
+ */
+KERNEL_AMX float decodiff_amx_loop(int64_t iterations) {
+    static const uint16_t zeros[TILE_SHORTS] __attribute__((aligned(64)));
+    float out[TILE * TILE];
+    amx_configure();
+    _tile_loadd(4, zeros, 64); _tile_loadd(5, zeros, 64); _tile_loadd(6, zeros, 64); _tile_loadd(7, zeros, 64);
+    _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+    for (int64_t i = 0; i < iterations; i++) {
+        _tile_dpbf16ps(0, 4, 6); _tile_dpbf16ps(1, 4, 7); _tile_dpbf16ps(2, 5, 6); _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_stored(0, out, 64);
+    _tile_release();
+    return out[0];
 }

@@ -15,6 +15,7 @@ import java.nio.file.StandardCopyOption;
 import java.util.Locale;
 
 import static java.lang.foreign.ValueLayout.ADDRESS;
+import static java.lang.foreign.ValueLayout.JAVA_FLOAT;
 import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
@@ -33,13 +34,17 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  */
 public final class NativeKernels {
     static final String RESOURCE = "/native/linux-x86_64/libdecodiff_kernels.so";
-    private static final int ABI = 3;
+    private static final int ABI = 4;
 
     private static final MethodHandle MATVEC;
     private static final MethodHandle MATMUL;
     private static final MethodHandle STREAM;
     /** The AVX512-BF16 GEMM of --matmul bf16, or null where the CPU lacks those instructions. */
     private static final MethodHandle MATMUL_BF16DOT;
+    /** The AMX tile GEMM, its activation packers and its peak loop, or null where the CPU or the kernel refuses AMX. */
+    private static final MethodHandle MATMUL_AMX, AMX_PACK_X, AMX_PACK_XB, AMX_PACKED_SHORTS, AMX_SCRATCH_SHORTS, AMX_LOOP;
+    /** Each thread's AMX scratch (packed weight rows), grown as needed. */
+    private static final ThreadLocal<MemorySegment> AMX_SCRATCH = new ThreadLocal<>();
     /** Floats of scratch the native GEMMs need for a number of columns and tokens. */
     private static final MethodHandle SCRATCH_FLOATS;
     /** Each thread's GEMM scratch, grown as needed (only a native call reads it, and a thread makes one at a time). */
@@ -48,7 +53,9 @@ public final class NativeKernels {
 
     static {
         MethodHandle mv = null, mm = null, sr = null, dot = null, scratch = null;
-        String status;
+        MethodHandle amx = null, packX = null, packXb = null, packedShorts = null, amxScratch = null, amxLoop = null;
+        String status, amxStatus = "";
+        boolean amxOff = "off".equalsIgnoreCase(System.getProperty("decodiff.amx", "auto"));
         try {
             var lookup = load();
             var linker = Linker.nativeLinker();
@@ -71,6 +78,21 @@ public final class NativeKernels {
                     dot = linker.downcallHandle(find(lookup, "decodiff_matmul_bf16dot"),
                             FunctionDescriptor.ofVoid(ADDRESS, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, ADDRESS, ADDRESS), critical);
                 status = "native avx512 (FFM)";
+                if (amxOff) {
+                    amxStatus = "; AMX off (-Ddecodiff.amx=off)";
+                } else if ((int) linker.downcallHandle(find(lookup, "decodiff_amx_init"), FunctionDescriptor.of(JAVA_INT)).invokeExact() != 1) {
+                    amxStatus = amxOnCpu() ? "; AMX refused by the OS kernel (arch_prctl)" : "";
+                } else {
+                    var packing = FunctionDescriptor.ofVoid(ADDRESS, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS);
+                    amx = linker.downcallHandle(find(lookup, "decodiff_matmul_amx"),
+                            FunctionDescriptor.ofVoid(ADDRESS, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, JAVA_INT, ADDRESS, ADDRESS), critical);
+                    packX = linker.downcallHandle(find(lookup, "decodiff_amx_pack_x"), packing, critical);
+                    packXb = linker.downcallHandle(find(lookup, "decodiff_amx_pack_xb"), packing, critical);
+                    packedShorts = linker.downcallHandle(find(lookup, "decodiff_amx_packed_shorts"), FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_INT, JAVA_INT));
+                    amxScratch = linker.downcallHandle(find(lookup, "decodiff_amx_scratch_shorts"), FunctionDescriptor.of(JAVA_LONG, JAVA_LONG));
+                    amxLoop = linker.downcallHandle(find(lookup, "decodiff_amx_loop"), FunctionDescriptor.of(JAVA_FLOAT, JAVA_LONG));
+                    amxStatus = "; prefill GEMMs on AMX tiles (exact: activations split into 3 bf16 terms)";
+                }
             }
         } catch (Unavailable e) {
             status = "java (" + e.getMessage() + ")";
@@ -83,7 +105,13 @@ public final class NativeKernels {
         SCRATCH_FLOATS = scratch;
         STREAM = off ? null : sr;
         MATMUL_BF16DOT = off ? null : dot;
-        STATUS = off && mv != null ? "java (-Ddecodiff.kernels=java)" : status;
+        MATMUL_AMX = off ? null : amx;
+        AMX_PACK_X = packX;
+        AMX_PACK_XB = packXb;
+        AMX_PACKED_SHORTS = packedShorts;
+        AMX_SCRATCH_SHORTS = amxScratch;
+        AMX_LOOP = off ? null : amxLoop;
+        STATUS = off && mv != null ? "java (-Ddecodiff.kernels=java)" : status + amxStatus;
     }
 
     private NativeKernels() {}
@@ -161,6 +189,75 @@ public final class NativeKernels {
             MATMUL.invokeExact(w, (long) cols, rows, from, to, x, tokens, y, scratch);
         } catch (Throwable t) {
             throw new IllegalStateException("native matmul failed", t);
+        }
+    }
+
+    /**
+     * Whether exact prefill GEMMs run on AMX tiles here: the CPU has AMX-TILE and AMX-BF16, the OS kernel granted this
+     * process the tile state (asked once, at class load), and {@code -Ddecodiff.amx=off} is not set.
+     */
+    public static boolean amxAvailable() { return MATMUL_AMX != null; }
+
+    /** Whether /proc/cpuinfo lists AMX bf16 tiles (whatever the OS kernel allows). */
+    public static boolean amxOnCpu() {
+        try {
+            for (String line : Files.readAllLines(Path.of("/proc/cpuinfo")))
+                if (line.startsWith("flags")) return (line + " ").contains(" amx_bf16 ") && (line + " ").contains(" amx_tile ");
+        } catch (IOException e) {
+            return false;
+        }
+        return false;
+    }
+
+    /** Shorts of packed activations {@link #amxPack} writes for {@code tokens} tokens of {@code cols} columns with {@code terms} terms. */
+    static long amxPackedShorts(int cols, int tokens, int terms) {
+        try {
+            return (long) AMX_PACKED_SHORTS.invokeExact((long) cols, tokens, terms);
+        } catch (Throwable t) {
+            throw new IllegalStateException("native AMX size failed", t);
+        }
+    }
+
+    /**
+     * Token tiles [tileFrom, tileTo) (16 tokens each) of X ([tokens, cols]) packed as the AMX GEMM reads them: fp32 X
+     * split into three bf16 terms, or bf16 X (shorts) as one.
+     */
+    static void amxPack(MemorySegment x, boolean bf16, int cols, int tokens, int tileFrom, int tileTo, MemorySegment packed) {
+        try {
+            if (bf16) AMX_PACK_XB.invokeExact(x, (long) cols, tokens, tileFrom, tileTo, packed);
+            else AMX_PACK_X.invokeExact(x, (long) cols, tokens, tileFrom, tileTo, packed);
+        } catch (Throwable t) {
+            throw new IllegalStateException("native AMX pack failed", t);
+        }
+    }
+
+    /** Y[t·rows + r] = W[r]·X[t] for r in [from, to), t < tokens, on AMX tiles, from activations packed by {@link #amxPack}. */
+    static void matmulAmx(MemorySegment w, int cols, int rows, int from, int to, MemorySegment packed, int terms, int tokens, MemorySegment y) {
+        long shorts;
+        try {
+            shorts = (long) AMX_SCRATCH_SHORTS.invokeExact((long) cols);
+        } catch (Throwable t) {
+            throw new IllegalStateException("native AMX scratch size failed", t);
+        }
+        var scratch = AMX_SCRATCH.get();
+        if (scratch == null || scratch.byteSize() < shorts * 2) {
+            scratch = Arena.ofAuto().allocate(shorts * 2, 64);
+            AMX_SCRATCH.set(scratch);
+        }
+        try {
+            MATMUL_AMX.invokeExact(w, (long) cols, rows, from, to, packed, terms, tokens, y, scratch);
+        } catch (Throwable t) {
+            throw new IllegalStateException("native AMX matmul failed", t);
+        }
+    }
+
+    /** The AMX bf16 peak loop: {@code iterations} rounds of four independent 16 × 32 × 16 tile products; returns a checksum. */
+    public static float amxLoop(long iterations) {
+        if (AMX_LOOP == null) throw new IllegalStateException("AMX is not in use: " + STATUS);
+        try {
+            return (float) AMX_LOOP.invokeExact(iterations);
+        } catch (Throwable t) {
+            throw new IllegalStateException("native AMX loop failed", t);
         }
     }
 

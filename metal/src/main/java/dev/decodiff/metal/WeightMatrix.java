@@ -6,6 +6,7 @@ import jdk.incubator.vector.ShortVector;
 import jdk.incubator.vector.VectorOperators;
 import jdk.incubator.vector.VectorSpecies;
 
+import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.nio.ByteOrder;
@@ -44,6 +45,14 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
      * 84 tokens per chunk: 12288 columns 0.67 / 0.77 / 0.71; 21504 columns, 12 / 42 / 84: 0.54 / 0.74 / 0.67).
      */
     private static final int NATIVE_MIN_CHUNK = 7 * TILE_TOKENS;
+    /** Tokens (and weight rows) of one AMX tile. */
+    private static final int AMX_TILE = 16;
+    /**
+     * Bytes of packed activations one token chunk of the AMX GEMM may span (at least 32 tokens): a chunk's
+     * activations stay in a core's L2 while each 32-row group of weights passes over them.
+     */
+    private static final int AMX_BUDGET = Integer.getInteger("decodiff.amxBudget", 1024 * 1024);
+    private static final ThreadLocal<MemorySegment> AMX_PACKED = new ThreadLocal<>();
     /** Columns of one block of {@link #matmul}: a widened 4-row tile and a 6-token tile of this width stay in L1. */
     private static final int COL_BLOCK = Integer.getInteger("decodiff.colBlock", 512);
 
@@ -126,9 +135,65 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
      * reduced at the end: results are bit-identical to {@link #dot} and to {@link #matvec} (prefill equals decode).
      */
     public void matmul(float[] x, int tokens, float[] y) {
+        if (tokens > 1 && dtype == DType.BF16 && NativeKernels.amxAvailable()) matmulAmx(x, tokens, y);
+        else matmulFma(x, tokens, y);
+    }
+
+    /**
+     * {@link #matmul} on the FMA kernels only (never AMX tiles): every (t, r) gets the bits of {@link #dot}, so a
+     * prefill gives each token the bits of decoding it alone ({@link MatmulPrecision#FP32_FMA}).
+     */
+    public void matmulFma(float[] x, int tokens, float[] y) {
         if (tokens == 1) matvec(x, 0, y, 0);
         else if (dtype == DType.BF16 && NativeKernels.available()) matmulNative(x, tokens, y);
         else matmulJava(x, tokens, y);
+    }
+
+    /**
+     * {@link #matmul} on AMX tiles (bf16 only; {@link NativeKernels#amxAvailable()} must hold): each activation split
+     * exactly into three bf16 terms, the weight times each term an exact product, all of them summed in fp32 tile
+     * accumulators (decodiff_kernels.c says how). As exact as the FMA GEMM up to the order of the fp32 sums, so not
+     * its bits; every token's result is independent of the others in the call.
+     */
+    public void matmulAmx(float[] x, int tokens, float[] y) {
+        requireAmx();
+        Objects.checkFromIndexSize(0, tokens * cols, x.length);
+        Objects.checkFromIndexSize(0, tokens * rows, y.length);
+        amxChunks(MemorySegment.ofArray(x), false, tokens, y);
+    }
+
+    private void requireAmx() {
+        requireNative();
+        if (!NativeKernels.amxAvailable()) throw new IllegalStateException("AMX tiles are not in use: " + NativeKernels.status());
+    }
+
+    /**
+     * The AMX GEMM in token chunks whose packed activations ({@code terms} bf16 values per element) stay within
+     * {@link #AMX_BUDGET}: each chunk's activations packed once (the token tiles shared out over the cores), then the
+     * rows shared out, 32 at a time.
+     */
+    private void amxChunks(MemorySegment xs, boolean bf16, int tokens, float[] y) {
+        int terms = bf16 ? 1 : 3, elementBytes = bf16 ? 2 : 4;
+        int chunk = Math.min(tokens, Math.max(2 * AMX_TILE, AMX_BUDGET / (cols * 2 * terms) / (2 * AMX_TILE) * (2 * AMX_TILE)));
+        var packed = amxPacked(NativeKernels.amxPackedShorts(cols, chunk, terms) * 2);
+        var ys = MemorySegment.ofArray(y);
+        for (int t0 = 0; t0 < tokens; t0 += chunk) {
+            int n = Math.min(chunk, tokens - t0);
+            var xc = xs.asSlice((long) t0 * cols * elementBytes, (long) n * cols * elementBytes);
+            var yc = ys.asSlice((long) t0 * rows * 4, (long) n * rows * 4);
+            Parallel.forRange((n + AMX_TILE - 1) / AMX_TILE, 1, (a, b) -> NativeKernels.amxPack(xc, bf16, cols, n, a, b, packed));
+            Parallel.forRange(rows, 2 * AMX_TILE, (from, to) -> NativeKernels.matmulAmx(data, cols, rows, from, to, packed, terms, n, yc));
+        }
+    }
+
+    /** The calling thread's buffer for packed activations (the workers of its calls write and read it), grown as needed. */
+    private static MemorySegment amxPacked(long bytes) {
+        var buf = AMX_PACKED.get();
+        if (buf == null || buf.byteSize() < bytes) {
+            buf = Arena.ofAuto().allocate(bytes, 64);
+            AMX_PACKED.set(buf);
+        }
+        return buf;
     }
 
     private void requireNative() {
@@ -182,9 +247,17 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
             matmul(x, tokens, y);
             return;
         }
+        if (precision == MatmulPrecision.FP32_FMA) {
+            matmulFma(x, tokens, y);
+            return;
+        }
         Objects.checkFromIndexSize(0, tokens * cols, x.length);
         Objects.checkFromIndexSize(0, tokens * rows, y.length);
         short[] xb = BFloat16.round(x, 0, tokens * cols);
+        if (tokens > 1 && NativeKernels.amxAvailable()) {
+            amxChunks(MemorySegment.ofArray(xb), true, tokens, y);
+            return;
+        }
         if (NativeKernels.bf16DotAvailable()) {
             nativeChunks(MemorySegment.ofArray(xb), 2, tokens, y, NativeKernels::matmulBf16Dot);
             return;
@@ -196,7 +269,7 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
 
     /** {@link #matvec} at the given precision, as {@link #matmul(float[], int, float[], MatmulPrecision)}. */
     public void matvec(float[] x, int xOff, float[] y, int yOff, MatmulPrecision precision) {
-        if (precision == MatmulPrecision.FP32 || dtype != DType.BF16) {
+        if (precision != MatmulPrecision.BF16 || dtype != DType.BF16) {
             matvec(x, xOff, y, yOff);
             return;
         }

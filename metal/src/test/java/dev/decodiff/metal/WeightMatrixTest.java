@@ -13,9 +13,10 @@ import java.util.Random;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /**
- * The blocked kernels must give, for every (token, row), exactly the bits of the plain one-row dot product (one
+ * The blocked FMA kernels must give, for every (token, row), exactly the bits of the plain one-row dot product (one
  * fp32 accumulator per row in column order): prefill equals decode, and any thread split gives the same result.
- * The reference here is an independent scalar loop in that same order.
+ * The reference here is an independent scalar loop in that same order. The AMX GEMM sums in another order: it is
+ * held to the error bound its exact split allows, against a double-precision sum.
  */
 class WeightMatrixTest {
     private static final ValueLayout.OfShort I16 = ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
@@ -61,9 +62,14 @@ class WeightMatrixTest {
 
         boolean nativeToo = dtype == DType.BF16 && NativeKernels.available();
         float[] y = new float[tokens * rows], yj = new float[tokens * rows], yn = new float[tokens * rows];
-        w.matmul(x, tokens, y);
+        w.matmul(x, tokens, y, MatmulPrecision.FP32_FMA);
         w.matmulJava(x, tokens, yj);
         if (nativeToo) w.matmulNative(x, tokens, yn);
+        if (!NativeKernels.amxAvailable() || dtype != DType.BF16) {
+            float[] plain = new float[tokens * rows];
+            w.matmul(x, tokens, plain);
+            assertThat(plain).as("without AMX the default GEMM is the FMA one").containsExactly(y);
+        }
         for (int t = 0; t < tokens; t++) {
             float[] yv = new float[rows + 3], yvj = new float[rows + 3], yvn = new float[rows + 3];
             w.matvec(x, t * cols, yv, 3);
@@ -106,7 +112,7 @@ class WeightMatrixTest {
                 x[t * cols + c] = plain ? (float) rnd.nextGaussian() : c % 2 == 0 ? -0.0f : Float.MIN_VALUE * (t + c);
             }
         float[] y = new float[tokens * rows], yj = new float[tokens * rows], yn = new float[tokens * rows];
-        w.matmul(x, tokens, y);
+        w.matmulFma(x, tokens, y);
         w.matmulJava(x, tokens, yj);
         if (NativeKernels.available()) w.matmulNative(x, tokens, yn);
         for (int t = 0; t < tokens; t++)
@@ -124,7 +130,8 @@ class WeightMatrixTest {
      * --matmul bf16: each output is the dot product of the weight row with the activations rounded to bf16 (nearest
      * even), summed in fp32 in some fixed order: within a few fp32 roundings of the exact sum (computed here in double
      * from independently rounded activations), and clearly not the fp32 path's result (the rounding happened). Decode
-     * (one token, also from an offset) and prefill give each token the same bits.
+     * (one token, also from an offset) is held to the same bound, and gives each token the prefill's bits where the
+     * prefill does not run on AMX tiles (which sum in another order).
      */
     @ParameterizedTest
     @CsvSource({"37,64,1", "130,1536,7", "19,70,5", "21,1100,13", "13,1100,240", "9,33,6", "64,512,12"})
@@ -151,11 +158,86 @@ class WeightMatrixTest {
                 }
                 float got = y[t * rows + r];
                 assertThat((double) Math.abs(got - sum)).as("t=%d r=%d", t, r).isLessThanOrEqualTo(cols * 0x1p-24 * magnitude);
-                assertThat(Float.floatToRawIntBits(one[3 + r])).as("decode t=%d r=%d", t, r).isEqualTo(Float.floatToRawIntBits(got));
+                assertThat((double) Math.abs(one[3 + r] - sum)).as("decode t=%d r=%d", t, r).isLessThanOrEqualTo(cols * 0x1p-24 * magnitude);
+                if (!NativeKernels.amxAvailable() || tokens == 1)
+                    assertThat(Float.floatToRawIntBits(one[3 + r])).as("decode t=%d r=%d", t, r).isEqualTo(Float.floatToRawIntBits(got));
                 if (got != exact[t * rows + r]) differs++;
             }
         }
         assertThat(differs).as("activations were rounded to bf16").isGreaterThan(tokens * rows / 2);
+    }
+
+    /**
+     * The AMX GEMM against a double-precision sum. The bound follows from the split: each activation is split exactly
+     * into three bf16 terms of its sign (x = h + l + l2, so |h| + |l| + |l2| = |x|), each term times a bf16 weight is
+     * exact in fp32, and the tile adds the products of one output one at a time to one fp32 accumulator — n = 3 per
+     * column, the columns padded to a multiple of 32 — so the recursive-summation bound gives |error| ≤ γ_n Σ|w·x|,
+     * γ_n = n·u / (1 − n·u), u = 2^-24. Added to that: what the instruction drops, inputs below 2^-126 (at most
+     * 2^-126 per term and weight) and subnormal partial sums (2^-126 per addition), and the double sum's own rounding.
+     */
+    @ParameterizedTest
+    @CsvSource({"37,64,2", "130,1536,7", "19,70,5", "21,1100,13", "64,512,33", "70,4200,40", "33,1543,17", "16,32,16",
+            // several token chunks, the last one short; rows too wide for a chunk's budget (32 tokens per chunk)
+            "48,2048,200", "9,6404,50"})
+    void amxGemmIsWithinTheBoundOfItsExactSplit(int rows, int cols, int tokens) {
+        if (!NativeKernels.amxAvailable()) return;
+        var w = random(DType.BF16, rows, cols, rows * 13L + cols);
+        var rnd = new Random(tokens * 5L + cols);
+        float[] x = new float[tokens * cols];
+        for (int i = 0; i < x.length; i++) x[i] = (float) (rnd.nextGaussian() * Math.exp(rnd.nextGaussian()));
+        float[] y = new float[tokens * rows], viaDefault = new float[tokens * rows];
+        w.matmulAmx(x, tokens, y);
+        w.matmul(x, tokens, viaDefault);
+        assertThat(viaDefault).as("the default prefill GEMM is the AMX one here").containsExactly(y);
+        double u = 0x1p-24, tiny = 0x1p-126;
+        int n = 3 * ((cols + 31) / 32 * 32);
+        double gamma = n * u / (1 - n * u);
+        for (int t = 0; t < tokens; t++)
+            for (int r = 0; r < rows; r++) {
+                double sum = 0, magnitude = 0, weights = 0, activations = 0;
+                for (int c = 0; c < cols; c++) {
+                    double p = (double) w.get(r, c) * x[t * cols + c];
+                    sum += p;
+                    magnitude += Math.abs(p);
+                    weights += Math.abs(w.get(r, c));
+                    activations += Math.abs(x[t * cols + c]);
+                }
+                double bound = gamma * magnitude + tiny * (3 * weights + activations + n) + cols * 0x1p-53 * magnitude;
+                assertThat(Math.abs(y[t * rows + r] - sum)).as("t=%d r=%d", t, r).isLessThanOrEqualTo(bound);
+            }
+    }
+
+    /**
+     * The split keeps all 24 bits of every activation: with one nonzero weight per row, a power of two (so each term's
+     * product and their sum are exact), every output must be exactly that weight times the activation — a split into
+     * two terms would lose the lowest 8 bits, a bf16 rounding 16. An infinite or NaN activation gives what the FMA
+     * reference gives (NaN from the zero weights times infinity, the infinity for the row whose weight is there).
+     */
+    @Test
+    void amxSplitKeepsEveryBitOfTheActivations() {
+        if (!NativeKernels.amxAvailable()) return;
+        int rows = 40, cols = 100, tokens = 21;
+        MemorySegment seg = Arena.ofAuto().allocate((long) rows * cols * 2, 64);
+        var w = new WeightMatrix("w", DType.BF16, rows, cols, seg);
+        for (int r = 0; r < rows; r++)
+            seg.setAtIndex(I16, (long) r * cols + (r * 7 % cols), (short) (Float.floatToRawIntBits((r % 2 == 0 ? 1 : -1) * (float) Math.scalb(1.0, r % 9 - 4)) >>> 16));
+        var rnd = new Random(9);
+        float[] x = new float[tokens * cols];
+        for (int i = 0; i < x.length; i++) x[i] = Float.intBitsToFloat((rnd.nextInt(1 << 23) | ((100 + rnd.nextInt(50)) << 23)) ^ (rnd.nextBoolean() ? 0x80000000 : 0));
+        x[3 * cols + 7] = Float.POSITIVE_INFINITY; // row 1's column, token 3
+        x[5 * cols + 14] = Float.NaN;              // row 2's column, token 5
+        float[] y = new float[tokens * rows];
+        w.matmulAmx(x, tokens, y);
+        int lowBits = 0;
+        for (int t = 0; t < tokens; t++)
+            for (int r = 0; r < rows; r++) {
+                int c = r * 7 % cols;
+                float expected = t == 3 || t == 5 ? reference(w, r, x, t * cols) : w.get(r, c) * x[t * cols + c];
+                assertThat(Float.floatToRawIntBits(y[t * rows + r]) == Float.floatToRawIntBits(expected) || Float.isNaN(expected) && Float.isNaN(y[t * rows + r]))
+                        .as("t=%d r=%d: %s, expected %s", t, r, y[t * rows + r], expected).isTrue();
+                if ((Float.floatToRawIntBits(x[t * cols + c]) & 0xff) != 0) lowBits++;
+            }
+        assertThat(lowBits).as("the activations use their lowest 8 bits").isGreaterThan(tokens * rows / 2);
     }
 
     /** Where the build has a native library and the CPU has AVX-512, the native kernels must be the ones that run. */
@@ -167,6 +249,8 @@ class WeightMatrixTest {
             assertThat(NativeKernels.class.getResource(NativeKernels.RESOURCE)).as("gcc is here, so the build must have compiled the kernels").isNotNull();
         if (NativeKernels.available() && cpuFlag("avx512_bf16"))
             assertThat(NativeKernels.bf16DotAvailable()).as("this CPU has AVX512-BF16: --matmul bf16 must use it").isTrue();
+        if (NativeKernels.available() && NativeKernels.amxOnCpu() && !"off".equals(System.getProperty("decodiff.amx")))
+            assertThat(NativeKernels.amxAvailable()).as("this CPU has AMX tiles: " + NativeKernels.status()).isTrue();
     }
 
     private static boolean cpuFlag(String flag) {

@@ -81,6 +81,6 @@ class MatmulBf16Test {
     void anUnknownPrecisionIsBadInput() {
         var r = Cli.run("run", "--model", ReferenceCases.repoRoot().resolve("checkpoints/gemma4-tiny").toString(), "--matmul", "int4", "--tokens", "2,3");
         assertThat(r.code()).as(r.toString()).isEqualTo(2);
-        assertThat(r.err()).contains("--matmul").contains("fp32, bf16");
+        assertThat(r.err()).contains("--matmul").contains("fp32, fp32-fma, bf16");
     }
 }

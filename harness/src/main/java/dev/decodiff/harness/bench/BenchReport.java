@@ -74,6 +74,14 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
         o.put("gemm_gflops", compute.gemmGflops().max());
         o.put("gemm_shape", compute.gemmShape());
         o.put("gemm_over_fma_peak", compute.gemmOverPeak());
+        if (compute.amxPeakGflops() != null) {
+            o.put("amx_bf16_peak_gflops", compute.amxPeakGflops().max());
+            o.put("amx_exact_gemm_gflops", compute.amxGemmGflops().median());
+            o.put("amx_bf16_gemm_gflops", compute.amxBf16GemmGflops().median());
+            o.put("amx_exact_gemm_over_fma_gemm", compute.amxOverFmaGemm());
+            o.put("amx_bf16_gemm_over_fma_gemm", compute.amxBf16OverFmaGemm());
+            o.put("amx_exact_gemm_tile_products_over_amx_peak", compute.amxTileUse());
+        }
         var d = o.putObject("decode_tokens_per_s");
         decode.tokensPerS().forEach((c, f) -> d.put(Integer.toString(c), f.median()));
         o.put("decode_weight_gbs", decodeWeightGbs());
@@ -132,6 +140,11 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
         if (read.mappedGbs() != null) put(f, "read_bandwidth_mapped_file_gbs", read.mappedGbs());
         put(f, "fma_peak_gflops", compute.fmaPeakGflops());
         put(f, "gemm_gflops", compute.gemmGflops());
+        if (compute.amxPeakGflops() != null) {
+            put(f, "amx_bf16_peak_gflops", compute.amxPeakGflops());
+            put(f, "amx_exact_gemm_gflops", compute.amxGemmGflops());
+            put(f, "amx_bf16_gemm_gflops", compute.amxBf16GemmGflops());
+        }
         decode.tokensPerS().forEach((c, x) -> put(f, "decode_tokens_per_s_" + c, x));
         put(f, "prefill_tokens_per_s", prefillTps);
         if (prefillBf16MatmulTps != null) put(f, "prefill_bf16_matmul_tokens_per_s", prefillBf16MatmulTps);
@@ -220,6 +233,10 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
         t.put("decode_weight_traffic_ge_0.85_read_bandwidth", bandwidthRatio() >= 0.85);
         t.put("decode_128_weight_traffic_ge_0.8_best_read_bandwidth", bandwidthRatio128() >= 0.8);
         t.put("gemm_ge_0.8_fma_peak", compute.gemmOverPeak() >= 0.8);
+        if (compute.amxPeakGflops() != null) {
+            t.put("amx_exact_gemm_ge_2_fma_gemm", compute.amxOverFmaGemm() >= 2);
+            t.put("amx_bf16_gemm_ge_4_fma_gemm", compute.amxBf16OverFmaGemm() >= 4);
+        }
         t.put("decode_2048_le_1.25_decode_128", ratio2048over128() <= 1.25);
         t.put("prefill_ge_6_decode", prefillOverDecode() >= 6);
         if (capture != null) t.put("idle_probe_le_1.02", capture.idleOverhead() <= 1.02);
@@ -247,7 +264,16 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
             out.println("  … between decode rounds " + decode.readGbs().format("%7.2f") + " GB/s  (the first reader, one pass after each round of decode steps)");
         out.println(Fmt.format("  read ceiling            %7.2f GB/s  (best pass of any reader above: what decode is measured against)", ceilingGbs()));
         out.println("  fp32 FMA peak           " + compute.fmaPeakGflops().format("%7.1f") + " GFLOPS (in-register FMA loop, all threads)");
-        out.println("  prefill GEMM            " + compute.gemmGflops().format("%7.1f") + Fmt.format(" GFLOPS (%s, exact fp32)", compute.gemmShape()));
+        if (compute.amxPeakGflops() != null)
+            out.println("  AMX bf16 peak           " + compute.amxPeakGflops().format("%7.1f") + " GFLOPS (in-register tile loop, all threads)");
+        out.println("  prefill GEMM, FMA       " + compute.gemmGflops().format("%7.1f") + Fmt.format(" GFLOPS (%s, exact fp32 on fused multiply-adds)", compute.gemmShape()));
+        if (compute.amxPeakGflops() != null) {
+            out.println("  prefill GEMM, AMX       " + compute.amxGemmGflops().format("%7.1f")
+                    + Fmt.format(" GFLOPS (exact: activations split into 3 bf16 terms; %.2f × the FMA GEMM, tile products %.2f of the AMX peak)",
+                    compute.amxOverFmaGemm(), compute.amxTileUse()));
+            out.println("  … with --matmul bf16    " + compute.amxBf16GemmGflops().format("%7.1f")
+                    + Fmt.format(" GFLOPS (AMX tiles, activations rounded to bf16; %.2f × the exact FMA GEMM)", compute.amxBf16OverFmaGemm()));
+        }
         for (int c : BenchSetup.CONTEXTS) out.println(Fmt.format("  decode @ctx %-5d       ", c) + decodeTps(c).format("%7.2f") + " tok/s");
         out.println(Fmt.format("  decode weight traffic   %7.2f GB/s at ctx 512", decodeWeightGbs()));
         out.println(Fmt.format("  prefill %d tokens      ", BenchSetup.PREFILL) + prefillTps.format("%7.1f") + " tok/s");
@@ -290,6 +316,10 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
         out.println(Fmt.format("  decode weight traffic / best read       %5.2f  (≥ 0.85) %s", bandwidthRatio(), ok(bandwidthRatio() >= 0.85)));
         out.println(Fmt.format("  the same at ctx 128                     %5.2f  (≥ 0.8)  %s", bandwidthRatio128(), ok(bandwidthRatio128() >= 0.8)));
         out.println(Fmt.format("  prefill GEMM / FMA peak (best passes)   %5.2f  (≥ 0.8)  %s", compute.gemmOverPeak(), ok(compute.gemmOverPeak() >= 0.8)));
+        if (compute.amxPeakGflops() != null) {
+            out.println(Fmt.format("  exact GEMM, AMX / FMA                   %5.2f  (≥ 2)    %s", compute.amxOverFmaGemm(), ok(compute.amxOverFmaGemm() >= 2)));
+            out.println(Fmt.format("  bf16 GEMM, AMX / exact FMA GEMM         %5.2f  (≥ 4)    %s", compute.amxBf16OverFmaGemm(), ok(compute.amxBf16OverFmaGemm() >= 4)));
+        }
         out.println(Fmt.format("  decode time @2048 / @128                %5.2f  (≤ 1.25) %s", ratio2048over128(), ok(ratio2048over128() <= 1.25)));
         out.println(Fmt.format("  prefill tok/s / decode tok/s            %5.2f  (≥ 6)    %s", prefillOverDecode(), ok(prefillOverDecode() >= 6)));
         if (capture != null) {

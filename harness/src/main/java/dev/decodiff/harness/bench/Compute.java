@@ -1,24 +1,34 @@
 package dev.decodiff.harness.bench;
 
 import dev.decodiff.harness.report.Fmt;
+import dev.decodiff.metal.AmxPeak;
 import dev.decodiff.metal.FmaPeak;
+import dev.decodiff.metal.MatmulPrecision;
 import dev.decodiff.metal.Parallel;
 import dev.decodiff.metal.WeightMatrix;
 
 import java.util.SplittableRandom;
 
 /**
- * The compute ceiling and what prefill's matrix products reach against it: the machine's fp32 FMA peak (an
- * in-register FMA loop on every thread) and the GFLOPS of the engine's GEMM on a real prefill shape (the first
- * layer's FFN gate, {@link BenchSetup#PREFILL} tokens), each the best of several passes.
+ * The compute ceilings and what prefill's matrix products reach against them: the machine's fp32 FMA peak (an
+ * in-register FMA loop on every thread) and, where the CPU has AMX tiles, its AMX bf16 peak (an in-register tile loop);
+ * the GFLOPS of the exact GEMM on fused multiply-adds, of the exact GEMM on AMX tiles (activations split into three
+ * bf16 terms: three tile products per useful one) and of the --matmul bf16 GEMM on AMX tiles, on a real prefill shape
+ * (the first layer's FFN gate, {@link BenchSetup#PREFILL} tokens). Every pass measures each of them once, in turn,
+ * so drift over the run (other tenants, clocks) hits ceilings and GEMMs alike; each figure is over the passes.
+ *
+ * @param amxPeakGflops null (and the two AMX GEMMs too) where AMX tiles are not in use
  */
-record Compute(Figure fmaPeakGflops, Figure gemmGflops, String gemmShape) {
+record Compute(Figure fmaPeakGflops, Figure gemmGflops, String gemmShape, Figure amxPeakGflops, Figure amxGemmGflops, Figure amxBf16GemmGflops) {
     /** FMA rounds per thread per pass: a few hundred ms on a current core. */
     private static final long FMA_ITERATIONS = 40_000_000L;
+    /** Tile rounds per thread per pass (four tile products each): about 0.2 s at 3 TFLOPS per core. */
+    private static final long AMX_ITERATIONS = 8_000_000L;
 
     static Compute measure(BenchSetup b) {
         int threads = Parallel.threads();
-        b.log().accept("fp32 FMA peak (" + threads + " threads) and prefill GEMM…");
+        boolean amx = AmxPeak.available();
+        b.log().accept("fp32 FMA peak" + (amx ? ", AMX bf16 peak" : "") + " (" + threads + " threads) and prefill GEMMs…");
         FmaPeak.gflops(threads, FMA_ITERATIONS / 8); // compile the loop before it is timed
         FmaPeak.gflops(threads, FMA_ITERATIONS / 8);
         WeightMatrix w = b.model().weights().layers().getFirst().gate();
@@ -27,19 +37,41 @@ record Compute(Figure fmaPeakGflops, Figure gemmGflops, String gemmShape) {
         var rnd = new SplittableRandom(b.prompt()[0]);
         for (int i = 0; i < x.length; i++) x[i] = (float) rnd.nextGaussian();
         double flop = 2.0 * T * w.rows() * w.cols();
-        w.matmul(x, T, y); // warm
-        // Passes of the two alternate, so drift over the run (other tenants, clocks) hits the ceiling and the GEMM alike.
+        w.matmulFma(x, T, y); // warm
+        if (amx) {
+            AmxPeak.gflops(threads, AMX_ITERATIONS / 8);
+            w.matmulAmx(x, T, y);
+            w.matmul(x, T, y, MatmulPrecision.BF16);
+        }
         int passes = 2 * b.repeats() + 1;
-        double[] peak = new double[passes], gemm = new double[passes];
+        double[] peak = new double[passes], gemm = new double[passes], amxPeak = new double[passes], amxGemm = new double[passes], amxBf16 = new double[passes];
         for (int i = 0; i < passes; i++) {
             peak[i] = FmaPeak.gflops(threads, FMA_ITERATIONS);
             long t0 = System.nanoTime();
-            w.matmul(x, T, y);
+            w.matmulFma(x, T, y);
             gemm[i] = flop / BenchSetup.secondsSince(t0) / 1e9;
+            if (!amx) continue;
+            amxPeak[i] = AmxPeak.gflops(threads, AMX_ITERATIONS);
+            t0 = System.nanoTime();
+            w.matmulAmx(x, T, y);
+            amxGemm[i] = flop / BenchSetup.secondsSince(t0) / 1e9;
+            t0 = System.nanoTime();
+            w.matmul(x, T, y, MatmulPrecision.BF16);
+            amxBf16[i] = flop / BenchSetup.secondsSince(t0) / 1e9;
         }
-        return new Compute(Figure.of(peak), Figure.of(gemm), Fmt.format("%d×%d · %d×%d", T, w.cols(), w.cols(), w.rows()));
+        return new Compute(Figure.of(peak), Figure.of(gemm), Fmt.format("%d×%d · %d×%d", T, w.cols(), w.cols(), w.rows()),
+                amx ? Figure.of(amxPeak) : null, amx ? Figure.of(amxGemm) : null, amx ? Figure.of(amxBf16) : null);
     }
 
-    /** The GEMM's best pass over the FMA peak's best. */
+    /** The FMA GEMM's best pass over the FMA peak's best. */
     double gemmOverPeak() { return gemmGflops.max() / fmaPeakGflops.max(); }
+
+    /** The exact AMX GEMM's median over the exact FMA GEMM's (the passes alternate); NaN without AMX. */
+    double amxOverFmaGemm() { return amxGemmGflops == null ? Double.NaN : amxGemmGflops.median() / gemmGflops.median(); }
+
+    /** The --matmul bf16 AMX GEMM's median over the exact FMA GEMM's; NaN without AMX. */
+    double amxBf16OverFmaGemm() { return amxBf16GemmGflops == null ? Double.NaN : amxBf16GemmGflops.median() / gemmGflops.median(); }
+
+    /** The exact AMX GEMM's tile products (three per useful product) over the AMX peak, best passes; NaN without AMX. */
+    double amxTileUse() { return amxGemmGflops == null ? Double.NaN : 3 * amxGemmGflops.max() / amxPeakGflops.max(); }
 }

@@ -22,8 +22,10 @@ public final class EngineFlags {
     String kvCache;
 
     @Option(names = "--matmul", paramLabel = "P",
-            description = "Precision of the products with bf16 weights: fp32 (default, exact) or bf16 (activations rounded to bf16, "
-                    + "AVX512-BF16 dot products where the CPU has them, as llama.cpp; faster prefill, drift measured in docs/matmul-bf16.md).")
+            description = "Precision of the products with bf16 weights: fp32 (default, exact; prefill on AMX tiles where the CPU has them, "
+                    + "each activation split exactly into three bf16 terms), fp32-fma (the same on fused multiply-adds only: a prefill "
+                    + "gives each token the bits of decoding it alone) or bf16 (activations rounded to bf16, AMX tiles or AVX512-BF16 dot "
+                    + "products where the CPU has them, as llama.cpp; faster prefill, drift measured in docs/matmul-bf16.md).")
     String matmul;
 
     public boolean isDefault() { return faults.isEmpty() && kvCache == null && matmul == null; }

@@ -89,7 +89,7 @@ public record DumpManifest(
         public boolean lossyKvCache() { return kvCache != null && !(kvCache.exact()); }
 
         /** The matrix products rounded their inputs (e.g. "bf16" activations): the numbers carry that rounding. */
-        public boolean lossyMatmul() { return matmul != null && !"fp32".equals(matmul); }
+        public boolean lossyMatmul() { return matmul != null && !"fp32".equals(matmul) && !"fp32-fma".equals(matmul); }
 
         /** One line for report headers: "decodiff 0.1.0, float32, engine decodiff-java, kernels …, KV cache q8_0/q8_0, faults ring-wrap". */
         public String describe() {

@@ -63,9 +63,13 @@ public final class EngineSetup {
 
     /** The kernels that ran, and how the bf16 weights were multiplied when not in exact fp32. */
     static String kernels(EngineOptions o) {
-        if (o.matmul() == MatmulPrecision.FP32) return NativeKernels.status();
-        return NativeKernels.status() + "; matmul bf16: activations rounded to bf16, "
-                + (NativeKernels.bf16DotAvailable() ? "AVX512-BF16 dot products" : "fp32 kernels (no AVX512-BF16 here)");
+        return switch (o.matmul()) {
+            case FP32 -> NativeKernels.status();
+            case FP32_FMA -> NativeKernels.status() + "; matmul fp32-fma: fused multiply-adds only";
+            case BF16 -> NativeKernels.status() + "; matmul bf16: activations rounded to bf16, "
+                    + (NativeKernels.amxAvailable() ? "AMX tiles in prefill, " : "")
+                    + (NativeKernels.bf16DotAvailable() ? "AVX512-BF16 dot products" : "fp32 kernels (no AVX512-BF16 here)");
+        };
     }
 
     /** "" when the run is the exact default. */
