@@ -26,7 +26,7 @@ final class GgufCommand implements Callable<Integer> {
     Path out;
 
     @Option(names = "--type", paramLabel = "TYPE", defaultValue = "f32",
-            description = "Type of the weight matrices: f32 (default, exact), bf16 or f16.")
+            description = "Type of the weight matrices: f32 (default, exact), bf16, f16, q8_0 or q4_0 (ggml's reference quantizers; rows that are no whole number of 32-value blocks stay f16).")
     String type;
 
     @Option(names = "--force", description = "Replace --out if it exists.")

@@ -51,9 +51,9 @@ class GgufCommandTest {
         assertThat(inside.code()).isEqualTo(Main.BAD_INPUT);
         assertThat(inside.err()).contains("--out is inside the input");
         assertThat(checkpoint("gemma4-tiny").resolve("x.gguf")).doesNotExist();
-        var type = run("gguf", "--model", checkpoint("gemma4-tiny").toString(), "--out", tmp.resolve("q.gguf").toString(), "--type", "q4_0");
+        var type = run("gguf", "--model", checkpoint("gemma4-tiny").toString(), "--out", tmp.resolve("q.gguf").toString(), "--type", "q4_K");
         assertThat(type.code()).isEqualTo(Main.BAD_INPUT);
-        assertThat(type.err()).contains("q4_0").contains("f32, bf16 or f16");
+        assertThat(type.err()).contains("q4_K").contains("f32, bf16, f16, q8_0 or q4_0");
     }
 
     @Test

@@ -142,7 +142,9 @@ public record Gemma4GgufPlan(Map<String, GgufValue> metadata, List<Planned> tens
                 throw new GgufException(configFile.resolveSibling(""), "tensor '" + t.name() + "' has no place in llama.cpp's gemma4 model (not a Gemma 4 text checkpoint?)");
             long[] ne = reversed(t.shape());
             if (g.equals("token_embd.weight") && vocab != null && vocab.embeddingRows() < ne[1]) ne[1] = vocab.embeddingRows();
-            out.add(new Planned(g, ne, typeOf(g, ne.length, outType), t.name(), null));
+            var type = typeOf(g, ne.length, outType);
+            if (type.blockSize() > 1 && ne[0] % type.blockSize() != 0) type = GgmlType.F16;
+            out.add(new Planned(g, ne, type, t.name(), null));
         }
         var seen = new java.util.HashSet<String>();
         for (var p : out) if (!seen.add(p.name())) throw new GgufException(configFile.resolveSibling(""), "two tensors map to '" + p.name() + "'");

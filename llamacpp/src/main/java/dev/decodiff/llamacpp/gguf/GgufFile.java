@@ -178,7 +178,7 @@ public final class GgufFile {
 
     public boolean hasTensor(String name) { return byName.containsKey(name); }
 
-    /** A tensor's data as floats (F32 as is, F16 and BF16 widened exactly). */
+    /** A tensor's data as floats (F32 as is, F16 and BF16 widened exactly, Q8_0 / Q4_0 / Q4_K / Q6_K dequantized as ggml does). */
     public float[] floats(String name) {
         var t = tensor(name);
         long n = t.elementCount();
@@ -199,7 +199,8 @@ public final class GgufFile {
             case F32 -> buf.asFloatBuffer().get(out);
             case F16 -> { for (int i = 0; i < n; i++) out[i] = Float.float16ToFloat(buf.getShort(2 * i)); }
             case BF16 -> { for (int i = 0; i < n; i++) out[i] = dev.decodiff.metal.BFloat16.widen(buf.getShort(2 * i)); }
-            default -> throw new GgufException(path, "tensor '" + name + "' is " + t.type() + "; only F32, F16 and BF16 can be read as floats");
+            case Q8_0, Q4_0, Q4_K, Q6_K -> GgmlQuants.dequantize(t.type(), MemorySegment.ofBuffer(buf), 0, n, out, 0);
+            default -> throw new GgufException(path, "tensor '" + name + "' is " + t.type() + "; only F32, F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K can be read as floats");
         }
         return out;
     }

@@ -17,7 +17,8 @@ import java.util.ArrayList;
 
 /**
  * Converts a Hugging Face Gemma 4 text checkpoint folder (config.json, *.safetensors, optionally the tokenizer)
- * into the GGUF llama.cpp's own conversion would write, in F32 (exact), BF16 or F16.
+ * into the GGUF llama.cpp's own conversion would write, in F32 (exact), BF16 or F16, or with Q8_0 / Q4_0 matrices
+ * (ggml's reference quantizers, {@link GgmlQuants}).
  */
 public final class HfToGguf {
     /** Changes whenever the files this converter writes change; a cache of converted files should key on it. */
@@ -92,6 +93,11 @@ public final class HfToGguf {
     }
 
     private static void writeChunk(GgufWriter.DataSink sink, GgmlType type, float[] values, int m) throws IOException {
+        if (type == GgmlType.Q8_0 || type == GgmlType.Q4_0) {
+            // chunks are a multiple of 32 values and rows a whole number of blocks, so no block straddles two chunks
+            sink.bytes(type == GgmlType.Q8_0 ? GgmlQuants.quantizeQ8_0(values, 0, m) : GgmlQuants.quantizeQ4_0(values, 0, m));
+            return;
+        }
         var buf = ByteBuffer.allocate(m * (type == GgmlType.F32 ? 4 : 2)).order(ByteOrder.LITTLE_ENDIAN);
         switch (type) {
             case F32 -> buf.asFloatBuffer().put(values, 0, m);
