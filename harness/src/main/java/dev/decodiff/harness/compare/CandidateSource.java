@@ -22,6 +22,9 @@ public interface CandidateSource extends AutoCloseable {
     /** The point globs the source was explicitly limited to (a dump's selected_points), or null when it holds every point. */
     default java.util.List<String> selectedPoints() { return null; }
 
+    /** The source's declared cut of its k_read/v_read rows (a dump's read_rows), or null when it holds every row read. */
+    default dev.decodiff.harness.dump.ReadRows readRows() { return null; }
+
     /** Who computed the candidate and how (engine, kernels, KV cache, faults), or null when unknown. */
     default dev.decodiff.harness.dump.DumpManifest.Producer producer() { return null; }
 

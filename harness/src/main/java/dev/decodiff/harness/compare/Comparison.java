@@ -5,6 +5,7 @@ import dev.decodiff.engine.CapturePoints;
 import dev.decodiff.harness.BadInputException;
 import dev.decodiff.harness.dump.DumpManifest;
 import dev.decodiff.harness.dump.DumpReader;
+import dev.decodiff.harness.dump.ReadRows;
 import dev.decodiff.harness.dump.StepTensors;
 import dev.decodiff.metal.TensorView;
 
@@ -110,6 +111,7 @@ public final class Comparison {
         FirstDivergence first = null;
         EngineFailure failure = null;
         int steps = Math.min(ref.stepCount(), cand.stepCount());
+        var rows = new Rows(ref.readRows(), cand.readRows());
         try (var closer = new StepCloser(); var staging = new NativeStaging()) {
             for (int s = 0; s < steps; s++) {
                 StepTensors r = ref.readStep(s), c = null;
@@ -117,8 +119,8 @@ public final class Comparison {
                     var stepCells = new ArrayList<CellStats>();
                     try {
                         c = cand instanceof StreamingCandidate live
-                                ? streamStep(s, r, live, opt, notes, staging, stepCells, onlyRef, onlyCand)
-                                : wholeStep(s, r, cand, opt, notes, stepCells, onlyRef, onlyCand);
+                                ? streamStep(s, r, live, opt, notes, staging, stepCells, onlyRef, onlyCand, rows)
+                                : wholeStep(s, r, cand, opt, notes, stepCells, onlyRef, onlyCand, rows);
                     } catch (EngineThrewException e) {
                         failure = e.failure();
                         break;
@@ -179,7 +181,7 @@ public final class Comparison {
 
     /** Step s of a candidate that hands over a whole step (a dump): every shared cell, in causal order. */
     private static StepTensors wholeStep(int s, StepTensors r, CandidateSource cand, Options opt, List<String> notes,
-                                         List<CellStats> stepCells, Set<String> onlyRef, Set<String> onlyCand) {
+                                         List<CellStats> stepCells, Set<String> onlyRef, Set<String> onlyCand, Rows rows) {
         var c = cand.step(s);
         var shared = new ArrayList<String>();
         for (String p : r.points()) {
@@ -188,11 +190,19 @@ public final class Comparison {
         }
         for (String p : c.points()) if (!r.points().contains(p)) onlyCand.add(p);
         var common = sortedCausally(shared);
-        var sums = parallelSums(common, r, c);
-        int k = 0;
-        for (String p : common)
-            stepCells.add(cell(s, p, r.tensor(p), c.tensor(p), r.origin(), c.origin(), opt.profile().tolerance(p), opt.allowMismatch(),
-                    notes, sums[k++]));
+        int n = common.size();
+        var rv = new TensorView[n];
+        var cv = new TensorView[n];
+        for (int i = 0; i < n; i++) {
+            var pair = rows.align(common.get(i), r.tensor(common.get(i)), c.tensor(common.get(i)), notes);
+            rv[i] = pair[0];
+            cv[i] = pair[1];
+        }
+        var sums = StepSums.of(rv, cv);
+        for (int i = 0; i < n; i++) {
+            String p = common.get(i);
+            stepCells.add(cell(s, p, rv[i], cv[i], r.origin(), c.origin(), opt.profile().tolerance(p), opt.allowMismatch(), notes, sums[i]));
+        }
         return c;
     }
 
@@ -203,7 +213,8 @@ public final class Comparison {
      * the same sums ({@link CellKernel}'s are the same bits however a tensor is staged or split).
      */
     private static StepTensors streamStep(int s, StepTensors r, StreamingCandidate live, Options opt, List<String> notes,
-                                          NativeStaging staging, List<CellStats> stepCells, Set<String> onlyRef, Set<String> onlyCand) {
+                                          NativeStaging staging, List<CellStats> stepCells, Set<String> onlyRef, Set<String> onlyCand,
+                                          Rows rows) {
         var seen = new HashSet<String>();
         var kept = new TensorView[1];
         String origin = live.describe() + ", step " + s;
@@ -214,13 +225,16 @@ public final class Comparison {
                 onlyCand.add(p);
                 return;
             }
-            var rt = r.tensor(p);
-            var sums = Arrays.equals(rt.shape(), ct.shape()) && rt.dtype() == ct.dtype()
-                    ? StepSums.of(new TensorView[]{rt}, new TensorView[]{staging.stage(ct)})[0] : null;
-            var cell = cell(s, p, rt, ct, r.origin(), origin, opt.profile().tolerance(p), opt.allowMismatch(), notes, sums);
+            var mapped = r.tensor(p);
+            var pair = rows.align(p, mapped, ct, notes);
+            var rt = pair[0];
+            var cv = pair[1];
+            var sums = Arrays.equals(rt.shape(), cv.shape()) && rt.dtype() == cv.dtype()
+                    ? StepSums.of(new TensorView[]{rt}, new TensorView[]{staging.stage(cv)})[0] : null;
+            var cell = cell(s, p, rt, cv, r.origin(), origin, opt.profile().tolerance(p), opt.allowMismatch(), notes, sums);
             stepCells.add(cell);
             if (cell.failed() && (kept[0] == null || CAUSAL.compare(p, kept[0].name()) < 0)) kept[0] = ct;
-            releasePages(rt);
+            releasePages(mapped);
         });
         for (String p : r.points()) if (!seen.contains(p)) onlyRef.add(p);
         var order = new HashMap<String, Integer>();
@@ -240,12 +254,19 @@ public final class Comparison {
         if (t.data().isMapped()) t.data().unload();
     }
 
+    private static boolean onDeclaredRows(CellStats cell, StepTensors r, StepTensors c) {
+        String p = cell.point();
+        if (cell.shapeNote() != null || !r.points().contains(p) || !c.points().contains(p)) return false;
+        return !Arrays.equals(r.tensor(p).shape(), c.tensor(p).shape());
+    }
+
     private static FirstDivergence firstIn(List<CellStats> stepCells, TokenAgreement tok, StepTensors r, StepTensors c) {
         for (int i = 0; i < stepCells.size(); i++) {
             var cell = stepCells.get(i);
             if (cell.passed()) continue;
             var upstream = new ArrayList<>(stepCells.subList(Math.max(0, i - UPSTREAM), i));
-            var why = Diagnosis.find(cell, r, c);
+            // a cell judged on declared last rows (ReadRows) has no whole pair of tensors for the detectors to read
+            var why = onDeclaredRows(cell, r, c) ? null : Diagnosis.find(cell, r, c);
             return new FirstDivergence(cell.step(), cell.point(), cell, List.copyOf(upstream), why == null ? null : why.sentence(), null,
                     why == null ? null : why.variant());
         }
@@ -259,18 +280,21 @@ public final class Comparison {
     }
 
     /**
-     * The kernel pass of every cell whose shapes and dtypes agree, spread over the cores ({@link StepSums}). The views
-     * are fetched here, on this thread, since a live step builds them lazily; everything else stays serial and ordered.
+     * Both sides' declared cuts of their k_read/v_read rows ({@link ReadRows}): a cell one of them makes comparable is
+     * judged on the declared last rows, and the report says so once.
      */
-    private static CellKernel.Sums[] parallelSums(List<String> points, StepTensors r, StepTensors c) {
-        int n = points.size();
-        var rv = new TensorView[n];
-        var cv = new TensorView[n];
-        for (int i = 0; i < n; i++) {
-            rv[i] = r.tensor(points.get(i));
-            cv[i] = c.tensor(points.get(i));
+    record Rows(ReadRows ref, ReadRows cand) {
+        static final String NOTE = "k_read/v_read compared on the last positions read only: ";
+
+        TensorView[] align(String point, TensorView rt, TensorView ct, List<String> notes) {
+            var pair = ReadRows.align(point, rt, ct, ref, cand);
+            if ((pair[0] != rt || pair[1] != ct) && notes.stream().noneMatch(n -> n.startsWith(NOTE))) {
+                boolean byCand = pair[0] != rt;
+                notes.add(NOTE + (byCand ? "the candidate" : "the reference") + " declares read_rows " + (byCand ? cand : ref)
+                        + " (it kept the last " + (byCand ? cand : ref).last() + " rows of each read)");
+            }
+            return pair;
         }
-        return StepSums.of(rv, cv);
     }
 
     private static CellStats cell(int s, String p, TensorView rt, TensorView ct, String rOrigin, String cOrigin, double tol,
@@ -327,6 +351,7 @@ public final class Comparison {
             @Override public StepTensors step(int s) { return cand.readStep(s); }
             @Override public List<String> gaps() { return cand.gaps(); }
             @Override public List<String> selectedPoints() { return cand.manifest().selectedPoints(); }
+            @Override public ReadRows readRows() { return cand.readRows(); }
             @Override public DumpManifest.Producer producer() { return cand.manifest().producer(); }
         };
     }

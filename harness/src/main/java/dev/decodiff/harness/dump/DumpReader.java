@@ -34,10 +34,12 @@ public final class DumpReader {
     private final DumpManifest manifest;
     private final List<Set<String>> stepPoints;
     private final List<String> gaps;
+    private final ReadRows readRows;
 
-    private DumpReader(Path dir, DumpManifest manifest, List<Map<String, long[]>> stepShapes) {
+    private DumpReader(Path dir, DumpManifest manifest, List<Map<String, long[]>> stepShapes, ReadRows readRows) {
         this.dir = dir;
         this.manifest = manifest;
+        this.readRows = readRows;
         this.stepPoints = stepShapes.stream().map(m -> Set.copyOf(m.keySet())).toList();
         this.gaps = findGaps(dir, manifest, allPoints(), stepShapes);
     }
@@ -65,7 +67,13 @@ public final class DumpReader {
         DumpManifest manifest = parseManifest(mf);
         var shapes = checkStepFiles(dir, manifest, mf);
         checkTensors(dir, mf, manifest, shapes, candidate);
-        return new DumpReader(dir, manifest, shapes);
+        var readRows = ReadRows.of(mf);
+        if (readRows != null) {
+            var problems = readRows.problems(mf, manifest, shapes);
+            if (!problems.isEmpty())
+                throw new BadInputException(problems.getFirst() + "; the dump breaks its own declaration — fix its producer");
+        }
+        return new DumpReader(dir, manifest, shapes, readRows);
     }
 
     /**
@@ -155,6 +163,9 @@ public final class DumpReader {
     public Path dir() { return dir; }
 
     public DumpManifest manifest() { return manifest; }
+
+    /** The dump's declared cut of its k_read/v_read rows ({@code read_rows}), or null when it holds every row read. */
+    public ReadRows readRows() { return readRows; }
 
     public Path manifestFile() { return dir.resolve(DumpManifest.FILE_NAME); }
 

@@ -70,6 +70,15 @@ public final class DumpValidator {
         var all = new LinkedHashSet<String>();
         stepPoints.forEach(p -> all.addAll(p.keySet()));
         problems.addAll(tensorProblems(dir, mf, m, stepPoints, false));
+        try {
+            var readRows = ReadRows.of(mf);
+            if (readRows != null) {
+                problems.addAll(readRows.problems(mf, m, stepPoints));
+                notes.add("k_read/v_read hold the last " + readRows.last() + " positions read at most (\"" + ReadRows.FIELD + "\": \"" + readRows + "\")");
+            }
+        } catch (BadInputException e) {
+            problems.add(BadInputException.oneLine(e.getMessage()));
+        }
         checkAbsentLayers(mf, m, all, problems);
         problems.addAll(stepHoles(m, stepPoints));
         var unknown = all.stream().filter(p -> !isContractName(p)).toList();
