@@ -42,8 +42,9 @@ public final class VerdictText {
         sb.append("Incomplete: the ").append(Fmt.count(r.cells().size())).append(" cells compared over ").append(r.stepsCompared())
                 .append(r.stepsCompared() == 1 ? " step" : " steps").append(" are within tolerance, but not every expected cell was compared: ")
                 .append(String.join("; ", r.completeness().reasons()))
-                .append(". This is not a match: give both sides every step and point (re-create a dump that was cut short),"
-                        + " or leave points out explicitly with dump --points.");
+                .append(". This is not a match: give the candidate every step and point the reference holds (re-create a dump that"
+                        + " was cut short; a finished one without its mark gets it from validate --mark-complete), or leave points out"
+                        + " explicitly with dump --points.");
     }
 
     /** "the engine threw at step 1 (decode, position 23): IllegalStateException: … (at …)". */
