@@ -61,7 +61,7 @@ final class CalibrateCommand implements Callable<Integer> {
         write(r.profileJson());
         var o = spec.commandLine().getOut();
         if (json.on()) o.println(r.profileJson());
-        else o.print(CalibrationReport.terminal(r, out.toString()));
+        else o.print(dev.decodiff.harness.Printable.lines(CalibrationReport.terminal(r, out.toString())));
         o.flush();
         return Main.MATCH;
     }

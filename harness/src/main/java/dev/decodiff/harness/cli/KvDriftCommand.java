@@ -65,7 +65,7 @@ public final class KvDriftCommand implements Callable<Integer> {
                 rows.add(new KvDriftReport.Row(v.label(), model.newSession(options).kvBytesPerPosition(), result));
             }
         }
-        out.print(KvDriftReport.markdown(Home.get().relativize(refDir.toAbsolutePath()).toString(), model.directory().getFileName().toString(),
-                ref.stepCount(), model.config().numLayers(), rows));
+        out.print(dev.decodiff.harness.Printable.lines(KvDriftReport.markdown(Home.get().relativize(refDir.toAbsolutePath()).toString(), model.directory().getFileName().toString(),
+                ref.stepCount(), model.config().numLayers(), rows)));
     }
 }

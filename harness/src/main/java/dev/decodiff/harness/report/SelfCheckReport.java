@@ -20,8 +20,10 @@ public final class SelfCheckReport {
     }
 
     /** The terminal table and verdict. */
-    public static String terminal(Run run, boolean colour) {
-        var st = new Terminal.Style(colour);
+    /** The report, every character from the inputs escaped where it could steer a terminal ({@link Terminal#safe}). */
+    public static String terminal(Run run, boolean colour) { return Terminal.safe(colour, st -> terminal(run, st)); }
+
+    private static String terminal(Run run, Terminal.Style st) {
         var sb = new StringBuilder();
         sb.append(st.bold("decodiff selfcheck")).append('\n');
         sb.append("  model   ").append(run.model()).append("  (engine: ").append(run.engine()).append(")\n");
