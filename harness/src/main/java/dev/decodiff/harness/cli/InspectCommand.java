@@ -68,6 +68,7 @@ final class InspectCommand implements Callable<Integer> {
         out.println("  steps      " + d.stepCount() + " (" + human(bytes) + " on disk)");
         out.println("  complete   " + (m.complete() ? "yes (the producer marked it finished)" : "NO: " + String.join("; ", d.gaps())));
         if (m.selectedPoints() != null) out.println("  selection  --points " + String.join(",", m.selectedPoints()) + " (other points left out by choice)");
+        if (d.readRows() != null) out.println("  reads      k_read/v_read hold the last " + d.readRows().last() + " positions read at most (read_rows " + d.readRows() + ")");
         out.println();
         out.println("  step  start  len  next_token  top2_margin  points");
         for (var st : m.steps())

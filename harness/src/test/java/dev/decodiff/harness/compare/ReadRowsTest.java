@@ -65,6 +65,10 @@ class ReadRowsTest {
         assertThat(asReference.verdict()).isEqualTo("match");
         assertThat(asReference.notes()).anyMatch(n -> n.contains("the reference declares read_rows last:3"));
         assertThat(DumpValidator.validate(cut).valid()).isTrue();
+        var inspect = dev.decodiff.harness.cli.CliTest.run("inspect", cut.toString());
+        assertThat(inspect.code()).isZero();
+        assertThat(inspect.out()).contains("k_read/v_read hold the last 3 positions read at most (read_rows last:3)");
+        assertThat(dev.decodiff.harness.cli.CliTest.run("inspect", full.toString()).out()).doesNotContain("read_rows");
     }
 
     @Test
