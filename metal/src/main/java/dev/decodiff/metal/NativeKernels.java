@@ -34,7 +34,7 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  */
 public final class NativeKernels {
     static final String RESOURCE = "/native/linux-x86_64/libdecodiff_kernels.so";
-    private static final int ABI = 4;
+    private static final int ABI = 5;
 
     private static final MethodHandle MATVEC;
     private static final MethodHandle MATMUL;
@@ -43,6 +43,8 @@ public final class NativeKernels {
     private static final MethodHandle MATMUL_BF16DOT;
     /** The AMX tile GEMM, its activation packers and its peak loop, or null where the CPU or the kernel refuses AMX. */
     private static final MethodHandle MATMUL_AMX, AMX_PACK_X, AMX_PACK_XB, AMX_PACKED_SHORTS, AMX_SCRATCH_SHORTS, AMX_LOOP;
+    /** Columns of one K slice of the AMX GEMM (its chunks of tokens are sized for a slice's activations). */
+    private static final int AMX_SLICE_COLUMNS;
     /** Each thread's AMX scratch (packed weight rows), grown as needed. */
     private static final ThreadLocal<MemorySegment> AMX_SCRATCH = new ThreadLocal<>();
     /** Floats of scratch the native GEMMs need for a number of columns and tokens. */
@@ -54,6 +56,7 @@ public final class NativeKernels {
     static {
         MethodHandle mv = null, mm = null, sr = null, dot = null, scratch = null;
         MethodHandle amx = null, packX = null, packXb = null, packedShorts = null, amxScratch = null, amxLoop = null;
+        int sliceColumns = 0;
         String status, amxStatus = "";
         boolean amxOff = "off".equalsIgnoreCase(System.getProperty("decodiff.amx", "auto"));
         try {
@@ -89,7 +92,8 @@ public final class NativeKernels {
                     packX = linker.downcallHandle(find(lookup, "decodiff_amx_pack_x"), packing, critical);
                     packXb = linker.downcallHandle(find(lookup, "decodiff_amx_pack_xb"), packing, critical);
                     packedShorts = linker.downcallHandle(find(lookup, "decodiff_amx_packed_shorts"), FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_INT, JAVA_INT));
-                    amxScratch = linker.downcallHandle(find(lookup, "decodiff_amx_scratch_shorts"), FunctionDescriptor.of(JAVA_LONG, JAVA_LONG));
+                    amxScratch = linker.downcallHandle(find(lookup, "decodiff_amx_scratch_shorts"), FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_INT, JAVA_INT));
+                    sliceColumns = (int) linker.downcallHandle(find(lookup, "decodiff_amx_slice_columns"), FunctionDescriptor.of(JAVA_INT)).invokeExact();
                     amxLoop = linker.downcallHandle(find(lookup, "decodiff_amx_loop"), FunctionDescriptor.of(JAVA_FLOAT, JAVA_LONG));
                     amxStatus = "; prefill GEMMs on AMX tiles (exact: activations split into 3 bf16 terms)";
                 }
@@ -111,6 +115,7 @@ public final class NativeKernels {
         AMX_PACKED_SHORTS = packedShorts;
         AMX_SCRATCH_SHORTS = amxScratch;
         AMX_LOOP = off ? null : amxLoop;
+        AMX_SLICE_COLUMNS = sliceColumns;
         STATUS = off && mv != null ? "java (-Ddecodiff.kernels=java)" : status + amxStatus;
     }
 
@@ -235,7 +240,7 @@ public final class NativeKernels {
     static void matmulAmx(MemorySegment w, int cols, int rows, int from, int to, MemorySegment packed, int terms, int tokens, MemorySegment y) {
         long shorts;
         try {
-            shorts = (long) AMX_SCRATCH_SHORTS.invokeExact((long) cols);
+            shorts = (long) AMX_SCRATCH_SHORTS.invokeExact((long) cols, to - from, tokens);
         } catch (Throwable t) {
             throw new IllegalStateException("native AMX scratch size failed", t);
         }
@@ -250,6 +255,9 @@ public final class NativeKernels {
             throw new IllegalStateException("native AMX matmul failed", t);
         }
     }
+
+    /** Columns the AMX GEMM multiplies at a time (a K slice): its token chunks are sized to keep a slice's activations in L2. */
+    static int amxSliceColumns() { return AMX_SLICE_COLUMNS; }
 
     /** The AMX bf16 peak loop: {@code iterations} rounds of four independent 16 × 32 × 16 tile products; returns a checksum. */
     public static float amxLoop(long iterations) {
