@@ -155,7 +155,8 @@ stage="$out.partial"
 rm -rf "$stage"
 mkdir -p "$stage/lib" "$stage/src/src/models"
 cp -a "$build"/bin/libllama.so* "$stage/lib/"
-for f in "$root"/lib/libggml*.so* "$root/lib/llama-bench"; do
+for f in "$root"/lib/*; do
+  case "$(basename "$f")" in libllama.so*|decodiff-build.txt) continue ;; esac
   ln "$f" "$stage/lib/" 2>/dev/null || cp -a "$f" "$stage/lib/"
 done
 # the sources that build saw: headers (for the struct layouts) and the patched files

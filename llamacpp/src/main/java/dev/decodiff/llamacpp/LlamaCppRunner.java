@@ -56,9 +56,39 @@ public final class LlamaCppRunner implements AutoCloseable {
         }
     }
 
-    /** "llama.cpp v0.5.0 (node-llama-cpp 3.22.1, libggml-cpu-zen4.so)". */
+    /**
+     * Which build of llama.cpp is loaded, in one line: prebuilt, native (scripts/llamacpp-native.sh, with its cmake
+     * flags and any patch) or someone's own; its folder; its CPU backend; and the CPU features llama.cpp reports using.
+     */
+    public static String describeBuild() {
+        var lib = LlamaLibrary.get();
+        var home = lib.home();
+        var info = home.buildInfo();
+        var s = new StringBuilder(home.kind().label).append(" at ").append(home.lib()).append("; CPU backend ").append(lib.backend());
+        if (info.containsKey("cmake")) s.append("; cmake ").append(info.get("cmake"));
+        if (info.containsKey("compiler")) s.append("; ").append(info.get("compiler"));
+        if (info.containsKey("patch") && !info.get("patch").equals("none")) s.append("; patched with ").append(info.get("patch"));
+        String features = lib.systemInfo().strip();
+        if (!features.isEmpty()) s.append("; ").append(features.replaceAll("\\s*\\|\\s*$", ""));
+        return s.toString();
+    }
+
+    /** "llama.cpp v0.5.0 (node-llama-cpp 3.22.1, libggml-cpu-zen4.so)", "llama.cpp v0.5.0 (native build, libggml-cpu.so (linked in))". */
     public static String describeRelease() {
-        return "llama.cpp " + LlamaCppHome.RELEASE + " (node-llama-cpp " + LlamaCppHome.PACKAGE_VERSION + ", " + LlamaLibrary.get().backend() + ")";
+        return "llama.cpp " + LlamaCppHome.RELEASE + " (" + buildLabel() + ", " + LlamaLibrary.get().backend() + ")";
+    }
+
+    /** "node-llama-cpp 3.22.1" for the prebuilt; "native build" (with its patch, if any) or "own build at DIR" otherwise. */
+    public static String buildLabel() {
+        var home = LlamaLibrary.get().home();
+        return switch (home.kind()) {
+            case PREBUILT -> "node-llama-cpp " + LlamaCppHome.PACKAGE_VERSION;
+            case NATIVE -> {
+                String patch = home.buildInfo().getOrDefault("patch", "none");
+                yield "native build" + (patch.equals("none") ? "" : " with " + patch.replaceFirst(" \\(sha256.*", ""));
+            }
+            case OWN -> "own build at " + home.lib();
+        };
     }
 
     public LlamaModel model() { return model; }
@@ -72,8 +102,16 @@ public final class LlamaCppRunner implements AutoCloseable {
      * Feeds {@code tokens} at positions start… and returns the step's captures. {@code expected}: the points this step
      * must give (those of the reference); one the graph did not emit is an error naming the graph names looked for.
      */
-    public Step step(int[] tokens, int start, Collection<String> expected) {
+    public Step step(int[] tokens, int start, Collection<String> expected) { return step(tokens, start, expected, Map.of()); }
+
+    /**
+     * {@link #step(int[], int, Collection)} with the graph tensors of {@code substitutes}' points replaced by the given
+     * values (row-major, in the point's shape) as soon as llama.cpp computed them, so everything downstream in this
+     * step — the K/V cache writes included — reads them.
+     */
+    public Step step(int[] tokens, int start, Collection<String> expected, Map<String, float[]> substitutes) {
         if (capture == null) throw new IllegalStateException("this runner was opened without capture");
+        capture.substitute(substitutes);
         float[] logits = context.decode(tokens, start, true);
         var step = capture.take(logits);
         if (!checkedNames) {

@@ -13,7 +13,9 @@ import java.util.function.Predicate;
 /**
  * The eval-callback side of a llama.cpp step: asks for the graph tensors that give the wanted capture points
  * ({@link GraphNames}), copies them out in decodiff's shapes, and rebuilds k_read/v_read from the cache views the
- * attention read. One instance serves every step of a run; {@link #take()} hands over a step's tensors.
+ * attention read. One instance serves every step of a run; {@link #take()} hands over a step's tensors. A step may
+ * also replace named graph tensors with given values ({@link #substitute}): written in the callback right after the
+ * node is computed, so every later node of the graph reads them.
  */
 final class StepCapture implements LlamaContext.Tap {
     private final Predicate<String> wanted;
@@ -25,14 +27,49 @@ final class StepCapture implements LlamaContext.Tap {
     /** Layers whose attention ran as flash attention this step (their V view is laid out like K). */
     private final java.util.Set<Integer> flashLayers = new java.util.HashSet<>();
 
+    /** The points to replace in the next step, and those replaced so far in it. */
+    private Map<String, float[]> substitutes = Map.of();
+    private final java.util.Set<String> substituted = new java.util.HashSet<>();
+
     StepCapture(Predicate<String> wanted) { this.wanted = wanted; }
+
+    /**
+     * Replaces these points' graph tensors in the next step (row-major values in the point's shape). Only points the
+     * graph names (GraphNames' table, logits excepted) can be replaced; k_read/v_read are views of the cache and a MoE
+     * layer's mlp.out an unnamed product.
+     */
+    void substitute(Map<String, float[]> values) {
+        for (String point : values.keySet()) {
+            var e = entryFor(point);
+            if (e == null || e.shape() == GraphNames.Shape.LAST_ROW)
+                throw new LlamaCppException("cannot substitute " + point + " in llama.cpp's graph: only " + substitutable() + " are named graph tensors decodiff can replace");
+        }
+        substitutes = Map.copyOf(values);
+        substituted.clear();
+    }
+
+    private static GraphNames.Entry entryFor(String point) {
+        int layer = CapturePoints.layerOf(point);
+        String kind = CapturePoints.kindOf(point);
+        for (var e : GraphNames.ENTRIES)
+            if (e.kind().equals(kind) && e.perLayer() == (layer >= 0)) return e;
+        return null;
+    }
+
+    private static String substitutable() {
+        var kinds = new java.util.ArrayList<String>();
+        for (var e : GraphNames.ENTRIES) if (e.shape() != GraphNames.Shape.LAST_ROW) kinds.add(e.kind());
+        return String.join(", ", kinds);
+    }
 
     @Override
     public boolean wants(GgmlTensor t) {
         var p = GraphNames.parse(t.name());
         var e = GraphNames.entry(p);
-        if (e.isPresent())
-            return wanted.test(GraphNames.point(e.get(), p.layer())) || e.get().kind().equals(CapturePoints.ATTN_OUT) && wantsReads(p.layer());
+        if (e.isPresent()) {
+            String point = GraphNames.point(e.get(), p.layer());
+            return wanted.test(point) || substitutes.containsKey(point) || e.get().kind().equals(CapturePoints.ATTN_OUT) && wantsReads(p.layer());
+        }
         int moeLayer = denseMlpOfMoeLayer(t);
         if (moeLayer >= 0) return wanted.test(CapturePoints.layer(moeLayer, CapturePoints.MLP_OUT));
         if (p.layer() >= 0 && (p.base().equals(GraphNames.KQ) || p.base().equals(GraphNames.KQ_SOFT_MAX) || p.base().equals(GraphNames.KQV)))
@@ -64,6 +101,11 @@ final class StepCapture implements LlamaContext.Tap {
         var e = GraphNames.entry(p);
         if (e.isPresent()) {
             String point = GraphNames.point(e.get(), p.layer());
+            float[] replacement = substitutes.get(point);
+            if (replacement != null) {
+                t.overwrite(replacement);
+                substituted.add(point);
+            }
             if (wanted.test(point)) tensors.put(point, shaped(point, e.get().shape(), t));
             var fa = t.src(0);
             if (e.get().kind().equals(CapturePoints.ATTN_OUT) && fa != null && fa.op() == GgmlTensor.OP_FLASH_ATTN_EXT && wantsReads(p.layer()))
@@ -204,6 +246,14 @@ final class StepCapture implements LlamaContext.Tap {
 
     /** This step's tensors and the points that could not be captured (with why); resets for the next step. */
     LlamaCppRunner.Step take(float[] logits) {
+        if (!substituted.containsAll(substitutes.keySet())) {
+            var missing = new java.util.TreeSet<>(substitutes.keySet());
+            missing.removeAll(substituted);
+            substitutes = Map.of();
+            throw new LlamaCppException("llama.cpp's graph computed no tensor for " + String.join(", ", missing) + " in this step, so it was not replaced");
+        }
+        substitutes = Map.of();
+        substituted.clear();
         var step = new LlamaCppRunner.Step(tensors, logits, notCaptured);
         tensors = new LinkedHashMap<>();
         notCaptured = new LinkedHashMap<>();

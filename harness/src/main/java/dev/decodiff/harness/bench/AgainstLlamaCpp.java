@@ -29,10 +29,15 @@ import java.util.Map;
  * of {@link BenchSetup#CONTEXTS}, a fresh context reads that many prompt tokens (the 512-token read is the prefill
  * figure), then decodes {@code decodeSteps} tokens. Each round also prefills 512 tokens with decodiff's
  * {@code --matmul bf16} (against llama.cpp's prefill), and runs decodiff with bf16 K/V against llama.cpp with f16 K/V
- * (llama-bench's default, all its settings), at the prefill's context only.
+ * (llama-bench's default, all its settings), at the prefill's context only. When the library folder holds llama.cpp's
+ * own {@code llama-bench} (a cmake build does: scripts/llamacpp-native.sh's), each round also runs it as a child process
+ * with exactly the settings of that last pair's llama.cpp run — same GGUF, threads, f16 K/V (llama-bench has no f32
+ * cache), its batching, flash attention auto ({@link LlamaBenchTool}) — so the FFM runner's figures stand beside
+ * llama.cpp's own tool's from the same build.
  */
-record AgainstLlamaCpp(String release, String cpuBackend, boolean flashAttentionAuto, int threads, Rounds decodiff, Rounds llamaCppFlashAuto,
-                       Rounds llamaCppFlashOff, double[] decodiffBf16MatmulPrefillTps, Rounds decodiffBf16Kv, Rounds llamaCppF16Kv) {
+record AgainstLlamaCpp(String release, String build, String cpuBackend, boolean flashAttentionAuto, int threads, Rounds decodiff, Rounds llamaCppFlashAuto,
+                       Rounds llamaCppFlashOff, double[] decodiffBf16MatmulPrefillTps, Rounds decodiffBf16Kv, Rounds llamaCppF16Kv,
+                       Rounds llamaBench) {
 
     /** The contexts of the 16-bit K/V pair (decodiff bf16, llama.cpp f16): the prefill's alone, to keep the run short. */
     static final int[] HALF_KV_CONTEXTS = {BenchSetup.PREFILL};
@@ -65,6 +70,7 @@ record AgainstLlamaCpp(String release, String cpuBackend, boolean flashAttention
             Engine ours = decodiff(b, EngineOptions.defaults()), theirs = llamaCpp(runner), theirsOff = llamaCpp(runnerOff);
             Engine oursBf16Matmul = decodiff(b, EngineOptions.defaults().withMatmul(MatmulPrecision.BF16));
             Engine oursBf16 = decodiff(b, EngineOptions.defaults().withKvTypes(KvType.BF16, KvType.BF16)), theirsF16 = llamaCpp(runnerF16);
+            var tool = LlamaLibrary.get().home().llamaBench().map(p -> new LlamaBenchTool(p, gguf, threads, "f16")).orElse(null);
             b.log().accept("against llama.cpp: warm-up…");
             // llama.cpp's first graphs and page faults, untimed, as llama-bench warms up; decodiff's f32 path warmed up
             // in its own prefill phase, its bf16 kernels compile here
@@ -79,6 +85,7 @@ record AgainstLlamaCpp(String release, String cpuBackend, boolean flashAttention
             var dm = new double[n];
             var dh = Rounds.of(n, HALF_KV_CONTEXTS);
             var lh = Rounds.of(n, HALF_KV_CONTEXTS);
+            var lb = tool == null ? null : Rounds.of(n, HALF_KV_CONTEXTS);
             for (int r = 0; r < n; r++) {
                 b.log().accept("against llama.cpp: round " + (r + 1) + "/" + n + ", decodiff then llama.cpp (flash attention auto and off), f32 K/V; "
                         + "--matmul bf16 prefill; then 16-bit K/V…");
@@ -90,11 +97,33 @@ record AgainstLlamaCpp(String release, String cpuBackend, boolean flashAttention
                 dm[r] = prefill(b, oursBf16Matmul);
                 run(b, oursBf16, dh, r, HALF_KV_CONTEXTS);
                 run(b, theirsF16, lh, r, HALF_KV_CONTEXTS);
+                if (tool != null) {
+                    b.log().accept("against llama.cpp: round " + (r + 1) + "/" + n + ", llama.cpp's own llama-bench, f16 K/V…");
+                    record(tool.run(BenchSetup.PREFILL, b.decodeSteps(), HALF_KV_CONTEXTS, "auto"), lb, r);
+                }
             }
-            return new AgainstLlamaCpp(LlamaCppRunner.describeRelease(), LlamaLibrary.get().backend(), runner.flashAttentionOn(), threads,
-                    d, la, lo, dm, dh, lh);
+            return new AgainstLlamaCpp(LlamaCppRunner.describeRelease(), LlamaCppRunner.describeBuild(), LlamaLibrary.get().backend(),
+                    runner.flashAttentionOn(), threads, d, la, lo, dm, dh, lh, lb);
         }
     }
+
+    /** llama-bench's figures of one call into round {@code r}: its pp test as the prefill, its tg tests by depth as decode. */
+    private static void record(java.util.List<LlamaBenchTool.Result> results, Rounds into, int r) {
+        for (var x : results) {
+            if (x.gen() == 0) into.prefillTps()[r] = x.tokensPerS();
+            else into.decodeTps().get(x.depth())[r] = x.tokensPerS();
+        }
+    }
+
+    /** Whether llama.cpp's own llama-bench ran beside the runner (the library folder has one). */
+    boolean hasLlamaBench() { return llamaBench != null; }
+
+    /** The FFM runner's f16-K/V decode at {@link BenchSetup#PREFILL} over llama-bench's, round by round. */
+    double[] runnerOverLlamaBenchDecode() {
+        return ratios(llamaCppF16Kv.decodeTps().get(BenchSetup.PREFILL), llamaBench.decodeTps().get(BenchSetup.PREFILL));
+    }
+
+    double[] runnerOverLlamaBenchPrefill() { return ratios(llamaCppF16Kv.prefillTps(), llamaBench.prefillTps()); }
 
     /** Tokens/s of one {@link BenchSetup#PREFILL}-token read in a fresh context. */
     private static double prefill(BenchSetup b, Engine e) {

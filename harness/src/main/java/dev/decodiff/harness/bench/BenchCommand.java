@@ -60,7 +60,9 @@ public final class BenchCommand implements Callable<Integer> {
                     + "at llama-bench's settings: batches of 2048 computed 512 at a time, a polling threadpool, an untimed warm-up, the last token's logits "
                     + "only; flash attention auto and off, each figure against the faster), interleaved with decodiff in --repeats rounds, and print "
                     + "decodiff/llama.cpp for decode @128/512/2048, prefill 512 and prefill 512 with --matmul bf16, then decodiff bf16 K/V against "
-                    + "llama.cpp f16 K/V at 512.")
+                    + "llama.cpp f16 K/V at 512. The llama.cpp is an explicit DECODIFF_LLAMACPP_LIB, else scripts/llamacpp-native.sh's build when made, "
+                    + "else the prebuilt; the report names it (build, CPU backend, flags). With a llama-bench beside its libraries (a native build's), "
+                    + "each round also runs llama.cpp's own llama-bench on the same GGUF and threads, f32 K/V, and prints its figures beside the runner's.")
     String against;
 
     @Option(names = "--compare-rss", paramLabel = "N",

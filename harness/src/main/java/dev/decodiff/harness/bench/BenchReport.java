@@ -170,6 +170,14 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
         if (vsLlamaCpp != null) {
             o.put("llamacpp_release", vsLlamaCpp.release());
             o.put("llamacpp_cpu_backend", vsLlamaCpp.cpuBackend());
+            o.put("llamacpp_build", vsLlamaCpp.build());
+            if (vsLlamaCpp.hasLlamaBench()) {
+                var lb = o.putObject("runner_vs_llama_bench_f16_kv");
+                lb.put("decode_" + BenchSetup.PREFILL, Figure.of(vsLlamaCpp.runnerOverLlamaBenchDecode()).median());
+                lb.put("prefill_" + BenchSetup.PREFILL, Figure.of(vsLlamaCpp.runnerOverLlamaBenchPrefill()).median());
+                put(f, "llama_bench_f16_kv_decode_tokens_per_s_" + BenchSetup.PREFILL, Figure.of(vsLlamaCpp.llamaBench().decodeTps().get(BenchSetup.PREFILL)));
+                put(f, "llama_bench_f16_kv_prefill_tokens_per_s", Figure.of(vsLlamaCpp.llamaBench().prefillTps()));
+            }
             var ls = o.putObject("llamacpp_settings");
             ls.put("n_batch", LlamaContext.Scheduling.BENCH_BATCH);
             ls.put("n_ubatch", LlamaContext.Scheduling.BENCH_UBATCH);
@@ -341,6 +349,7 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
 
     private void printVsLlamaCpp(PrintWriter out) {
         out.println("against " + vsLlamaCpp.release() + " (bf16 GGUF, f32 K/V; rounds interleaved, decodiff first)");
+        out.println("  build: " + vsLlamaCpp.build());
         out.println("  " + vsLlamaCpp.settings());
         out.println("  figure (tok/s)     decodiff   llama.cpp   decodiff/llama.cpp median   per round   (llama.cpp's flash attention)");
         var best = vsLlamaCpp.llamaCpp();
@@ -355,6 +364,15 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
                 vsLlamaCpp.llamaCppF16Kv().decodeTps().get(BenchSetup.PREFILL), vsLlamaCpp.flashAttentionOf(false));
         printVs(out, Fmt.format("prefill %d     ", BenchSetup.PREFILL), vsLlamaCpp.decodiffBf16Kv().prefillTps(), vsLlamaCpp.llamaCppF16Kv().prefillTps(),
                 vsLlamaCpp.flashAttentionOf(false));
+        if (vsLlamaCpp.hasLlamaBench()) {
+            out.println("  llama.cpp's own llama-bench from the same build, at the settings of the f16 K/V run above (its default cache; it has no f32 one):");
+            out.println("  figure (tok/s)     runner    llama-bench  runner/llama-bench median  per round   (flash attention)");
+            printVs(out, Fmt.format("decode @ctx %-5d", BenchSetup.PREFILL), vsLlamaCpp.llamaCppF16Kv().decodeTps().get(BenchSetup.PREFILL),
+                    vsLlamaCpp.llamaBench().decodeTps().get(BenchSetup.PREFILL), vsLlamaCpp.flashAttentionOf(false));
+            printVs(out, Fmt.format("prefill %d     ", BenchSetup.PREFILL), vsLlamaCpp.llamaCppF16Kv().prefillTps(), vsLlamaCpp.llamaBench().prefillTps(), vsLlamaCpp.flashAttentionOf(false));
+        } else {
+            out.println("  (no llama-bench beside these libraries; scripts/llamacpp-native.sh builds one with them)");
+        }
     }
 
     private static void printVs(PrintWriter out, String label, double[] ours, double[] theirs, String flash) {

@@ -100,8 +100,8 @@ public final class LlamaCppFlags {
     /** The dump producer entry of a llama.cpp dump. */
     static DumpManifest.Producer producer(String fileType, LlamaContext.Options o, java.util.List<String> commandOptions) {
         var lib = dev.decodiff.llamacpp.ffi.LlamaLibrary.get();
-        return new DumpManifest.Producer(LLAMA_CPP, dev.decodiff.llamacpp.ffi.LlamaCppHome.RELEASE + " (node-llama-cpp "
-                + dev.decodiff.llamacpp.ffi.LlamaCppHome.PACKAGE_VERSION + ")", fileType, o.flashAttention() == LlamaContext.FlashAttention.ON ? "flash" : "eager",
+        return new DumpManifest.Producer(LLAMA_CPP, dev.decodiff.llamacpp.ffi.LlamaCppHome.RELEASE + " ("
+                + dev.decodiff.llamacpp.LlamaCppRunner.buildLabel() + ")", fileType, o.flashAttention() == LlamaContext.FlashAttention.ON ? "flash" : "eager",
                 "llama.cpp, " + o.threads() + " thread" + (o.threads() == 1 ? "" : "s"), lib.backend(), null,
                 new DumpManifest.KvCache(o.typeK(), o.typeV()), null, commandOptions);
     }

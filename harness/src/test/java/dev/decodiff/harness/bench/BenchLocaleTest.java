@@ -92,7 +92,7 @@ class BenchLocaleTest {
                 new KvTypes(bytes, prefill, Map.of(512, kvDecode, 2048, kvDecode), Map.of(512, overF32, 2048, overF32)),
                 new CompareThroughput(new Figure(14.05, 15.95, 18.15, 5), new Figure(1.55, 1.55, 1.55, 1)),
                 5_970_000_000L, new Figure(158.5, 159.25, 163.5, 3),
-                new AgainstLlamaCpp("llama.cpp v0.5.0", "libggml-cpu-zen4.so", true, 2, rounds, theirs, theirsFlashOff, new double[]{150.5, 155.25}, rounds, theirs),
+                new AgainstLlamaCpp("llama.cpp v0.5.0", "prebuilt (node-llama-cpp 3.22.1)", "libggml-cpu-zen4.so", true, 2, rounds, theirs, theirsFlashOff, new double[]{150.5, 155.25}, rounds, theirs, theirs),
                 new OneShot(new Figure(61.5, 78.25, 80.5, 3), new Figure(98.5, 101.25, 104.5, 3), new Figure(1.25, 1.295, 1.625, 3),
                         new Figure(9.5, 10.25, 12.75, 3), new Figure(1.5, 1.625, 2.25, 3), true));
     }

@@ -114,6 +114,35 @@ public final class GgmlTensor {
         return out;
     }
 
+    /**
+     * Replaces this tensor's values with {@code rowMajor} (element [i3][i2][i1][i0], as {@link #toFloats()} gives them)
+     * through {@code ggml_backend_tensor_set}. Called from the eval callback after the node was computed, so every
+     * node after it in the graph reads the new values. Only a whole, contiguous f32 tensor can be replaced: a view or
+     * another type would need ggml's own conversion.
+     */
+    public void overwrite(float[] rowMajor) {
+        if (type() != F32) throw new LlamaCppException("tensor '" + name() + "' has ggml type " + type() + "; decodiff replaces f32 tensors only");
+        long[] ne = ne(), nb = nb();
+        long stride = 4;
+        for (int d = 0; d < 4; d++) {
+            if (ne[d] > 1 && nb[d] != stride)
+                throw new LlamaCppException("tensor '" + name() + "' is not contiguous (a strided view); decodiff replaces contiguous tensors only");
+            stride *= ne[d];
+        }
+        if (rowMajor.length != elements())
+            throw new LlamaCppException("cannot write " + rowMajor.length + " values into tensor '" + name() + "' of " + elements() + " elements");
+        if (t.get(ValueLayout.ADDRESS, f.buffer()).equals(MemorySegment.NULL))
+            throw new LlamaCppException("tensor '" + name() + "' has no backend buffer at the callback (not computed)");
+        try (var arena = Arena.ofConfined()) {
+            var buf = arena.allocateFrom(ValueLayout.JAVA_FLOAT, rowMajor);
+            lib.tensorSet.invokeExact(t, buf, 0L, buf.byteSize());
+        } catch (LlamaCppException e) {
+            throw e;
+        } catch (Throwable e) {
+            throw new LlamaCppException("cannot write tensor '" + name() + "' into llama.cpp: " + e, e);
+        }
+    }
+
     /** One block of 32: q8_0 is d·q (q signed bytes); q4_0 is d·(q−8), low nibbles the first 16, high the last 16. */
     private static void dequantize(MemorySegment buf, long at, int type, float[] out, int to) {
         float d = Float.float16ToFloat(buf.get(ValueLayout.JAVA_SHORT_UNALIGNED, at));

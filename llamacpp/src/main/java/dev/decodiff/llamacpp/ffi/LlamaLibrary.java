@@ -31,7 +31,7 @@ public final class LlamaLibrary {
     private final LlamaLayouts layouts;
 
     final MethodHandle modelDefaultParams, contextDefaultParams, modelLoad, modelFree, initFromModel, free, decode,
-            logitsIth, getMemory, memoryClear, memorySeqRm, modelGetVocab, vocabNTokens, modelNEmbd, modelNLayer,
+            logitsIth, tensorSet, getMemory, memoryClear, memorySeqRm, modelGetVocab, vocabNTokens, modelNEmbd, modelNLayer,
             modelMetaValStr, tensorGet, devCount, devGet, devDescription, systemInfo, devByType, devBackendReg, regProcAddress,
             threadpoolParamsInit, attachThreadpool;
 
@@ -69,6 +69,7 @@ public final class LlamaLibrary {
         modelNLayer = h.get("llama_model_n_layer", FunctionDescriptor.of(JAVA_INT, ADDRESS));
         modelMetaValStr = h.get("llama_model_meta_val_str", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS, JAVA_LONG));
         tensorGet = h.get("ggml_backend_tensor_get", FunctionDescriptor.ofVoid(ADDRESS, ADDRESS, JAVA_LONG, JAVA_LONG));
+        tensorSet = h.get("ggml_backend_tensor_set", FunctionDescriptor.ofVoid(ADDRESS, ADDRESS, JAVA_LONG, JAVA_LONG));
         devCount = h.get("ggml_backend_dev_count", FunctionDescriptor.of(JAVA_LONG));
         devGet = h.get("ggml_backend_dev_get", FunctionDescriptor.of(ADDRESS, JAVA_LONG));
         devDescription = h.get("ggml_backend_dev_description", FunctionDescriptor.of(ADDRESS, ADDRESS));
@@ -119,7 +120,7 @@ public final class LlamaLibrary {
     private static String backendName(LlamaLog log, LlamaCppHome home) {
         String loaded = log.find("loaded CPU backend from");
         if (loaded != null) return loaded.replaceFirst(".*loaded CPU backend from\\s*", "").replaceFirst(".*/", "");
-        return java.nio.file.Files.exists(home.lib().resolve("libggml-cpu.so")) ? "libggml-cpu.so (linked in)" : "CPU (linked in)";
+        return java.nio.file.Files.exists(home.lib().resolve("libggml-cpu.so")) ? "built-in libggml-cpu.so" : "built-in CPU backend";
     }
 
     private final GgmlTensor.Fields tensorFields;

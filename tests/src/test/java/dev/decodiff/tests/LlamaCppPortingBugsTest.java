@@ -1,0 +1,113 @@
+package dev.decodiff.tests;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.decodiff.llamacpp.ffi.LlamaCppHome;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * A few of llamacpp/porting-bugs/, built into llama.cpp natively (scripts/llamacpp-native.sh --patch) and run live on
+ * gemma4-tiny's long case: the patched llama.cpp's dump against the clean native build's dump of the same case first
+ * diverges exactly at the cell manifest.tsv names (read off the graph), and the clean build against a second clean run
+ * is a match. One patch in the value path of a k_eq_v layer, one decode-only path (n_tokens == 1), one outside the
+ * model file (the KV cache's sliding-window mask). Skipped unless the native build is already made (a first build takes
+ * about 10 minutes on two cores; run scripts/llamacpp-native.sh once). Each llama.cpp runs in its own JVM, since a JVM
+ * loads one llama.cpp.
+ */
+class LlamaCppPortingBugsTest {
+    static final ObjectMapper JSON = new ObjectMapper();
+    static final List<String> BUGS = List.of("01-k-eq-v-value-after-rope", "09-decode-rope-drops-proportional", "13-kv-cache-window-off-by-one");
+    static Path root, clean;
+
+    @TempDir
+    Path tmp;
+
+    @BeforeAll
+    static void nativeBuild() throws Exception {
+        root = ReferenceCases.repoRoot();
+        var r = exec(root, List.of(root.resolve("scripts/llamacpp-native.sh").toString(), "--cached"));
+        Assumptions.assumeTrue(r.code == 0, "llama.cpp's native build is not made: run scripts/llamacpp-native.sh once (about 10 minutes)");
+        clean = Path.of(r.out.strip());
+        System.setProperty("decodiff.home", root.toString());
+    }
+
+    @Test
+    void eachPatchedLlamaCppFirstDivergesFromCleanLlamaCppAtTheCellItsManifestNames() throws Exception {
+        var expected = manifest();
+        Path ref = root.resolve("reference-dumps/gemma4-tiny/long");
+        Path cleanDump = dump(clean, ref, tmp.resolve("clean"));
+        Path again = dump(clean, ref, tmp.resolve("clean-again"));
+        assertThat(compare(cleanDump, again).get("verdict").asText()).as("clean llama.cpp against itself").isEqualTo("match");
+        for (String bug : BUGS) {
+            var built = exec(root, List.of(root.resolve("scripts/llamacpp-native.sh").toString(), "--patch",
+                    root.resolve("llamacpp/porting-bugs/" + bug + ".patch").toString()));
+            assertThat(built.code).as(bug + ": " + built.err).isZero();
+            Path lib = Path.of(built.out.strip());
+            assertThat(lib).isNotEqualTo(clean);
+            var j = compare(cleanDump, dump(lib, ref, tmp.resolve(bug)));
+            assertThat(j.get("verdict").asText()).as(bug).isEqualTo("divergence");
+            var fd = j.get("first_divergence");
+            assertThat(fd.get("step").asInt() + " " + fd.get("point").asText()).as(bug + ": first divergence from clean llama.cpp")
+                    .isEqualTo(expected.get(bug));
+        }
+    }
+
+    /** manifest.tsv: patch name → "step point". */
+    private static java.util.Map<String, String> manifest() throws IOException {
+        var m = new java.util.HashMap<String, String>();
+        for (String line : Files.readAllLines(root.resolve("llamacpp/porting-bugs/manifest.tsv"))) {
+            if (line.isBlank() || line.startsWith("#")) continue;
+            String[] f = line.split("\t");
+            m.put(f[0], f[2] + " " + f[3]);
+        }
+        return m;
+    }
+
+    /** `decodiff dump --engine llama.cpp` of gemma4-tiny teacher-forced on {@code ref}, in a JVM of its own with llama.cpp from {@code lib}. */
+    private static Path dump(Path lib, Path ref, Path out) throws Exception {
+        var java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
+        var r = exec(root, List.of(java, "--add-modules", "jdk.incubator.vector", "--enable-native-access=ALL-UNNAMED",
+                "-D" + LlamaCppHome.PROPERTY + "=" + lib, "-Ddecodiff.home=" + root, "-cp", System.getProperty("java.class.path"),
+                "dev.decodiff.harness.cli.Main", "dump", "--engine", "llama.cpp", "--model", root.resolve("checkpoints/gemma4-tiny").toString(),
+                "--reference", ref.toString(), "--out", out.toString()));
+        assertThat(r.code).as("dump with " + lib + ": " + r.err).isZero();
+        return out;
+    }
+
+    private static JsonNode compare(Path a, Path b) throws Exception {
+        var r = Cli.run("compare", a.toString(), b.toString(), "--json");
+        assertThat(r.out()).as(r.toString()).startsWith("{");
+        return JSON.readTree(r.out());
+    }
+
+    private record Result(int code, String out, String err) {}
+
+    private static Result exec(Path dir, List<String> cmd) throws Exception {
+        var p = new ProcessBuilder(new ArrayList<>(cmd)).directory(dir.toFile()).start();
+        var err = new StringBuilder();
+        var drain = Thread.ofVirtual().start(() -> {
+            try {
+                err.append(new String(p.getErrorStream().readAllBytes(), StandardCharsets.UTF_8));
+            } catch (IOException e) {
+                err.append(e);
+            }
+        });
+        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        assertThat(p.waitFor(20, TimeUnit.MINUTES)).as(String.join(" ", cmd)).isTrue();
+        drain.join();
+        return new Result(p.exitValue(), out, err.toString());
+    }
+}
