@@ -15,6 +15,8 @@ What MLX (mlx-lm / mlx-vlm) writes for a Gemma 4 model, reproduced from its docu
 
 Usage:
   make_mlx_checkpoints.py models          # writes checkpoints/gemma4-tiny-mlx4, -mlx8, gemma4-tiny-ple-mlx4
+  make_mlx_checkpoints.py convert SRC OUT [--bits 4] [--group-size 64]
+                                          # any float Gemma4ForCausalLM folder in the MLX layout
   make_mlx_checkpoints.py packing OUT     # a fixture of every bits x group size: packed, scales, biases, codes,
                                           # dequantized (for the engine's unit test)
   make_mlx_checkpoints.py dequantize MLX_DIR OUT_DIR
@@ -200,9 +202,16 @@ def quantizable(name, dtype, a):
 
 
 def make_model(src, name, bits, group, overrides):
-    sdir, odir = os.path.join(HERE, src), os.path.join(HERE, name)
+    convert(os.path.join(HERE, src), os.path.join(HERE, name), bits, group, overrides)
+
+
+def convert(sdir, odir, bits, group, overrides):
+    name = os.path.basename(os.path.normpath(odir))
     text_cfg = json.load(open(os.path.join(sdir, "config.json")))
-    tensors = read_safetensors(os.path.join(sdir, "model.safetensors"))
+    tensors = {}
+    for f in sorted(os.listdir(sdir)):
+        if f.endswith(".safetensors"):
+            tensors.update(read_safetensors(os.path.join(sdir, f)))
     quant = {"group_size": group, "bits": bits, "mode": "affine"}
     for m, (b, g) in overrides.items():
         quant[PREFIX + m] = {"group_size": g, "bits": b}
@@ -254,6 +263,11 @@ def cmd_models(_):
     self_check()
     for m in MODELS:
         make_model(*m)
+
+
+def cmd_convert(args):
+    """Any float Gemma4ForCausalLM folder (weights under "model.") -> the MLX layout at --bits / --group-size."""
+    convert(args.src, args.out, args.bits, args.group_size, {})
 
 
 def cmd_packing(args):
@@ -366,6 +380,11 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("models")
+    c = sub.add_parser("convert")
+    c.add_argument("src")
+    c.add_argument("out")
+    c.add_argument("--bits", type=int, default=4, choices=[2, 3, 4, 5, 6, 8])
+    c.add_argument("--group-size", type=int, default=64, choices=[32, 64, 128])
     p = sub.add_parser("packing")
     p.add_argument("out")
     d = sub.add_parser("dequantize")
@@ -375,7 +394,7 @@ def main():
     r.add_argument("mlx_dirs", nargs="+")
     r.add_argument("--out", default=os.path.join(REPO, "reference-dumps"))
     args = ap.parse_args()
-    {"models": cmd_models, "packing": cmd_packing, "dequantize": cmd_dequantize, "references": cmd_references}[args.cmd](args)
+    {"models": cmd_models, "convert": cmd_convert, "packing": cmd_packing, "dequantize": cmd_dequantize, "references": cmd_references}[args.cmd](args)
 
 
 if __name__ == "__main__":

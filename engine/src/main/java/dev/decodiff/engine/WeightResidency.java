@@ -65,13 +65,20 @@ public final class WeightResidency implements AutoCloseable {
 
     /** Places {@code mapped}'s streamed matrices as {@code mode} says; the result lives until {@link #close}. */
     public static Placed place(ModelWeights mapped, Mode mode) {
-        long[] sizes = new long[2]; // the matrices' bytes, and the slab they fill (each starting on ALIGN)
+        // the mapped matrices' bytes, the slab they fill (each starting on ALIGN), and the bytes already in anonymous
+        // memory (a quantized checkpoint's weights, dequantized at load): those stay where they are, never copied twice
+        long[] sizes = new long[3];
         mapped.withStreamedMatrices(m -> {
-            sizes[0] += m.bytes();
-            sizes[1] += align(m.bytes());
+            if (m.data().isMapped()) {
+                sizes[0] += m.bytes();
+                sizes[1] += align(m.bytes());
+            } else sizes[2] += m.bytes();
             return m;
         });
         long bytes = sizes[0];
+        if (bytes == 0 && sizes[2] > 0)
+            return new Placed(mapped, new WeightResidency(null, true, String.format(Locale.ROOT,
+                    "resident in anonymous memory (%.2f GB dequantized at load%s)", sizes[2] / 1e9, HugePageMemory.available() ? ", on huge pages" : "")));
         String gb = String.format(Locale.ROOT, "%.2f GB", bytes / 1e9);
         if (mode == Mode.MAPPED) return new Placed(mapped, new WeightResidency(null, false, "mapped from the checkpoint files (" + gb + ", as asked)"));
         var why = HugePageMemory.unavailableReason();
@@ -89,6 +96,7 @@ public final class WeightResidency implements AutoCloseable {
             MemorySegment slab = HugePageMemory.allocate(Math.max(sizes[1], 1), arena);
             long[] next = {0};
             var placed = mapped.withStreamedMatrices(m -> {
+                if (!m.data().isMapped()) return m;
                 MemorySegment dst = slab.asSlice(next[0], m.bytes());
                 MemorySegment.copy(m.data(), 0, dst, 0, m.bytes());
                 // The copy faulted the file's pages into this process; drop them (they stay in the page cache) so the

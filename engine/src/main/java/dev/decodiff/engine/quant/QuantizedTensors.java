@@ -2,6 +2,7 @@ package dev.decodiff.engine.quant;
 
 import dev.decodiff.engine.CheckpointException;
 import dev.decodiff.metal.DType;
+import dev.decodiff.metal.HugePageMemory;
 import dev.decodiff.metal.TensorView;
 
 import java.lang.foreign.Arena;
@@ -123,7 +124,9 @@ public final class QuantizedTensors {
         for (int i = 0; i < ws.length - 1; i++) rows *= ws[i];
         if (rows * cols > Integer.MAX_VALUE || rows > Integer.MAX_VALUE)
             throw new CheckpointException(dir + ": tensor '" + name + "' has " + rows * cols + " elements, more than one fp32 matrix may hold here");
-        var seg = arena.allocate(rows * cols * 4, 64);
+        long bytes = rows * cols * 4;
+        // on huge pages where the machine has them: decode streams these as it would a resident copy (WeightResidency)
+        var seg = bytes >= (2 << 20) && HugePageMemory.available() ? HugePageMemory.allocate(bytes, arena) : arena.allocate(bytes, 64);
         AffineDequantizer.dequantize(w.data(), scales, biases, bits, g, (int) rows, (int) cols, seg);
         long[] shape = ws.clone();
         shape[shape.length - 1] = cols;
