@@ -137,6 +137,7 @@ public final class DumpValidator {
         checkLayerIndices(mf, m, all, problems);
         checkSelection(mf, m, all, problems);
         checkWidthsAgreeAcrossSteps(m, stepShapes, problems);
+        if (!candidate) checkReadWindows(dir, m, stepShapes, problems);
         return problems;
     }
 
@@ -230,6 +231,41 @@ public final class DumpValidator {
                         + String.join(", ", lacking.subList(0, Math.min(6, lacking.size()))) + (lacking.size() > 6 ? ", …" : ""));
         }
         return problems;
+    }
+
+    /**
+     * The read window is a property of the layer: k_read/v_read hold C = min(W, p+1) positions at every step, one W
+     * per point (the sliding window, or a declared cut of the rows), or p+1 throughout on a full layer. A read that
+     * is shorter than p+1 at one step fixes W; any other length at another step is no window. (A comparison's
+     * candidate is not held to it: a read of another length is judged a divergence against the reference's.)
+     */
+    private static void checkReadWindows(Path dir, DumpManifest m, List<Map<String, long[]>> steps, List<String> problems) {
+        var window = new LinkedHashMap<String, long[]>(); // point → {W, the step that showed it}
+        for (int s = 0; s < steps.size(); s++) {
+            long positions = m.step(s).end();
+            for (var e : steps.get(s).entrySet()) {
+                long[] shape = e.getValue();
+                if (isRead(e.getKey()) && shape.length == 3 && shape[0] >= 1 && shape[0] < positions)
+                    window.putIfAbsent(e.getKey(), new long[]{shape[0], s});
+            }
+        }
+        for (int s = 0; s < steps.size(); s++) {
+            long positions = m.step(s).end();
+            for (var e : steps.get(s).entrySet()) {
+                long[] w = window.get(e.getKey()), shape = e.getValue();
+                if (w == null || shape.length != 3 || shape[0] < 1 || shape[0] > positions) continue; // no window, or another rule's problem
+                long expected = Math.min(w[0], positions);
+                if (shape[0] != expected)
+                    problems.add(dir.resolve(m.step(s).file()) + ": tensor '" + e.getKey() + "' reads " + shape[0] + " positions, but its read window"
+                            + " is " + w[0] + " (step " + w[1] + " read " + w[0] + " of " + m.step((int) w[1]).end() + ") and this step's last query"
+                            + " has " + positions + ", so it reads min(" + w[0] + ", " + positions + ") = " + expected + "; a read window is the"
+                            + " same at every step");
+            }
+        }
+    }
+
+    private static boolean isRead(String point) {
+        return CapturePoints.layerOf(point) >= 0 && CapturePoints.isCacheRead(CapturePoints.kindOf(point));
     }
 
     /** Every axis but the first (rows, or read positions) is a property of the model: it cannot change from step to step. */

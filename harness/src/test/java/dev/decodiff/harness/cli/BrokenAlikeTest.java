@@ -165,4 +165,43 @@ class BrokenAlikeTest {
         assertThat(run.code()).as(run.out() + run.err()).isEqualTo(Main.DIVERGENCE);
         assertThat(run.out()).contains("the candidate's layers.2.attn.out is all zeros");
     }
+
+    /** layers.0's k_read and v_read hold the last {@code window.apply(step, positions)} positions at each step. */
+    private static SyntheticDump.Mutation reads(java.util.function.IntBinaryOperator window) {
+        return (s, t) -> {
+            for (String k : new String[]{"layers.0.attn.k_read", "layers.0.attn.v_read"}) {
+                var ct = t.get(k);
+                int positions = (int) ct.shape()[0], c = window.applyAsInt(s, positions), row = SyntheticDump.NKV * SyntheticDump.D;
+                float[] last = java.util.Arrays.copyOfRange(ct.data(), (positions - c) * row, positions * row);
+                t.put(k, new CapturedTensor(k, new long[]{c, SyntheticDump.NKV, SyntheticDump.D}, last));
+            }
+        };
+    }
+
+    @Test
+    void aSlidingWindowOfOneSizeAtEveryStepIsValid() {
+        Path d = dump("window", reads((s, positions) -> Math.min(4, positions)));
+        var v = CliTest.run("validate", d.toString());
+        assertThat(v.code()).as(v.out()).isZero();
+        var r = CliTest.run("compare", d.toString(), dump("window-too", reads((s, positions) -> Math.min(4, positions))).toString());
+        assertThat(r.code()).as(r.out() + r.err()).isZero();
+    }
+
+    @Test
+    void twoDumpsWhoseReadWindowChangesFromStepToStepAreRefused() {
+        // 4 positions at step 1, then every position again: no one window W gives min(W, p+1) at both
+        var m = reads((s, positions) -> s == 1 ? 4 : positions);
+        refusedAlike(dump("ref", m), dump("cand", m), "step-0000.safetensors: tensor 'layers.0.attn.k_read' reads 5 positions, but its read window is 4",
+                "min(4, 5) = 4");
+        var v = CliTest.run("validate", dump("again", m).toString());
+        assertThat(v.out()).contains("step-0002.safetensors: tensor 'layers.0.attn.k_read' reads 7 positions").contains("min(4, 7) = 4");
+    }
+
+    @Test
+    void aCandidateWhoseReadWindowChangesIsADivergenceNotBadInput() {
+        Path r = dump("ref", SyntheticDump.NONE), c = dump("cand", reads((s, positions) -> s == 1 ? 4 : positions));
+        var run = CliTest.run("compare", r.toString(), c.toString());
+        assertThat(run.code()).as(run.out() + run.err()).isEqualTo(Main.DIVERGENCE);
+        assertThat(run.out()).contains("layers.0.attn.k_read");
+    }
 }
