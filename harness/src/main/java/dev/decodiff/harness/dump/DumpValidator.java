@@ -117,10 +117,10 @@ public final class DumpValidator {
     /**
      * The format's rules on the tensors a readable dump holds, one line per breach: each tensor holds at least one
      * value, each contract point has its shape at its step (§3), no layer reaches num_hidden_layers, the selection
-     * covers every point held (§4.2), the trailing axes stay the same from step to step. {@code validate} lists them
-     * all; {@link DumpReader#open}, and so every comparison, refuses a dump with any of them, on either side. For a
-     * comparison's candidate ({@code candidate}) a read longer than the step's positions is the comparison's to judge
-     * (a divergence against the reference's read), not bad input.
+     * covers every point held (§4.2), the trailing axes and each read window stay the same from step to step.
+     * {@code validate} lists them all; {@link DumpReader#open}, and so every comparison, refuses a dump with any of
+     * them, on either side. For a comparison's candidate ({@code candidate}) a read of a length no window gives is
+     * the comparison's to judge (a divergence against the reference's read), not bad input.
      */
     static List<String> tensorProblems(Path dir, Path mf, DumpManifest m, List<Map<String, long[]>> stepShapes, boolean candidate) {
         var problems = new ArrayList<String>();
