@@ -426,11 +426,15 @@ class ReaderFuzzTest {
 
     /** A tensor-level breach of the format's rules (§3), made by the producer itself, so both runs carry it. */
     enum Damage {
-        EMPTY_AXIS, ROWS_OFF_BY_ONE, WIDTH_CHANGES, READ_TOO_LONG, POINT_MISSING_FROM_ONE_STEP, ALL_ZEROS, RANK_CHANGED;
+        EMPTY_AXIS, ROWS_OFF_BY_ONE, WIDTH_CHANGES, READ_TOO_LONG, WINDOW_CHANGES, POINT_MISSING_FROM_ONE_STEP, ALL_ZEROS, RANK_CHANGED;
 
-        SyntheticDump.Mutation at(int step, String point) {
+        SyntheticDump.Mutation at(int step, String chosen) {
+            // a window is a read's property: on another point, the damage goes to layer 0's keys read
+            String point = this == WINDOW_CHANGES && !chosen.endsWith("_read") ? "layers.0.attn.k_read" : chosen;
+            // one position fewer at the last step alone is a window (of p): a later step must read more than it
+            int at = this == WINDOW_CHANGES ? Math.min(step, SyntheticDump.STEPS - 2) : step;
             return (s, t) -> {
-                if (s != step || !t.containsKey(point)) return;
+                if (s != at || !t.containsKey(point)) return;
                 var ct = t.get(point);
                 long[] shape = ct.shape().clone();
                 switch (this) {
@@ -450,6 +454,10 @@ class ReaderFuzzTest {
                     case READ_TOO_LONG -> {
                         if (!point.endsWith("_read")) shape = new long[]{shape[0] + 1};
                         else shape[0] = ct.shape()[0] + 1;
+                        put(t, point, shape);
+                    }
+                    case WINDOW_CHANGES -> { // one step reads one position fewer than the others: no single window W
+                        shape[0] -= 1;
                         put(t, point, shape);
                     }
                     case POINT_MISSING_FROM_ONE_STEP -> t.remove(point);
