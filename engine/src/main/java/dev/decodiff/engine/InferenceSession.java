@@ -518,8 +518,12 @@ public final class InferenceSession {
         int I = gate.rows();
         float[] g = scratch(S_G, T * I);
         float[] u = scratch(S_U, T * I);
-        gate.matmul(h, T, g, matmul);
-        up.matmul(h, T, u, matmul);
+        if (T == 1 && matmul != MatmulPrecision.BF16 && WeightMatrix.canShareMatvec(gate, up)) {
+            WeightMatrix.matvecBoth(gate, up, h, g, u);
+        } else {
+            gate.matmul(h, T, g, matmul);
+            up.matmul(h, T, u, matmul);
+        }
         // Element-wise, so splitting it over the cores changes no bit.
         if (faults.silu()) for (int j = 0; j < T * I; j++) g[j] = g[j] / (1f + (float) Math.exp(-g[j])) * u[j];
         else if (faults.geluErf()) for (int j = 0; j < T * I; j++) g[j] = (float) ExactGelu.gelu(g[j]) * u[j];

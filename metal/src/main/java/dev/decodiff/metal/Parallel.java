@@ -52,26 +52,24 @@ public final class Parallel {
 
     private static final class Job {
         final RangeBody body;
-        final int n, per, chunks;
+        /** Chunk c is [bounds[c], bounds[c + 1]). */
+        final int[] bounds;
+        final int chunks;
         final AtomicInteger next = new AtomicInteger();
         final AtomicInteger done = new AtomicInteger();
         volatile Throwable failure;
 
-        Job(RangeBody body, int n, int per, int chunks) {
+        Job(RangeBody body, int[] bounds) {
             this.body = body;
-            this.n = n;
-            this.per = per;
-            this.chunks = chunks;
+            this.bounds = bounds;
+            this.chunks = bounds.length - 1;
         }
 
         /** Claims and runs chunks until none is left. */
         void work() {
             for (int c; (c = next.getAndIncrement()) < chunks; ) {
                 try {
-                    if (failure == null) {
-                        int from = c * per;
-                        body.run(from, Math.min(n, from + per));
-                    }
+                    if (failure == null) body.run(bounds[c], bounds[c + 1]);
                 } catch (Throwable t) {
                     if (failure == null) failure = t;
                 } finally {
@@ -89,18 +87,44 @@ public final class Parallel {
 
     /** {@link #forRange(int, int, RangeBody)} cut into at most {@code chunksPerThread} pieces per thread. */
     public static void forRange(int n, int grain, int chunksPerThread, RangeBody body) {
-        grain = Math.max(1, grain);
-        int maxChunks = n / grain;
-        if (THREADS == 1 || maxChunks <= 1 || IN_BODY.get() || !POOL_LOCK.tryLock()) {
+        int g = Math.max(1, grain);
+        run(n, g, body, () -> {
+            int chunks = Math.min(n / g, THREADS * Math.max(1, chunksPerThread));
+            int per = (n + chunks - 1) / chunks;
+            per = ((per + g - 1) / g) * g;
+            int[] bounds = new int[(n + per - 1) / per + 1];
+            for (int c = 1; c < bounds.length; c++) bounds[c] = Math.min(n, c * per);
+            return bounds;
+        });
+    }
+
+    /**
+     * {@link #forRange(int, int, RangeBody)} in chunks that shrink toward the end: each a 1 / (2 · threads) share of
+     * what is left (a multiple of {@code grain}, at least one grain), so the threads finish within a grain of each
+     * other however the machine slows one of them, while the first chunks stay large. For work whose result per index
+     * does not depend on the split (decode's matvec).
+     */
+    public static void forRangeGuided(int n, int grain, RangeBody body) {
+        int g = Math.max(1, grain);
+        run(n, g, body, () -> {
+            int[] b = new int[n / g + 2];
+            int c = 0;
+            for (int from = 0; from < n; ) {
+                from = Math.min(n, from + Math.max(g, (n - from) / (2 * THREADS) / g * g));
+                b[++c] = from;
+            }
+            return java.util.Arrays.copyOf(b, c + 1);
+        });
+    }
+
+    private static void run(int n, int grain, RangeBody body, java.util.function.Supplier<int[]> split) {
+        if (THREADS == 1 || n / grain <= 1 || IN_BODY.get() || !POOL_LOCK.tryLock()) {
             body.run(0, n);
             return;
         }
         try {
-            int chunks = Math.min(maxChunks, THREADS * Math.max(1, chunksPerThread));
-            int per = (n + chunks - 1) / chunks;
-            per = ((per + grain - 1) / grain) * grain;
-            chunks = (n + per - 1) / per;
-            var job = new Job(body, n, per, chunks);
+            var job = new Job(body, split.get());
+            int chunks = job.chunks;
             current = job;
             for (var w : WORKERS) w.wake();
             IN_BODY.set(true);

@@ -45,6 +45,11 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
      * 84 tokens per chunk: 12288 columns 0.67 / 0.77 / 0.71; 21504 columns, 12 / 42 / 84: 0.54 / 0.74 / 0.67).
      */
     private static final int NATIVE_MIN_CHUNK = 7 * TILE_TOKENS;
+    /**
+     * Decode's matvec claims its rows in shrinking pieces ({@link Parallel#forRangeGuided}); -Ddecodiff.matvecSplit=uniform
+     * restores the uniform ~4 MB pieces, for comparing the two.
+     */
+    private static final boolean GUIDED_MATVEC = !"uniform".equals(System.getProperty("decodiff.matvecSplit"));
     /** Tokens (and weight rows) of one AMX tile. */
     private static final int AMX_TILE = 16;
     /**
@@ -99,7 +104,35 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
         Objects.checkFromIndexSize(yOff, rows, y.length);
         var xs = MemorySegment.ofArray(x).asSlice(xOff * 4L, cols * 4L);
         var ys = MemorySegment.ofArray(y).asSlice(yOff * 4L, rows * 4L);
-        Parallel.forRange(rows, 64, chunksPerThread(), (from, to) -> NativeKernels.matvecBf16(data, cols, from, to, xs, ys));
+        if (GUIDED_MATVEC) Parallel.forRangeGuided(rows, 64, (from, to) -> NativeKernels.matvecBf16(data, cols, from, to, xs, ys));
+        else Parallel.forRange(rows, 64, chunksPerThread(), (from, to) -> NativeKernels.matvecBf16(data, cols, from, to, xs, ys));
+    }
+
+    /**
+     * a.matvec(x) into ya and b.matvec(x) into yb as one parallel call over both matrices' rows (decode's gate and up
+     * projections read the same activations): one fork and one join instead of two, and one tail where the threads
+     * wait for each other. Each output gets the bits {@link #matvec} gives it. Both matrices must be bf16 with the
+     * same columns and the native kernels in use ({@link #canShareMatvec}).
+     */
+    public static void matvecBoth(WeightMatrix a, WeightMatrix b, float[] x, float[] ya, float[] yb) {
+        if (!canShareMatvec(a, b)) throw new IllegalStateException("'" + a.name + "' and '" + b.name + "' cannot share a native matvec");
+        Objects.checkFromIndexSize(0, a.cols, x.length);
+        Objects.checkFromIndexSize(0, a.rows, ya.length);
+        Objects.checkFromIndexSize(0, b.rows, yb.length);
+        var xs = MemorySegment.ofArray(x).asSlice(0, a.cols * 4L);
+        var as = MemorySegment.ofArray(ya).asSlice(0, a.rows * 4L);
+        var bs = MemorySegment.ofArray(yb).asSlice(0, b.rows * 4L);
+        // b's rows are numbered from the first multiple of the grain after a's; a chunk may hold rows of both.
+        int grain = 64, bStart = (a.rows + grain - 1) / grain * grain;
+        Parallel.forRangeGuided(bStart + b.rows, grain, (from, to) -> {
+            if (from < a.rows) NativeKernels.matvecBf16(a.data, a.cols, from, Math.min(to, a.rows), xs, as);
+            if (to > bStart) NativeKernels.matvecBf16(b.data, b.cols, Math.max(from, bStart) - bStart, to - bStart, xs, bs);
+        });
+    }
+
+    /** Whether {@link #matvecBoth} can take a and b. */
+    public static boolean canShareMatvec(WeightMatrix a, WeightMatrix b) {
+        return a.dtype == DType.BF16 && b.dtype == DType.BF16 && a.cols == b.cols && NativeKernels.available();
     }
 
     /**

@@ -288,6 +288,26 @@ class WeightMatrixTest {
         assertThat(out[0]).isEqualTo(0x1p-136f);
     }
 
+    /** Decode's shared matvec (gate and up in one parallel call) gives each matrix the bits of its own matvec. */
+    @ParameterizedTest
+    @CsvSource({"6144,6144,1536", "100,37,64", "64,1,200", "1,129,48"})
+    void matvecBothGivesEachMatrixItsOwnMatvecBits(int rowsA, int rowsB, int cols) {
+        if (!NativeKernels.available()) return;
+        var a = random(DType.BF16, rowsA, cols, rowsA + 7L * cols);
+        var b = random(DType.BF16, rowsB, cols, rowsB + 11L * cols);
+        float[] x = new float[cols];
+        var rnd = new Random(cols);
+        for (int i = 0; i < cols; i++) x[i] = (float) rnd.nextGaussian();
+        float[] ya = new float[rowsA + 5], yb = new float[rowsB + 5], ra = new float[rowsA], rb = new float[rowsB];
+        WeightMatrix.matvecBoth(a, b, x, ya, yb);
+        a.matvec(x, 0, ra, 0);
+        b.matvec(x, 0, rb, 0);
+        assertThat(java.util.Arrays.copyOf(ya, rowsA)).containsExactly(ra);
+        assertThat(java.util.Arrays.copyOf(yb, rowsB)).containsExactly(rb);
+        assertThat(ya[rowsA]).as("nothing written past a's rows").isZero();
+        assertThat(yb[rowsB]).isZero();
+    }
+
     @ParameterizedTest
     @CsvSource({"1000,7", "5,1", "64,64", "100000,16"})
     void parallelRunsEveryIndexOnce(int n, int grain) {
@@ -295,6 +315,10 @@ class WeightMatrixTest {
         for (int rep = 0; rep < 50; rep++) Parallel.forRange(n, grain, (from, to) -> {
             for (int i = from; i < to; i++) hits[i]++;
         });
-        for (int i = 0; i < n; i++) assertThat(hits[i]).isEqualTo(50);
+        for (int rep = 0; rep < 50; rep++) Parallel.forRangeGuided(n, grain, (from, to) -> {
+            assertThat(from % grain).as("a guided chunk starts on a grain").isZero();
+            for (int i = from; i < to; i++) hits[i]++;
+        });
+        for (int i = 0; i < n; i++) assertThat(hits[i]).isEqualTo(100);
     }
 }
