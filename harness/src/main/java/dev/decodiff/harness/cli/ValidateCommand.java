@@ -64,6 +64,9 @@ final class ValidateCommand implements Callable<Integer> {
             report(out, first, dump + ": already carries the completeness mark; manifest.json left as it is");
             return first.valid() ? Main.MATCH : Main.BAD_INPUT;
         }
+        if (Files.isSymbolicLink(mf))
+            throw new BadInputException(mf, "is a symbolic link; not marked — a new manifest.json would replace the link, not the file it"
+                    + " points to: copy the file in place of the link, then run validate --mark-complete again");
         Path partial = dump.resolve(DumpManifest.FILE_NAME + ".partial");
         if (Files.exists(partial, LinkOption.NOFOLLOW_LINKS))
             throw new BadInputException(partial, "exists: a producer may be writing this dump right now; not marked — let it finish"

@@ -139,4 +139,17 @@ class MarkCompleteTest {
         assertThat(r.code()).as(r.out() + r.err()).isZero();
         assertThat(new ObjectMapper().readTree(manifest(d))).isEqualTo(original);
     }
+
+    @Test
+    void aManifestThatIsALinkIsNotReplacedByAFile() throws Exception {
+        Path d = unmarked("linked"), mf = d.resolve("manifest.json"), real = d.resolve("real-manifest.json");
+        Files.move(mf, real);
+        Files.createSymbolicLink(mf, Path.of("real-manifest.json"));
+        String before = Files.readString(real);
+        var r = CliTest.run("validate", "--mark-complete", d.toString());
+        assertThat(r.code()).isEqualTo(Main.BAD_INPUT);
+        assertThat(r.err()).contains(mf + ": is a symbolic link; not marked");
+        assertThat(Files.isSymbolicLink(mf)).isTrue();
+        assertThat(Files.readString(real)).isEqualTo(before);
+    }
 }
