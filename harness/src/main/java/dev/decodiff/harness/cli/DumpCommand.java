@@ -41,7 +41,7 @@ import java.util.function.Predicate;
                 "  decodiff dump --model checkpoints/gemma4-tiny --reference reference-dumps/gemma4-tiny/long --out out/mine",
                 "  decodiff dump --engine llama.cpp --model checkpoints/gemma4-tiny --reference reference-dumps/gemma4-tiny/long --out out/llama"})
 final class DumpCommand implements Callable<Integer> {
-    @Option(names = "--model", required = true, paramLabel = "DIR", description = "Checkpoint folder (config.json + *.safetensors).")
+    @Option(names = "--model", required = true, paramLabel = "DIR", description = "Checkpoint folder (config.json + *.safetensors), or a Gemma 4 .gguf file: the engine runs its weights dequantized as ggml does (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K; converted once into a cached float32 folder).")
     Path model;
 
     @Option(names = "--out", required = true, paramLabel = "DIR", description = "Output folder (new or empty; see --force).")
@@ -100,6 +100,9 @@ final class DumpCommand implements Callable<Integer> {
             selected = sel.globs();
         }
         boolean viaLlamaCpp = llamaCpp.isLlamaCpp();
+        // A GGUF's weights, dequantized as ggml does, in a float32 checkpoint folder converted once (cached)
+        if (!viaLlamaCpp && dev.decodiff.harness.llamacpp.GgufCheckpointCache.isGguf(model))
+            model = dev.decodiff.harness.llamacpp.GgufCheckpointCache.of(model);
         var options = viaLlamaCpp ? null : engine.options();
         DumpReader ref = source.reference != null ? DumpReader.open(source.reference) : null;
         if (ref != null) ModelLocator.check(model, ModelLocator.identity(model), ref.manifest(), ref.manifestFile(), allowMismatch);

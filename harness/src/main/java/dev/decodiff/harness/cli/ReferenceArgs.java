@@ -22,7 +22,7 @@ public final class ReferenceArgs {
     Path reference;
 
     @Option(names = "--model", paramLabel = "DIR",
-            description = "Checkpoint to run (default: the bundled checkpoint whose config and weights hashes match the reference).")
+            description = "Checkpoint to run (default: the bundled checkpoint whose config and weights hashes match the reference), or a Gemma 4 .gguf file whose weights the engine runs dequantized as ggml does.")
     Path model;
 
     @Option(names = "--allow-mismatch", description = "Go on even when the two sides come from different checkpoints, tokens or dtypes.")
@@ -68,7 +68,8 @@ public final class ReferenceArgs {
 
     /** The checkpoint a live run against {@code ref} uses (--model, checked against the reference's hashes, or the bundled one). */
     public ModelLocator.Located locateModel(DumpReader ref) {
-        return ModelLocator.locate(model, Home.get(), ref.manifest(), ref.manifestFile(), allowMismatch);
+        Path m = dev.decodiff.harness.llamacpp.GgufCheckpointCache.isGguf(model) ? dev.decodiff.harness.llamacpp.GgufCheckpointCache.of(model) : model;
+        return ModelLocator.locate(m, Home.get(), ref.manifest(), ref.manifestFile(), allowMismatch);
     }
 
     public Path model() { return model; }

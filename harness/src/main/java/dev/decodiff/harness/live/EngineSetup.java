@@ -32,7 +32,29 @@ public final class EngineSetup {
 
     /** {@link #producer(EngineOptions, List)} with the quantization of the weights {@code model} runs. */
     public static DumpManifest.Producer producer(EngineOptions o, List<String> commandOptions, Gemma4Model model) {
-        return producer(o, commandOptions).withQuantization(quantization(model.files().declaredQuantization()));
+        return producer(o, commandOptions).withQuantization(quantization(model.directory(), model.files().declaredQuantization()));
+    }
+
+    /**
+     * A checkpoint's quantization as dumps record it: its declared MLX quantization, or the tensor types of the GGUF
+     * it was converted from (config.json's "decodiff_gguf"), or null for float weights.
+     */
+    public static DumpManifest.Quantization quantization(java.nio.file.Path dir, dev.decodiff.engine.quant.MlxQuantization q) {
+        if (q != null) return quantization(q);
+        try {
+            var src = new com.fasterxml.jackson.databind.ObjectMapper().readTree(dir.resolve("config.json").toFile())
+                    .get(dev.decodiff.llamacpp.gguf.GgufToCheckpoint.SOURCE_KEY);
+            if (src == null || !src.isObject()) return null;
+            var types = new java.util.LinkedHashMap<String, String>();
+            var names = new java.util.ArrayList<String>();
+            src.path("matrix_types").fields().forEachRemaining(e -> {
+                types.put(e.getKey(), e.getValue().asInt() + " matrices");
+                names.add(e.getKey());
+            });
+            return new DumpManifest.Quantization("gguf", String.join("+", names), null, null, types);
+        } catch (java.io.IOException e) {
+            return null;
+        }
     }
 
     /** A checkpoint's declared MLX quantization as dumps record it, or null for float weights. */

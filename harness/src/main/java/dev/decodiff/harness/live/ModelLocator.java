@@ -24,7 +24,7 @@ public final class ModelLocator {
         if (!Files.isRegularFile(cfg)) throw new BadInputException(dir, "has no config.json; --model needs a Hugging Face checkpoint folder");
         String c = CheckpointFiles.sha256(cfg);
         try (var f = CheckpointFiles.open(dir)) {
-            return new Identity(c, f.weightsSha256(), EngineSetup.quantization(f.declaredQuantization()));
+            return new Identity(c, f.weightsSha256(), EngineSetup.quantization(dir, f.declaredQuantization()));
         }
     }
 

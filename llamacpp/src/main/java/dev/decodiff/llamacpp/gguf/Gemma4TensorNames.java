@@ -48,6 +48,18 @@ public final class Gemma4TensorNames {
 
     private Gemma4TensorNames() {}
 
+    /** The Hugging Face name (below "model.", or "lm_head.weight") of a GGUF tensor, or null when it has none (rope_freqs). */
+    public static String hfName(String ggufName) {
+        if (ggufName.equals("output.weight")) return "lm_head.weight";
+        for (var e : GLOBAL.entrySet()) if (e.getValue().equals(ggufName)) return e.getKey();
+        var m = BLK.matcher(ggufName);
+        if (!m.matches()) return null;
+        for (var e : PER_LAYER.entrySet()) if (e.getValue().equals(m.group(2))) return "layers." + m.group(1) + "." + e.getKey();
+        return null;
+    }
+
+    private static final Pattern BLK = Pattern.compile("blk\\.(\\d+)\\.(.+)");
+
     /** The GGUF name of a text-model weight, or null when llama.cpp's gemma4 model has no such tensor. */
     public static String ggufName(String hfName) {
         if (hfName.equals("lm_head.weight")) return "output.weight";
