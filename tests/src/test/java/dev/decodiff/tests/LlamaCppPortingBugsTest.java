@@ -22,7 +22,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * A few of llamacpp/porting-bugs/, built into llama.cpp natively (scripts/llamacpp-native.sh --patch) and run live on
  * gemma4-tiny's long case: the patched llama.cpp's dump against the clean native build's dump of the same case first
  * diverges exactly at the cell manifest.tsv names (read off the graph), and the clean build against a second clean run
- * is a match. One patch in the value path of a k_eq_v layer, one decode-only path (n_tokens == 1), one outside the
+ * is a match, and the dumps name the build (native, with the patch). One patch in the value path of a k_eq_v layer, one decode-only path (n_tokens == 1), one outside the
  * model file (the KV cache's sliding-window mask). Skipped unless the native build is already made (a first build takes
  * about 10 minutes on two cores; run scripts/llamacpp-native.sh once). Each llama.cpp runs in its own JVM, since a JVM
  * loads one llama.cpp.
@@ -51,13 +51,20 @@ class LlamaCppPortingBugsTest {
         Path cleanDump = dump(clean, ref, tmp.resolve("clean"));
         Path again = dump(clean, ref, tmp.resolve("clean-again"));
         assertThat(compare(cleanDump, again).get("verdict").asText()).as("clean llama.cpp against itself").isEqualTo("match");
+        // the native build loaded as such: its own library names, the CPU backend linked in
+        var producer = JSON.readTree(cleanDump.resolve("manifest.json").toFile()).get("producer");
+        assertThat(producer.get("version").asText()).isEqualTo("v0.5.0 (native build)");
+        assertThat(producer.get("kernels").asText()).isEqualTo("built-in libggml-cpu.so");
         for (String bug : BUGS) {
             var built = exec(root, List.of(root.resolve("scripts/llamacpp-native.sh").toString(), "--patch",
                     root.resolve("llamacpp/porting-bugs/" + bug + ".patch").toString()));
             assertThat(built.code).as(bug + ": " + built.err).isZero();
             Path lib = Path.of(built.out.strip());
             assertThat(lib).isNotEqualTo(clean);
-            var j = compare(cleanDump, dump(lib, ref, tmp.resolve(bug)));
+            Path patched = dump(lib, ref, tmp.resolve(bug));
+            assertThat(JSON.readTree(patched.resolve("manifest.json").toFile()).get("producer").get("version").asText())
+                    .isEqualTo("v0.5.0 (native build with " + bug + ".patch)");
+            var j = compare(cleanDump, patched);
             assertThat(j.get("verdict").asText()).as(bug).isEqualTo("divergence");
             var fd = j.get("first_divergence");
             assertThat(fd.get("step").asInt() + " " + fd.get("point").asText()).as(bug + ": first divergence from clean llama.cpp")
