@@ -58,6 +58,9 @@ public record ModelWeights(WeightMatrix embed, WeightMatrix lmHead, float[] fina
             LayerWeights.Moe moe = null;
             if (c.moe()) {
                 int E = c.numExperts(), Im = c.moeIntermediate();
+                if (!f.has(p + "experts.gate_up_proj") && f.has(p + "experts.switch_glu.gate_proj.weight"))
+                    throw new CheckpointException(f.dir() + ": layer " + spec.index() + " stores its experts as MLX's switch_glu (gate_proj, up_proj, down_proj); "
+                            + "this engine reads the Hugging Face layout (experts.gate_up_proj, experts.down_proj) — convert the model from its Hugging Face checkpoint");
                 var gu = f.get(p + "experts.gate_up_proj", E, 2L * Im, H);
                 var dn = f.get(p + "experts.down_proj", E, H, Im);
                 var gateUp = new WeightMatrix[E];

@@ -160,4 +160,24 @@ class QuantizedCheckpointBadInputTest {
         JSON.writeValue(ck.resolve("config.json").toFile(), cfg);
         assertRefused(ck, "is part of a quantized weight but config.json has no 'quantization'");
     }
+
+    @Test
+    void mlxSwitchGluExpertsAreRefusedNamingTheLayout() throws Exception {
+        Path src = ReferenceCases.repoRoot().resolve("checkpoints/gemma4-tiny-moe");
+        Path dst = Files.createDirectories(tmp.resolve("moe-switch-glu"));
+        Files.copy(src.resolve("config.json"), dst.resolve("config.json"));
+        var map = new LinkedHashMap<String, Raw>();
+        try (var f = SafetensorsFile.open(src.resolve("model.safetensors"))) {
+            for (var t : f.tensors().values()) {
+                String n = t.name().replace("experts.gate_up_proj", "experts.switch_glu.gate_proj.weight")
+                        .replace("experts.down_proj", "experts.switch_glu.down_proj.weight");
+                map.put(n, new Raw(t.dtype().safetensorsName(), t.shape(), t.data().toArray(ValueLayout.JAVA_BYTE)));
+            }
+        }
+        write(dst.resolve("model.safetensors"), map);
+        var r = Cli.run("run", "--model", dst.toString(), "--tokens", "2,3", "-n", "1", "--ids");
+        assertThat(r.code()).as(r.toString()).isEqualTo(Main.BAD_INPUT);
+        assertThat(r.err().strip().lines().count()).isEqualTo(1);
+        assertThat(r.err()).contains("layer 0 stores its experts as MLX's switch_glu", "experts.gate_up_proj", "convert the model");
+    }
 }

@@ -55,6 +55,7 @@ final class InspectCommand implements Callable<Integer> {
         if (p != null) {
             out.println("  producer   " + p.describe() + (p.attention() == null ? "" : ", attention " + p.attention()));
             if (p.options() != null) out.println("  made by    decodiff " + String.join(" ", p.options()));
+            if (p.quantization() != null) out.println("  weights    " + DumpManifest.weights(p.quantization()) + ", dequantized to fp32");
         }
         var mm = m.model();
         out.println("  model      " + mm.modelType() + ", " + mm.numHiddenLayers() + " layers");
