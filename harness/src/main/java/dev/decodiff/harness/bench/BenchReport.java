@@ -17,7 +17,7 @@ import java.util.Map;
  */
 record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, ReadBandwidth read, Compute compute, Figure prefillTps, Decode decode,
                    CaptureOverhead capture, PrefixReuse prefix, KvTypes kv, CompareThroughput compare, long peakRss, Figure prefillBf16MatmulTps,
-                   AgainstLlamaCpp vsLlamaCpp, OneShot oneShot) {
+                   AgainstLlamaCpp vsLlamaCpp, OneShot oneShot, Figure prefillFmaTps) {
 
     int newTokens() { return BenchSetup.CONTEXTS[BenchSetup.CONTEXTS.length - 1] - BenchSetup.PREFIX; }
 
@@ -89,6 +89,10 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
         o.put("decode_128_bandwidth_ratio", bandwidthRatio128());
         o.put("decode_2048_over_128", ratio2048over128());
         o.put("prefill_tokens_per_s", prefillTps.median());
+        if (prefillFmaTps != null) {
+            o.put("prefill_fma_tokens_per_s", prefillFmaTps.median());
+            o.put("prefill_amx_over_fma", prefillTps.median() / prefillFmaTps.median());
+        }
         o.put("prefill_over_decode", prefillOverDecode());
         if (prefillBf16MatmulTps != null) {
             o.put("prefill_bf16_matmul_tokens_per_s", prefillBf16MatmulTps.median());
@@ -147,6 +151,7 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
         }
         decode.tokensPerS().forEach((c, x) -> put(f, "decode_tokens_per_s_" + c, x));
         put(f, "prefill_tokens_per_s", prefillTps);
+        if (prefillFmaTps != null) put(f, "prefill_fma_tokens_per_s", prefillFmaTps);
         if (prefillBf16MatmulTps != null) put(f, "prefill_bf16_matmul_tokens_per_s", prefillBf16MatmulTps);
         put(f, "ttft_cold_s", decode.ttftColdS());
         if (capture != null) {
@@ -284,7 +289,11 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
         }
         for (int c : BenchSetup.CONTEXTS) out.println(Fmt.format("  decode @ctx %-5d       ", c) + decodeTps(c).format("%7.2f") + " tok/s");
         out.println(Fmt.format("  decode weight traffic   %7.2f GB/s at ctx 512", decodeWeightGbs()));
-        out.println(Fmt.format("  prefill %d tokens      ", BenchSetup.PREFILL) + prefillTps.format("%7.1f") + " tok/s");
+        out.println(Fmt.format("  prefill %d tokens      ", BenchSetup.PREFILL) + prefillTps.format("%7.1f") + " tok/s"
+                + (prefillFmaTps == null ? "" : "  (exact, GEMMs on AMX tiles)"));
+        if (prefillFmaTps != null)
+            out.println("  … on the FMA kernels    " + prefillFmaTps.format("%7.1f")
+                    + Fmt.format(" tok/s  (--matmul fp32-fma, the same rounds; AMX prefill %.2f × this)", prefillTps.median() / prefillFmaTps.median()));
         if (prefillBf16MatmulTps != null)
             out.println("  … with --matmul bf16    " + prefillBf16MatmulTps.format("%7.1f") + Fmt.format(" tok/s  (%.2f × exact fp32; not exact, docs/matmul-bf16.md)", prefillBf16MatmulTps.median() / prefillTps.median()));
         if (capture != null) {

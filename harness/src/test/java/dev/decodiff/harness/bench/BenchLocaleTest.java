@@ -94,6 +94,6 @@ class BenchLocaleTest {
                 5_970_000_000L, new Figure(158.5, 159.25, 163.5, 3),
                 new AgainstLlamaCpp("llama.cpp v0.5.0", "prebuilt (node-llama-cpp 3.22.1)", "libggml-cpu-zen4.so", true, 2, rounds, theirs, theirsFlashOff, new double[]{150.5, 155.25}, rounds, theirs, theirs),
                 new OneShot(new Figure(61.5, 78.25, 80.5, 3), new Figure(98.5, 101.25, 104.5, 3), new Figure(1.25, 1.295, 1.625, 3),
-                        new Figure(9.5, 10.25, 12.75, 3), new Figure(1.5, 1.625, 2.25, 3), true));
+                        new Figure(9.5, 10.25, 12.75, 3), new Figure(1.5, 1.625, 2.25, 3), true), new Figure(80.5, 84.25, 86.5, 3));
     }
 }
