@@ -533,7 +533,7 @@ KERNEL_BF16 void decodiff_matmul_bf16dot(const uint16_t *w, int64_t cols, int32_
  * caller, one tile product.
  *
  * Layout: A tiles are 16 tokens × 32 columns of one term ([token tile][column block][term][16][32], packed once per
- * token chunk by decodiff_amx_pack_*), B tiles 16 weight rows in the tile's pair layout (B[p][n] holds columns 2p and
+ * token chunk by decodiff_amx_pack_x or _xr), B tiles 16 weight rows in the tile's pair layout (B[p][n] holds columns 2p and
  * 2p + 1 of row n: a 16 × 16 transpose of the rows' 32-bit pairs, packed per 32-row group into the scratch). The C
  * tiles are [token][row], stored straight into Y[t · rows + r]. Rows and tokens are padded to 16 and columns to 32
  * with zeros (a product with zero adds nothing); only the real outputs are stored.
@@ -640,18 +640,30 @@ KERNEL_AMX void decodiff_amx_pack_x(const float *x, int64_t cols, int32_t tokens
         }
 }
 
-/* The same for activations already in bf16 ([tokens, cols] shorts): one term. */
-KERNEL_AMX void decodiff_amx_pack_xb(const uint16_t *x, int64_t cols, int32_t tokens, int32_t tile_from, int32_t tile_to, uint16_t *xa) {
+/* fp32 patterns rounded to bf16 to nearest even, as torch's cast (a NaN stays a quiet NaN), in the low halves. */
+KERNEL_AMX static inline __m512i amx_round(__m512i u) {
+    __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+    __m512i odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff))), 16);
+    return _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+}
+
+/*
+ * The same for --matmul bf16: fp32 x rounded to bf16 here (one term), so the rounding runs vectorized and shared out
+ * over the cores with the packing instead of in a separate pass.
+ */
+KERNEL_AMX void decodiff_amx_pack_xr(const float *x, int64_t cols, int32_t tokens, int32_t tile_from, int32_t tile_to, uint16_t *xa) {
     const int64_t blocks = (cols + TILE_COLS - 1) / TILE_COLS;
     for (int64_t k = tile_from; k < tile_to; k++)
         for (int64_t b = 0; b < blocks; b++) {
             uint16_t *out = xa + (k * blocks + b) * TILE_SHORTS;
-            int64_t c = b * TILE_COLS, n = cols - c;
+            int64_t c = b * TILE_COLS;
             for (int j = 0; j < TILE; j++) {
                 int64_t t = k * TILE + j;
-                __m512i v = t < tokens ? _mm512_maskz_loadu_epi16(n >= TILE_COLS ? 0xffffffffu : (__mmask32) ((1u << n) - 1u), x + t * cols + c)
-                                       : _mm512_setzero_si512();
-                _mm512_store_si512(out + j * TILE_COLS, v);
+                __m512i u0 = _mm512_setzero_si512(), u1 = u0;
+                if (t < tokens) u0 = amx_round(amx_load32(x + t * cols + c, cols - c)), u1 = amx_round(amx_load32(x + t * cols + c + L, cols - c - L));
+                /* the padding columns load as +0, which rounds to +0 */
+                _mm512_store_si512(out + j * TILE_COLS, _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi32_epi16(u0)), _mm512_cvtepi32_epi16(u1), 1));
             }
         }
 }
@@ -729,7 +741,7 @@ KERNEL_AMX static inline __attribute__((always_inline)) void amx_block(const uin
 
 /*
  * Y[t·rows + r] = W[r]·X[t] for r in [from, to), t < tokens: xa the activations packed by decodiff_amx_pack_x
- * (terms 3) or decodiff_amx_pack_xb (terms 1) for these tokens; scratch decodiff_amx_scratch_shorts(cols, to - from,
+ * (terms 3) or decodiff_amx_pack_xr (terms 1) for these tokens; scratch decodiff_amx_scratch_shorts(cols, to - from,
  * tokens) shorts. The columns in slices of AMX_SLICE_BLOCKS blocks; per slice the rows in groups of 32, each group's
  * slice packed once and multiplied with every token, the tokens in blocks of 32. decodiff_amx_init() must have
  * returned 1.

@@ -42,7 +42,7 @@ public final class NativeKernels {
     /** The AVX512-BF16 GEMM of --matmul bf16, or null where the CPU lacks those instructions. */
     private static final MethodHandle MATMUL_BF16DOT;
     /** The AMX tile GEMM, its activation packers and its peak loop, or null where the CPU or the kernel refuses AMX. */
-    private static final MethodHandle MATMUL_AMX, AMX_PACK_X, AMX_PACK_XB, AMX_PACKED_SHORTS, AMX_SCRATCH_SHORTS, AMX_LOOP;
+    private static final MethodHandle MATMUL_AMX, AMX_PACK_X, AMX_PACK_XR, AMX_PACKED_SHORTS, AMX_SCRATCH_SHORTS, AMX_LOOP;
     /** Columns of one K slice of the AMX GEMM (its chunks of tokens are sized for a slice's activations). */
     private static final int AMX_SLICE_COLUMNS;
     /** Each thread's AMX scratch (packed weight rows), grown as needed. */
@@ -55,7 +55,7 @@ public final class NativeKernels {
 
     static {
         MethodHandle mv = null, mm = null, sr = null, dot = null, scratch = null;
-        MethodHandle amx = null, packX = null, packXb = null, packedShorts = null, amxScratch = null, amxLoop = null;
+        MethodHandle amx = null, packX = null, packXr = null, packedShorts = null, amxScratch = null, amxLoop = null;
         int sliceColumns = 0;
         String status, amxStatus = "";
         boolean amxOff = "off".equalsIgnoreCase(System.getProperty("decodiff.amx", "auto"));
@@ -90,7 +90,7 @@ public final class NativeKernels {
                     amx = linker.downcallHandle(find(lookup, "decodiff_matmul_amx"),
                             FunctionDescriptor.ofVoid(ADDRESS, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, JAVA_INT, ADDRESS, ADDRESS), critical);
                     packX = linker.downcallHandle(find(lookup, "decodiff_amx_pack_x"), packing, critical);
-                    packXb = linker.downcallHandle(find(lookup, "decodiff_amx_pack_xb"), packing, critical);
+                    packXr = linker.downcallHandle(find(lookup, "decodiff_amx_pack_xr"), packing, critical);
                     packedShorts = linker.downcallHandle(find(lookup, "decodiff_amx_packed_shorts"), FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_INT, JAVA_INT));
                     amxScratch = linker.downcallHandle(find(lookup, "decodiff_amx_scratch_shorts"), FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_INT, JAVA_INT));
                     sliceColumns = (int) linker.downcallHandle(find(lookup, "decodiff_amx_slice_columns"), FunctionDescriptor.of(JAVA_INT)).invokeExact();
@@ -111,7 +111,7 @@ public final class NativeKernels {
         MATMUL_BF16DOT = off ? null : dot;
         MATMUL_AMX = off ? null : amx;
         AMX_PACK_X = packX;
-        AMX_PACK_XB = packXb;
+        AMX_PACK_XR = packXr;
         AMX_PACKED_SHORTS = packedShorts;
         AMX_SCRATCH_SHORTS = amxScratch;
         AMX_LOOP = off ? null : amxLoop;
@@ -224,12 +224,12 @@ public final class NativeKernels {
     }
 
     /**
-     * Token tiles [tileFrom, tileTo) (16 tokens each) of X ([tokens, cols]) packed as the AMX GEMM reads them: fp32 X
-     * split into three bf16 terms, or bf16 X (shorts) as one.
+     * Token tiles [tileFrom, tileTo) (16 tokens each) of fp32 X ([tokens, cols]) packed as the AMX GEMM reads them:
+     * split exactly into three bf16 terms, or ({@code rounded}) rounded to bf16 to nearest even as one.
      */
-    static void amxPack(MemorySegment x, boolean bf16, int cols, int tokens, int tileFrom, int tileTo, MemorySegment packed) {
+    static void amxPack(MemorySegment x, boolean rounded, int cols, int tokens, int tileFrom, int tileTo, MemorySegment packed) {
         try {
-            if (bf16) AMX_PACK_XB.invokeExact(x, (long) cols, tokens, tileFrom, tileTo, packed);
+            if (rounded) AMX_PACK_XR.invokeExact(x, (long) cols, tokens, tileFrom, tileTo, packed);
             else AMX_PACK_X.invokeExact(x, (long) cols, tokens, tileFrom, tileTo, packed);
         } catch (Throwable t) {
             throw new IllegalStateException("native AMX pack failed", t);

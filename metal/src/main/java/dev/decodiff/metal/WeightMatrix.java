@@ -207,8 +207,8 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
      * stay within {@link #AMX_BUDGET}: each chunk's activations packed once (the token tiles shared out over the
      * cores), then the rows shared out, 32 at a time.
      */
-    private void amxChunks(MemorySegment xs, boolean bf16, int tokens, float[] y) {
-        int terms = bf16 ? 1 : 3, elementBytes = bf16 ? 2 : 4;
+    private void amxChunks(MemorySegment xs, boolean rounded, int tokens, float[] y) {
+        int terms = rounded ? 1 : 3, elementBytes = 4;
         int slice = Math.min(cols, NativeKernels.amxSliceColumns());
         int chunk = Math.min(tokens, Math.max(2 * AMX_TILE, AMX_BUDGET / (slice * 2 * terms) / (2 * AMX_TILE) * (2 * AMX_TILE)));
         var packed = amxPacked(NativeKernels.amxPackedShorts(cols, chunk, terms) * 2);
@@ -217,7 +217,7 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
             int n = Math.min(chunk, tokens - t0);
             var xc = xs.asSlice((long) t0 * cols * elementBytes, (long) n * cols * elementBytes);
             var yc = ys.asSlice((long) t0 * rows * 4, (long) n * rows * 4);
-            Parallel.forRange((n + AMX_TILE - 1) / AMX_TILE, 1, (a, b) -> NativeKernels.amxPack(xc, bf16, cols, n, a, b, packed));
+            Parallel.forRange((n + AMX_TILE - 1) / AMX_TILE, 1, (a, b) -> NativeKernels.amxPack(xc, rounded, cols, n, a, b, packed));
             Parallel.forRange(rows, 2 * AMX_TILE, (from, to) -> NativeKernels.matmulAmx(data, cols, rows, from, to, packed, terms, n, yc));
         }
     }
@@ -289,11 +289,11 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
         }
         Objects.checkFromIndexSize(0, tokens * cols, x.length);
         Objects.checkFromIndexSize(0, tokens * rows, y.length);
-        short[] xb = BFloat16.round(x, 0, tokens * cols);
         if (tokens > 1 && NativeKernels.amxAvailable()) {
-            amxChunks(MemorySegment.ofArray(xb), true, tokens, y);
+            amxChunks(MemorySegment.ofArray(x), true, tokens, y); // rounded as BFloat16.round does, while packed
             return;
         }
+        short[] xb = BFloat16.round(x, 0, tokens * cols);
         if (NativeKernels.bf16DotAvailable()) {
             nativeChunks(MemorySegment.ofArray(xb), 2, tokens, y, NativeKernels::matmulBf16Dot);
             return;

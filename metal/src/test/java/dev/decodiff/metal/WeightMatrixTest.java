@@ -238,6 +238,16 @@ class WeightMatrixTest {
                 if ((Float.floatToRawIntBits(x[t * cols + c]) & 0xff) != 0) lowBits++;
             }
         assertThat(lowBits).as("the activations use their lowest 8 bits").isGreaterThan(tokens * rows / 2);
+
+        // --matmul bf16 on the tiles: the same rows give exactly the weight times the activation rounded as torch rounds.
+        w.matmul(x, tokens, y, MatmulPrecision.BF16);
+        for (int t = 0; t < tokens; t++)
+            for (int r = 0; r < rows; r++) {
+                if (t == 3 || t == 5) continue; // 0 · ∞ and NaN, as above
+                int c = r * 7 % cols;
+                float expected = w.get(r, c) * BFloat16.widen(BFloat16.round(x[t * cols + c]));
+                assertThat(Float.floatToRawIntBits(y[t * rows + r])).as("bf16 t=%d r=%d", t, r).isEqualTo(Float.floatToRawIntBits(expected));
+            }
     }
 
     /** Where the build has a native library and the CPU has AVX-512, the native kernels must be the ones that run. */
