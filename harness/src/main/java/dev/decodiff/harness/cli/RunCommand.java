@@ -20,7 +20,7 @@ import java.util.concurrent.Callable;
                 "  decodiff run --model checkpoints/gemma4-tiny --prompt 'Cotton denim is' -n 32",
                 "  decodiff run --model checkpoints/gemma4-tiny --tokens 2,651,9023 -n 16 --ids"})
 final class RunCommand implements Callable<Integer> {
-    @Option(names = "--model", required = true, paramLabel = "DIR", description = "Checkpoint folder (config.json, *.safetensors, tokenizer.json).")
+    @Option(names = "--model", required = true, paramLabel = "DIR", description = "Checkpoint folder (config.json, *.safetensors, tokenizer.json), or a Gemma 4 .gguf file (its weights dequantized as ggml does; token ids only: --tokens, --ids).")
     Path model;
 
     @Mixin
@@ -72,6 +72,7 @@ final class RunCommand implements Callable<Integer> {
         } catch (IllegalArgumentException e) {
             throw new BadInputException("sampling options: " + e.getMessage());
         }
+        if (dev.decodiff.harness.llamacpp.GgufCheckpointCache.isGguf(model)) model = dev.decodiff.harness.llamacpp.GgufCheckpointCache.of(model);
         int[] prompt = input.resolve(model, chat);
         var out = spec.commandLine().getOut();
         var options = engine.options();
