@@ -105,4 +105,55 @@ class GgufToCheckpointTest {
                 .hasMessageContaining("tensor 'blk.1.attn_output.weight' is Q5_K").hasMessageContaining("requantize");
         assertThat(tmp.resolve("out")).doesNotExist();
     }
+
+    /** ggml's blocks of {@code x} in type t, via its quantize_row_<t>_ref. */
+    static byte[] ggmlQuantize(GgmlType t, float[] x) throws Throwable {
+        var fn = Linker.nativeLinker().downcallHandle(ggml.find("quantize_row_" + t.name().toLowerCase().replace("_k", "_K") + "_ref").orElseThrow(),
+                FunctionDescriptor.ofVoid(ValueLayout.ADDRESS, ValueLayout.ADDRESS, ValueLayout.JAVA_LONG));
+        try (var a = Arena.ofConfined()) {
+            var src = a.allocateFrom(ValueLayout.JAVA_FLOAT, x);
+            var dst = a.allocate(t.rowBytes(x.length));
+            fn.invoke(src, dst, (long) x.length);
+            return dst.toArray(ValueLayout.JAVA_BYTE);
+        }
+    }
+
+    @Test
+    void aFileOfK_QuantsIsRunAsGgmlDequantizesIt() throws Throwable {
+        // the matrices whose rows are whole 256-value super-blocks (down_proj, full layers' o_proj) as Q4_K and Q6_K
+        Path f32 = tmp.resolve("f32.gguf");
+        HfToGguf.convert(Checkpoints.dir("gemma4-tiny"), f32, GgufOutputType.F32, false);
+        var g = GgufFile.read(f32);
+        var tensors = new java.util.ArrayList<GgufWriter.Tensor>();
+        int k = 0;
+        for (var t : g.tensors()) {
+            float[] v = g.floats(t.name());
+            long[] ne = t.ne();
+            GgmlType type = ne.length == 2 && ne[0] % 256 == 0 ? (k++ % 2 == 0 ? GgmlType.Q4_K : GgmlType.Q6_K) : GgmlType.F32;
+            byte[] bytes;
+            if (type == GgmlType.F32) {
+                var b = java.nio.ByteBuffer.allocate(v.length * 4).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+                b.asFloatBuffer().put(v);
+                bytes = b.array();
+            } else bytes = ggmlQuantize(type, v);
+            tensors.add(new GgufWriter.Tensor(t.name(), ne, type, sink -> sink.bytes(bytes)));
+        }
+        assertThat(k).isGreaterThanOrEqualTo(6);
+        Path kq = tmp.resolve("k.gguf");
+        GgufWriter.write(kq, g.metadata(), tensors, false);
+        var q = GgufFile.read(kq);
+        Path dir = tmp.resolve("k");
+        GgufToCheckpoint.convert(q, "0".repeat(64), dir);
+        assertThat(GgufToCheckpoint.matrixTypes(q)).containsKeys("Q4_K", "Q6_K", "F32");
+        int checked = 0;
+        try (var f = SafetensorsFile.open(dir.resolve("model.safetensors"))) {
+            for (var t : q.tensors()) {
+                if (t.type() != GgmlType.Q4_K && t.type() != GgmlType.Q6_K) continue;
+                var want = ggmlDequantize(t.type(), kq, q.dataOffset() + t.offset(), t.byteSize(), (int) t.elementCount());
+                assertThat(f.tensors().get("model." + Gemma4TensorNames.hfName(t.name())).toFloats()).as(t.name()).containsExactly(want);
+                checked++;
+            }
+        }
+        assertThat(checked).isEqualTo(k);
+    }
 }
