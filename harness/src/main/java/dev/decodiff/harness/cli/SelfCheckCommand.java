@@ -22,13 +22,17 @@ import java.util.concurrent.Callable;
         footer = {"", "Exit codes: 0 every check passes, 1 a check fails, 2 bad input or usage.",
                 "Examples:",
                 "  decodiff selfcheck",
-                "  decodiff selfcheck --model checkpoints/gemma4-tiny-ple --fault ring-wrap --json"})
+                "  decodiff selfcheck --model checkpoints/gemma4-tiny-ple --fault ring-wrap --json",
+                "  decodiff selfcheck --engine llama.cpp   (decode vs prefill, chunked prefill, capture vs none, on llama.cpp)"})
 final class SelfCheckCommand implements Callable<Integer> {
     @Option(names = "--model", paramLabel = "DIR", description = "Checkpoint to check (default: the bundled checkpoints/gemma4-tiny).")
     Path model;
 
     @picocli.CommandLine.Mixin
     EngineFlags engine = new EngineFlags();
+
+    @picocli.CommandLine.Mixin
+    LlamaCppFlags llama = new LlamaCppFlags();
 
     @picocli.CommandLine.Mixin
     JsonOption json = new JsonOption();
@@ -47,6 +51,7 @@ final class SelfCheckCommand implements Callable<Integer> {
     @Override
     public Integer call() {
         Path dir = model != null ? model : defaultModel();
+        if (llama.isLlamaCpp()) return llamaCpp(dir);
         var options = engine.options();
         long t0 = System.nanoTime();
         try (var m = Gemma4Model.load(dir)) {
@@ -63,6 +68,30 @@ final class SelfCheckCommand implements Callable<Integer> {
             else out.print(SelfCheckReport.terminal(run, Terminal.colourStdout()));
             out.flush();
             return run.passed() ? Main.MATCH : Main.DIVERGENCE;
+        }
+    }
+
+    /** The checks that apply to llama.cpp: decode vs prefill, chunked prefill, capture vs none (its cache policies are its own). */
+    private int llamaCpp(Path dir) {
+        long t0 = System.nanoTime();
+        var config = dev.decodiff.engine.Gemma4Config.read(dir.resolve("config.json"));
+        var gguf = llama.resolveGguf(dir, false);
+        var options = llama.options(engine, dev.decodiff.harness.selfcheck.LlamaCppSelfCheck.defaultTokenCount(config));
+        try {
+            var check = new dev.decodiff.harness.selfcheck.LlamaCppSelfCheck(gguf, options, config);
+            int[] tokens = check.defaultTokens();
+            int prompt = dev.decodiff.harness.selfcheck.LlamaCppSelfCheck.defaultPromptLength(config);
+            var results = check.runAll(tokens, prompt);
+            double secs = (System.nanoTime() - t0) / 1e9;
+            String how = dev.decodiff.llamacpp.LlamaCppRunner.describeRelease() + ", " + dev.decodiff.llamacpp.ffi.LlamaContext.describe(options);
+            var run = new SelfCheckReport.Run(gguf, how, tokens.length, prompt, config.slidingWindow(), results, secs);
+            var out = spec.commandLine().getOut();
+            if (json.on()) out.println(SelfCheckReport.json(run));
+            else out.print(SelfCheckReport.terminal(run, Terminal.colourStdout()));
+            out.flush();
+            return run.passed() ? Main.MATCH : Main.DIVERGENCE;
+        } catch (dev.decodiff.llamacpp.ffi.LlamaCppException e) {
+            throw new BadInputException(e.getMessage(), e);
         }
     }
 }

@@ -213,6 +213,10 @@ public final class SelfCheck {
     }
 
     static SelfCheckResult firstDisagreement(String check, String description, RowRecorder reference, RowRecorder candidate) {
+        return firstDisagreement(check, description, reference, candidate, TOLERANCE);
+    }
+
+    static SelfCheckResult firstDisagreement(String check, String description, RowRecorder reference, RowRecorder candidate, double tolerance) {
         record Cell(int pos, String point, double rel) {}
         var failures = new ArrayList<Cell>();
         int cells = 0;
@@ -226,7 +230,7 @@ public final class SelfCheck {
                 cells++;
                 double rel = c.length == r.getValue().length ? CellStats.relL2(c, r.getValue()) : Double.POSITIVE_INFINITY;
                 worst = Math.max(worst, Double.isNaN(rel) ? Double.POSITIVE_INFINITY : rel);
-                if (!(rel <= TOLERANCE)) failures.add(new Cell(r.getKey(), e.getKey(), rel));
+                if (!(rel <= tolerance)) failures.add(new Cell(r.getKey(), e.getKey(), rel));
             }
         }
         if (failures.isEmpty())
@@ -234,7 +238,7 @@ public final class SelfCheck {
         var first = failures.stream()
                 .min(Comparator.comparingInt(Cell::pos).thenComparingLong(c -> CapturePoints.causalRank(c.point())))
                 .orElseThrow();
-        return new SelfCheckResult(check, description, false, first.pos(), first.point(), first.rel(), TOLERANCE,
+        return new SelfCheckResult(check, description, false, first.pos(), first.point(), first.rel(), tolerance,
                 Fmt.format("%d of %d cells disagree; first at position %d, %s (rel L2 %.3g)", failures.size(), cells, first.pos(), first.point(), first.rel()));
     }
 

@@ -1,0 +1,128 @@
+package dev.decodiff.harness.selfcheck;
+
+import dev.decodiff.engine.CapturePoints;
+import dev.decodiff.engine.Gemma4Config;
+import dev.decodiff.engine.Sampler;
+import dev.decodiff.harness.compare.CellStats;
+import dev.decodiff.llamacpp.LlamaCppRunner;
+import dev.decodiff.llamacpp.ffi.LlamaContext;
+
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.function.Supplier;
+
+/**
+ * The reference-free checks on llama.cpp (a GGUF run live through its C API): the same tokens computed along different
+ * paths — one pass, the prompt then one-token decode steps, chunked prefill — must agree cell by cell, and attaching
+ * the capture must leave the logits bit-identical. Each path captures every per-position point from llama.cpp's graph
+ * (as compare does) and the rows are lined up by position ({@link RowRecorder}). What separates two paths in llama.cpp
+ * is the summation order of differently batched products (a one-token step multiplies row by row, a batch through its
+ * GEMM): fp32 noise that its fp16 GELU table turns, where an input sits next to an fp16 rounding boundary, into a flip
+ * of one fp16 step of that GELU output. So the tolerance here is {@link #TOLERANCE}, 2^-10 (one fp16 step at most,
+ * over a whole row), not {@link SelfCheck#TOLERANCE}: on the bundled checkpoints clean llama.cpp's worst
+ * decode-vs-prefill cell is 3.0e-4 (gemma4-tiny) and 4.4e-4 (gemma4-tiny-moe), chunked prefill at most 2e-5, while a
+ * decode-only bug is two orders above (porting bug 09: 0.13 at layers.2.attn.q).
+ */
+public final class LlamaCppSelfCheck {
+    /** 2^-10: one fp16 step of the GELU table's output, the coarsest rounding on llama.cpp's fp32 path. */
+    public static final double TOLERANCE = 0x1p-10;
+
+    private final Path gguf;
+    private final LlamaContext.Options options;
+    private final Gemma4Config config;
+
+    public LlamaCppSelfCheck(Path gguf, LlamaContext.Options options, Gemma4Config config) {
+        this.gguf = gguf;
+        this.options = options;
+        this.config = config;
+    }
+
+    /** As {@link SelfCheck#defaultPromptLength()}: longer than the sliding window. */
+    public static int defaultPromptLength(Gemma4Config config) { return Math.min(2 * config.slidingWindow() + 3, 64); }
+
+    /** The total tokens of {@link #defaultTokens()}: the prompt, then greedy steps past the window. */
+    public static int defaultTokenCount(Gemma4Config config) { return defaultPromptLength(config) + Math.min(config.slidingWindow() + 4, 40); }
+
+    /** SelfCheck's prompt pattern, continued by llama.cpp's own greedy choices. */
+    public int[] defaultTokens() {
+        int vocab = config.vocabSize(), prompt = defaultPromptLength(config);
+        int[] all = new int[defaultTokenCount(config)];
+        all[0] = Math.min(2, vocab - 1);
+        for (int i = 1; i < prompt; i++) all[i] = 4 + (int) ((i * 7919L) % Math.max(1, vocab - 4));
+        try (var r = LlamaCppRunner.open(gguf, options, null)) {
+            float[] logits = r.decode(Arrays.copyOf(all, prompt), 0);
+            for (int p = prompt; p < all.length; p++) {
+                all[p] = Sampler.argmax(logits);
+                if (p + 1 < all.length) logits = r.decode(new int[]{all[p]}, p);
+            }
+        }
+        return all;
+    }
+
+    public List<SelfCheckResult> runAll(int[] tokens, int promptLength) {
+        var plan = new ArrayList<Supplier<SelfCheckResult>>();
+        plan.add(() -> decodeVsPrefill(tokens, promptLength));
+        int window = config.slidingWindow();
+        for (int chunk : new int[]{3, Math.max(2, window - 1), window + 1}) plan.add(() -> chunkedVsOnePass(tokens, chunk));
+        plan.add(() -> instrumentedVsPlain(tokens, promptLength));
+        return plan.stream().map(Supplier::get).toList();
+    }
+
+    private RowRecorder onePass;
+
+    private RowRecorder onePass(int[] tokens) {
+        if (onePass == null) onePass = record(tokens, new int[]{tokens.length});
+        return onePass;
+    }
+
+    /** Every per-position point of llama.cpp's graph, the tokens fed in steps of {@code splits}. */
+    private RowRecorder record(int[] tokens, int[] splits) {
+        var rec = new RowRecorder();
+        try (var r = LlamaCppRunner.open(gguf, options, rec::wants)) {
+            int pos = 0, step = 0;
+            for (int len : splits) {
+                var s = r.step(Arrays.copyOfRange(tokens, pos, pos + len), pos, List.of());
+                rec.beginStep(step++, pos, len);
+                for (var c : s.tensors().values()) rec.capture(c.point(), c.shape(), c.data());
+                pos += len;
+            }
+        }
+        return rec;
+    }
+
+    public SelfCheckResult decodeVsPrefill(int[] tokens, int promptLength) {
+        var splits = new int[1 + tokens.length - promptLength];
+        splits[0] = promptLength;
+        Arrays.fill(splits, 1, splits.length, 1);
+        return SelfCheck.firstDisagreement("decode-vs-prefill",
+                "prompt prefill + one-token decode steps vs one pass over all " + tokens.length + " tokens", onePass(tokens), record(tokens, splits), TOLERANCE);
+    }
+
+    public SelfCheckResult chunkedVsOnePass(int[] tokens, int chunk) {
+        var splits = new ArrayList<Integer>();
+        for (int p = 0; p < tokens.length; p += chunk) splits.add(Math.min(chunk, tokens.length - p));
+        return SelfCheck.firstDisagreement("chunked-prefill-" + chunk, "prefill in chunks of " + chunk + " vs one pass", onePass(tokens),
+                record(tokens, splits.stream().mapToInt(Integer::intValue).toArray()), TOLERANCE);
+    }
+
+    /** The capture's observer effect: the logits of a context with every point captured against one without a callback. */
+    public SelfCheckResult instrumentedVsPlain(int[] tokens, int promptLength) {
+        String d = "logits with every point captured from llama.cpp's graph vs no eval callback (bit-identical)";
+        try (var plain = LlamaCppRunner.open(gguf, options, null); var probed = LlamaCppRunner.open(gguf, options, p -> true)) {
+            int pos = 0, step = 0;
+            while (pos < tokens.length) {
+                int len = step == 0 ? promptLength : 1;
+                var chunk = Arrays.copyOfRange(tokens, pos, pos + len);
+                float[] a = plain.decodeAllOutputs(chunk, pos), b = probed.step(chunk, pos, List.of()).logits();
+                if (!Arrays.equals(a, b))
+                    return new SelfCheckResult("instrumented-vs-plain", d, false, pos + len - 1, CapturePoints.LOGITS, CellStats.relL2(b, a), 0,
+                            "capturing changed the logits at step " + step);
+                pos += len;
+                step++;
+            }
+            return SelfCheckResult.pass("instrumented-vs-plain", d, step + " steps bit-identical");
+        }
+    }
+}
