@@ -65,7 +65,7 @@ public final class Gemma4Model implements AutoCloseable {
     /** Whether the streamed weights are read from a huge-page copy rather than the file mapping. */
     public boolean weightsResident() { return residency.resident(); }
 
-    Rope rope(LayerType t) { return t == LayerType.SLIDING ? slidingRope : fullRope; }
+    public Rope rope(LayerType t) { return t == LayerType.SLIDING ? slidingRope : fullRope; }
 
     public String configSha256() { return CheckpointFiles.sha256(dir.resolve("config.json")); }
 

@@ -24,6 +24,16 @@ public enum KvType {
         };
     }
 
+    /** Rows of {@code stride} elements of x from off, replaced in place by what a cache of this type reads back. */
+    public void roundTrip(float[] x, int off, int rows, int stride) {
+        if (this == F32) return;
+        var r = KvRows.create(this, stride, 1);
+        for (int i = 0; i < rows; i++) {
+            r.write(0, x, off + i * stride);
+            r.read(0, x, off + i * stride);
+        }
+    }
+
     public static KvType byId(String id) {
         for (var t : values()) if (t.id.equalsIgnoreCase(id)) return t;
         throw new IllegalArgumentException("unknown KV cache type '" + id + "' (f32, bf16, q8_0, q4_0)");

@@ -62,6 +62,13 @@ final class CompareCommand implements Callable<Integer> {
     @picocli.CommandLine.Mixin
     LlamaCppFlags llamaCpp = new LlamaCppFlags();
 
+    @Option(names = "--exact", description = {"Fail (exit 1) on precision effects too: a candidate whose every difference is its own named rounding",
+            "(verdict precision, exit 0 by default) then fails like a divergence."})
+    boolean exact;
+
+    @Option(names = "--no-attribution", description = "Judge by accumulated error alone: the first cell over tolerance is the divergence, with no local attribution.")
+    boolean noAttribution;
+
     @Option(names = "--no-observer-check", description = "Live run only: skip the second, probe-free run that checks the probes change nothing.")
     boolean noObserverCheck;
 
@@ -79,12 +86,15 @@ final class CompareCommand implements Callable<Integer> {
         ComparisonResult result;
         boolean viaLlamaCpp = llamaCpp.isLlamaCpp();
         if (candidate != null) {
-            if (referenceArgs.model() != null || !engine.isDefault() || viaLlamaCpp)
-                throw new BadInputException("--model, --fault, --kv-cache, --matmul and --engine apply to a live run; drop them, or drop CANDIDATE to run the engine");
+            if (!engine.isDefault() || viaLlamaCpp)
+                throw new BadInputException("--fault, --kv-cache, --matmul and --engine apply to a live run; drop them, or drop CANDIDATE to run the engine");
             var cand = DumpReader.openCandidate(candidate);
             var notes = Comparison.checkIdentity(ref.manifest(), ref.manifestFile(), cand.manifest(), cand.manifestFile(), referenceArgs.allowMismatch());
-            try (var bar = new ProgressBar("comparing", ref.stepCount())) {
-                result = Comparison.run(ref, Comparison.dumpSource(cand), new Comparison.Options(profile, referenceArgs.allowMismatch(), bar::update), notes);
+            var located = noAttribution ? null : AttributionModel.locate(referenceArgs, ref, notes);
+            try (var bar = new ProgressBar("comparing", ref.stepCount()); var m = located == null ? null : Gemma4Model.load(located)) {
+                var opt = new Comparison.Options(profile, referenceArgs.allowMismatch(), bar::update);
+                if (m != null) opt = opt.withAttribution(new dev.decodiff.harness.compare.attribution.LocalAttribution(m, true), exact);
+                result = Comparison.run(ref, Comparison.dumpSource(cand), opt, notes);
             }
         } else if (viaLlamaCpp) {
             boolean profileGiven = referenceArgs.tolerance != null;
@@ -111,7 +121,11 @@ final class CompareCommand implements Callable<Integer> {
                 profile = ToleranceProfile.bf16().withNearTie(profile.nearTie());
                 notes.add("llama.cpp runs " + source.weightDtype() + " weights: judged by the bf16 tolerance profile");
             }
-            return Comparison.run(ref, source, new Comparison.Options(profile, referenceArgs.allowMismatch(), bar::update), notes);
+            var opt = new Comparison.Options(profile, referenceArgs.allowMismatch(), bar::update);
+            if (noAttribution) return Comparison.run(ref, source, opt, notes);
+            try (var m = Gemma4Model.load(located.dir())) {
+                return Comparison.run(ref, source, opt.withAttribution(new dev.decodiff.harness.compare.attribution.LocalAttribution(m, true), exact), notes);
+            }
         }
     }
 
@@ -127,7 +141,10 @@ final class CompareCommand implements Callable<Integer> {
                     "the reference's prompt (" + rm.promptLength() + " tokens) and " + ref.stepCount() + " steps", "compare a shorter reference");
             try (var bar = new ProgressBar("running " + modelDir.getFileName(), ref.stepCount());
                  var source = LiveCandidate.forPoints(m, options, rm, ref.allPoints(), !noObserverCheck)) {
-                return Comparison.run(ref, source, new Comparison.Options(profile, referenceArgs.allowMismatch(), bar::update), notes);
+                var opt = new Comparison.Options(profile, referenceArgs.allowMismatch(), bar::update);
+                // decodiff's own forward is these ops: attribute only what is over tolerance
+                if (!noAttribution) opt = opt.withAttribution(new dev.decodiff.harness.compare.attribution.LocalAttribution(m, false), exact);
+                return Comparison.run(ref, source, opt, notes);
             }
         }
     }

@@ -36,10 +36,25 @@ public final class Comparison {
 
     private static final int UPSTREAM = 4;
 
-    public record Options(ToleranceProfile profile, boolean allowMismatch, IntConsumer progress) {
+    /**
+     * @param attribution when set, every cell is also charged with its local error (its op recomputed from the
+     *                    candidate's own inputs), and the verdict rests on that: drift inherited from upstream and
+     *                    named precision effects are reported, not divergences
+     * @param exact       with attribution: named precision effects fail the comparison too (exit 1)
+     */
+    public record Options(ToleranceProfile profile, boolean allowMismatch, IntConsumer progress,
+                          dev.decodiff.harness.compare.attribution.LocalAttribution attribution, boolean exact) {
         public Options {
             Objects.requireNonNull(profile);
             if (progress == null) progress = s -> {};
+        }
+
+        public Options(ToleranceProfile profile, boolean allowMismatch, IntConsumer progress) {
+            this(profile, allowMismatch, progress, null, false);
+        }
+
+        public Options withAttribution(dev.decodiff.harness.compare.attribution.LocalAttribution a, boolean exact) {
+            return new Options(profile, allowMismatch, progress, a, exact);
         }
 
         public static Options defaults() { return new Options(ToleranceProfile.defaults(), false, null); }
@@ -112,15 +127,22 @@ public final class Comparison {
         EngineFailure failure = null;
         int steps = Math.min(ref.stepCount(), cand.stepCount());
         var rows = new Rows(ref.readRows(), cand.readRows());
+        var attribution = opt.attribution();
+        int[] fed = ref.manifest().tokenArray();
         try (var closer = new StepCloser(); var staging = new NativeStaging()) {
             for (int s = 0; s < steps; s++) {
                 StepTensors r = ref.readStep(s), c = null;
                 try {
                     var stepCells = new ArrayList<CellStats>();
+                    if (attribution != null) {
+                        var st = ref.manifest().step(s);
+                        attribution.beginStep(s, st.start(), st.length(), fed);
+                    }
                     try {
                         c = cand instanceof StreamingCandidate live
                                 ? streamStep(s, r, live, opt, notes, staging, stepCells, onlyRef, onlyCand, rows)
                                 : wholeStep(s, r, cand, opt, notes, stepCells, onlyRef, onlyCand, rows);
+                        if (attribution != null && !(cand instanceof StreamingCandidate)) attributeStep(c, stepCells, attribution);
                     } catch (EngineThrewException e) {
                         failure = e.failure();
                         break;
@@ -128,7 +150,8 @@ public final class Comparison {
                     cells.addAll(stepCells);
                     var tok = TokenAgreement.of(s, r.nextToken(), c.nextToken(), r.top2Margin(), profile.nearTie());
                     tokens.add(tok);
-                    if (first == null) first = firstIn(stepCells, tok, r, c);
+                    if (attribution != null) attribution.endStep();
+                    if (first == null) first = attribution == null ? firstIn(stepCells, tok, r, c) : firstUnexplained(stepCells, attribution, r, c);
                 } finally {
                     closer.closeLater(r, c);
                 }
@@ -143,9 +166,10 @@ public final class Comparison {
         String observer = cand.observerEffect();
         if (cand.note() != null) notes.add(cand.note());
         var completeness = completeness(ref, cand, onlyRef, onlyCand, notes);
+        var attributed = attribution == null ? null : dev.decodiff.harness.compare.attribution.Attributed.of(attribution, cells, opt.exact());
         return new ComparisonResult(ref.dir().toString(), cand.describe(), ref.manifest(), steps, List.copyOf(cells),
                 List.copyOf(tokens), List.copyOf(onlyRef), List.copyOf(onlyCand), first, failure, observer, List.copyOf(notes),
-                profile, (System.nanoTime() - t0) / 1e9, completeness, cand.producer());
+                profile, (System.nanoTime() - t0) / 1e9, completeness, cand.producer(), attributed);
     }
 
     /**
@@ -223,6 +247,7 @@ public final class Comparison {
             seen.add(p);
             if (!r.points().contains(p)) {
                 onlyCand.add(p);
+                if (opt.attribution() != null) opt.attribution().accept(p, ct, false);
                 return;
             }
             var mapped = r.tensor(p);
@@ -233,6 +258,7 @@ public final class Comparison {
                     ? StepSums.of(new TensorView[]{rt}, new TensorView[]{staging.stage(cv)})[0] : null;
             var cell = cell(s, p, rt, cv, r.origin(), origin, opt.profile().tolerance(p), opt.allowMismatch(), notes, sums);
             stepCells.add(cell);
+            if (opt.attribution() != null) opt.attribution().accept(p, ct, cell.failed());
             if (cell.failed() && (kept[0] == null || CAUSAL.compare(p, kept[0].name()) < 0)) kept[0] = ct;
             releasePages(mapped);
         });
@@ -258,6 +284,35 @@ public final class Comparison {
         String p = cell.point();
         if (cell.shapeNote() != null || !r.points().contains(p) || !c.points().contains(p)) return false;
         return !Arrays.equals(r.tensor(p).shape(), c.tensor(p).shape());
+    }
+
+    /** A whole candidate step fed to the attribution in causal order, each point with its cell's verdict. */
+    private static void attributeStep(StepTensors c, List<CellStats> stepCells, dev.decodiff.harness.compare.attribution.LocalAttribution a) {
+        var failed = new HashMap<String, Boolean>();
+        for (var cell : stepCells) failed.put(cell.point(), cell.failed());
+        for (String p : sortedCausally(c.points())) a.accept(p, c.tensor(p), failed.getOrDefault(p, false));
+    }
+
+    /**
+     * With attribution, the first divergence is the first cell in causal order whose own op is wrong: its local error
+     * is over fp32 noise and no precision hypothesis reproduces it, or it is over tolerance and its op could not be
+     * measured (missing inputs never count as agreement). Cells over tolerance whose op is exact only inherit drift;
+     * cells whose local error a hypothesis explains are precision effects. A token flip is then drift too.
+     */
+    private static FirstDivergence firstUnexplained(List<CellStats> stepCells, dev.decodiff.harness.compare.attribution.LocalAttribution a,
+                                                    StepTensors r, StepTensors c) {
+        for (int i = 0; i < stepCells.size(); i++) {
+            var cell = stepCells.get(i);
+            var local = a.error(cell.step(), cell.point());
+            boolean finding = local == null ? cell.failed()
+                    : local.unexplained() || (cell.failed() && local.status() == dev.decodiff.harness.compare.attribution.LocalError.Status.UNATTRIBUTED);
+            if (!finding) continue;
+            var upstream = new ArrayList<>(stepCells.subList(Math.max(0, i - UPSTREAM), i));
+            var why = onDeclaredRows(cell, r, c) ? null : Diagnosis.find(cell, r, c);
+            return new FirstDivergence(cell.step(), cell.point(), cell, List.copyOf(upstream), why == null ? null : why.sentence(), null,
+                    why == null ? null : why.variant());
+        }
+        return null;
     }
 
     private static FirstDivergence firstIn(List<CellStats> stepCells, TokenAgreement tok, StepTensors r, StepTensors c) {

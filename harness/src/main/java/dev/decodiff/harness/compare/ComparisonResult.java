@@ -18,7 +18,8 @@ public record ComparisonResult(
         String reference, String candidate, DumpManifest referenceManifest, int stepsCompared,
         List<CellStats> cells, List<TokenAgreement> tokens, List<String> onlyInReference, List<String> onlyInCandidate,
         FirstDivergence firstDivergence, EngineFailure engineFailure, String observerEffect, List<String> notes, ToleranceProfile profile,
-        double seconds, Completeness completeness, DumpManifest.Producer candidateProducer) {
+        double seconds, Completeness completeness, DumpManifest.Producer candidateProducer,
+        dev.decodiff.harness.compare.attribution.Attributed attribution) {
 
     /** Exit codes of the verdicts (the CLI's Main repeats them). */
     public static final int EXIT_MATCH = 0, EXIT_DIVERGENCE = 1, EXIT_INCOMPLETE = 3;
@@ -37,11 +38,24 @@ public record ComparisonResult(
 
     public boolean incomplete() { return !diverged() && !complete(); }
 
-    public boolean matches() { return !diverged() && complete() && !cells.isEmpty(); }
+    /**
+     * Every difference is accounted for by the candidate's own rounding: some cell is over tolerance (or a token
+     * flips), yet local attribution found each op exact or reproduced by a named precision hypothesis.
+     */
+    public boolean precision() {
+        return attribution != null && !diverged() && complete() && !cells.isEmpty()
+                && (failingCells() > 0 || tokens.stream().anyMatch(TokenAgreement::failed) || attribution.hasEffects());
+    }
 
-    public String verdict() { return diverged() ? "divergence" : complete() ? "match" : "incomplete"; }
+    public boolean matches() { return !diverged() && complete() && !cells.isEmpty() && !precision(); }
 
-    public int exitCode() { return diverged() ? EXIT_DIVERGENCE : complete() ? EXIT_MATCH : EXIT_INCOMPLETE; }
+    public String verdict() { return diverged() ? "divergence" : !complete() ? "incomplete" : precision() ? "precision" : "match"; }
+
+    public int exitCode() {
+        if (diverged()) return EXIT_DIVERGENCE;
+        if (!complete()) return EXIT_INCOMPLETE;
+        return precision() && attribution.exact() ? EXIT_DIVERGENCE : EXIT_MATCH;
+    }
 
     public int referenceSteps() { return referenceManifest.stepCount(); }
 

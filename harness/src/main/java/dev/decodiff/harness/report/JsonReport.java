@@ -77,6 +77,7 @@ public final class JsonReport {
         focusStep(o.putObject("focus_step"), StepDetail.of(r));
         var wk = o.putObject("worst_by_kind");
         r.worstByKind().forEach((k, c) -> wk.set(k, cell(c)));
+        attribution(o, r);
         strings(o.putArray("notes"), r.notes());
         o.put("tolerance_profile", r.profile().source());
         num(o, "near_tie", r.profile().nearTie());
@@ -102,6 +103,54 @@ public final class JsonReport {
         var model = o.putObject("model_rel_l2");
         for (var c : d.before()) num(model, c.point(), c.relL2());
         for (var c : d.after()) num(model, c.point(), c.relL2());
+    }
+
+    /**
+     * "attribution": null without a checkpoint; else {exact, precision_effects [{explanation, cells, first, largest}],
+     * cells [{step, point, rel_l2 (accumulated), tolerance, local_rel_l2, status, explanation, leftover, from,
+     * granularity}]} for every cell attributed.
+     */
+    private static void attribution(ObjectNode o, ComparisonResult r) {
+        var a = r.attribution();
+        if (a == null) {
+            o.putNull("attribution");
+            return;
+        }
+        var at = o.putObject("attribution");
+        at.put("exact", a.exact());
+        var fx = at.putArray("precision_effects");
+        for (var e : a.effects()) {
+            var x = fx.addObject();
+            x.put("explanation", e.explanation());
+            x.put("cells", e.cells());
+            x.set("first", local(e.first(), null));
+            x.set("largest", local(e.largest(), null));
+        }
+        var cells = at.putArray("cells");
+        for (var c : r.cells()) {
+            var l = a.of(c.step(), c.point());
+            if (l != null) cells.add(local(l, c));
+        }
+    }
+
+    private static ObjectNode local(dev.decodiff.harness.compare.attribution.LocalError l, CellStats c) {
+        var x = JSON.createObjectNode();
+        x.put("step", l.step());
+        x.put("point", l.point());
+        if (c != null) {
+            num(x, "rel_l2", c.relL2());
+            num(x, "tolerance", c.tolerance());
+        }
+        num(x, "local_rel_l2", l.local());
+        num(x, "local_tolerance", l.tolerance());
+        x.put("status", l.status().name().toLowerCase(Locale.ROOT));
+        if (l.explanation() == null) x.putNull("explanation");
+        else x.put("explanation", l.explanation());
+        num(x, "leftover", l.leftover());
+        x.put("from", l.from());
+        if (l.granularity() == null) x.putNull("granularity");
+        else x.put("granularity", l.granularity());
+        return x;
     }
 
     /** "engine_failure": {step, exception, message, frames} or null (also in bisect's JSON). */
