@@ -1,5 +1,10 @@
 package dev.decodiff.engine.ops;
 
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Set;
+import java.util.function.Supplier;
+
 /** A number format an engine may round an fp32 value to (round to nearest, ties to even; specials kept). */
 public enum Format {
     F32("fp32"), BF16("bf16"), F16("fp16");
@@ -11,12 +16,21 @@ public enum Format {
     public String id() { return id; }
 
     public float round(float x) {
+        if (this == F32) return x;
+        var t = TIES.get();
+        return t == null ? plain(x) : t.round(this, x);
+    }
+
+    private float plain(float x) {
         return switch (this) {
             case F32 -> x;
             case BF16 -> bf16(x);
             case F16 -> Float.float16ToFloat(Float.floatToFloat16(x));
         };
     }
+
+    /** The fp16 bit pattern of x (the index into ggml's GELU table), under the same near-tie rule as {@link #round}. */
+    public static short f16Bits(float x) { return Float.floatToFloat16(F16.round(x)); }
 
     /** Rounds a[off, off+n) in place. */
     public void round(float[] a, int off, int n) {
@@ -34,5 +48,57 @@ public enum Format {
         int b = Float.floatToRawIntBits(x);
         b += 0x7FFF + ((b >>> 16) & 1);
         return Float.intBitsToFloat(b & 0xFFFF0000);
+    }
+
+    /**
+     * Roundings whose input lies within 2⁻²⁰ (relative) of a rounding boundary: there, two correct implementations
+     * whose fp32 arithmetic differs only in order round to different neighbours. While a Ties is set on this thread,
+     * every rounding is counted; a recording one collects the counts of such near-ties, and the counts in
+     * {@code flip} round to the other neighbour. An op recomputed twice meets the same roundings in the same order,
+     * so a count names one rounding.
+     */
+    private static final class Ties {
+        private final Set<Integer> flip;
+        private final List<Integer> recorded;
+        private int count;
+
+        Ties(Set<Integer> flip, List<Integer> recorded) {
+            this.flip = flip;
+            this.recorded = recorded;
+        }
+
+        float round(Format f, float x) {
+            int i = count++;
+            float r = f.plain(x);
+            if (recorded == null && !flip.contains(i)) return r;
+            float lo = f.plain(x * (1f - 0x1p-20f)), hi = f.plain(x * (1f + 0x1p-20f));
+            if (lo == hi) return r;
+            if (recorded != null) recorded.add(i);
+            return flip.contains(i) ? (r == lo ? hi : lo) : r;
+        }
+    }
+
+    private static final ThreadLocal<Ties> TIES = new ThreadLocal<>();
+
+    /** Runs op and returns the counts of its near-tie roundings (the first {@code max} met). */
+    public static List<Integer> nearTies(Runnable op, int max) {
+        var rec = new ArrayList<Integer>();
+        TIES.set(new Ties(Set.of(), rec));
+        try {
+            op.run();
+        } finally {
+            TIES.remove();
+        }
+        return rec.size() > max ? rec.subList(0, max) : rec;
+    }
+
+    /** Runs op with the near-tie roundings of these counts rounded to the other neighbour. */
+    public static <T> T flipped(Set<Integer> flip, Supplier<T> op) {
+        TIES.set(new Ties(flip, null));
+        try {
+            return op.get();
+        } finally {
+            TIES.remove();
+        }
     }
 }

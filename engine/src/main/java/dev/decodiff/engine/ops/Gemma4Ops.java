@@ -104,12 +104,16 @@ public final class Gemma4Ops {
 
     /** The rows a cache hands back when it stores them in {@code store} (k_read / v_read of a lossy cache). */
     public static float[] stored(float[] rows, int stride, Precision.KvStore store) {
+        if (store == Precision.KvStore.F32) return rows;
         float[] out = rows.clone();
         switch (store) {
             case F32 -> {}
             case BF16 -> Format.BF16.round(out);
             case F16 -> Format.F16.round(out);
-            default -> store.kvType().roundTrip(out, 0, out.length / stride, stride);
+            default -> {
+                if (stride % dev.decodiff.engine.KvType.BLOCK != 0 || out.length % stride != 0) return rows; // not blockable: ggml would not either
+                store.kvType().roundTrip(out, 0, out.length / stride, stride);
+            }
         }
         return out;
     }
@@ -131,12 +135,16 @@ public final class Gemma4Ops {
         boolean sliding = spec.type() == LayerType.SLIDING;
         int window = cfg.slidingWindow();
         var f = p.activations();
-        float[] keys = kv.k(), values = kv.v();
-        if (p.kvCache() != Precision.KvStore.F32) {
-            keys = stored(keys, stride, p.kvCache());
-            values = stored(values, stride, p.kvCache());
-        }
-        float[] qq = p.queryF16() ? Format.F16.round(q.clone()) : q;
+        var kernel = p.attention();
+        float[] keys = stored(kv.k(), stride, kernel == Precision.Attention.GGML_FLASH ? Precision.KvStore.F16 : p.keys());
+        float[] values = stored(kv.v(), stride, kernel == Precision.Attention.GGML_FLASH ? Precision.KvStore.F16 : p.values());
+        if (kernel == Precision.Attention.GGML_FLASH && p.keys() != Precision.KvStore.F32) keys = stored(stored(kv.k(), stride, p.keys()), stride, Precision.KvStore.F16);
+        if (kernel == Precision.Attention.GGML_FLASH && p.values() != Precision.KvStore.F32) values = stored(stored(kv.v(), stride, p.values()), stride, Precision.KvStore.F16);
+        float[] qq = switch (kernel) {
+            case EXACT -> q;
+            case GGML -> stored(q, d, p.keys().vecDot());
+            case GGML_FLASH -> stored(q, d, Precision.KvStore.F16);
+        };
         float[] out = new float[T * qDim];
         int group = nh / nkv;
         for (int t = 0; t < T; t++) {
@@ -154,8 +162,11 @@ public final class Gemma4Ops {
             for (int hd = 0; hd < nh; hd++) {
                 int g = hd / group, qo = t * qDim + hd * d;
                 for (int j = 0; j < n; j++) s[j] = VectorMath.dot(qq, qo, keys, (lo + j - kv.base()) * stride + g * d, d);
-                if (f == Format.F32) {
+                if (kernel == Precision.Attention.GGML_FLASH) {
+                    flashF16(s, n, values, (lo - kv.base()) * stride + g * d, stride, d, out, qo);
+                } else if (f == Format.F32) {
                     VectorMath.softmax(s, 0, n);
+                    if (kernel == Precision.Attention.GGML) s = stored(s, n, p.values().vecDot());
                     for (int j = 0; j < n; j++) VectorMath.axpy(s[j], values, (lo + j - kv.base()) * stride + g * d, out, qo, d);
                 } else {
                     // a half-precision framework: scores and their sum in fp32, the exponentials rounded before P·V
@@ -174,6 +185,31 @@ public final class Gemma4Ops {
             }
         }
         return out;
+    }
+
+    /**
+     * ggml-cpu's flash attention for one query head: an online softmax over the keys in order, the weighted values
+     * accumulated in an fp16 vector (each multiply-add and each rescale rounded to fp16), divided by the fp32 sum last.
+     */
+    private static void flashF16(float[] s, int n, float[] values, int vOff, int stride, int d, float[] out, int qo) {
+        float[] acc = new float[d];
+        float m = Float.NEGATIVE_INFINITY, sum = 0;
+        for (int j = 0; j < n; j++) {
+            float mOld = m, ms = 1f, vs;
+            if (s[j] > m) {
+                m = s[j];
+                ms = (float) Math.exp(mOld - m);
+                for (int x = 0; x < d; x++) acc[x] = Format.F16.round(acc[x] * ms);
+                vs = 1f;
+            } else {
+                vs = (float) Math.exp(s[j] - m);
+            }
+            int o = vOff + j * stride;
+            for (int x = 0; x < d; x++) acc[x] = Format.F16.round(acc[x] + values[o + x] * vs);
+            sum = sum * ms + vs;
+        }
+        float inv = 1f / sum;
+        for (int x = 0; x < d; x++) out[qo + x] = acc[x] * inv;
     }
 
     // ---- after attention -------------------------------------------------------------------------------------
@@ -216,7 +252,8 @@ public final class Gemma4Ops {
             norm(residual, t * H, H, null, z, t * H, p);
             for (int j = 0; j < H; j++) z[t * H + j] = f.round(f.round(z[t * H + j] * m.routerScale()[j]) * rootScale);
         }
-        float[] logits = linear(m.router(), z, T, null, p);
+        // GGUF converters keep the router's matrix in F32 whatever the type, so a half-precision matmul input is not its
+        float[] logits = linear(m.router(), z, T, null, p.withMatmulInput(Format.F32));
         float[] u = new float[T * H];
         rowsNorm(residual, T, H, m.preFeedforwardNorm2(), u, p);
         float[] out = new float[T * H];
@@ -236,13 +273,14 @@ public final class Gemma4Ops {
             float[] ut = java.util.Arrays.copyOfRange(u, t * H, (t + 1) * H);
             for (int e = 0; e < E; e++) {
                 if (!chosen[e]) continue;
-                float[] in = matmulInput(ut, p);
+                var ep = p.withMatmulInput(p.experts());
+                float[] in = matmulInput(ut, ep);
                 m.gateUp()[e].matmul(in, 1, gu);
                 act(gu, p);
                 float[] gate = java.util.Arrays.copyOf(gu, Im), upv = java.util.Arrays.copyOfRange(gu, Im, 2 * Im);
                 geluTimes(gate, upv, 0, Im, p);
                 System.arraycopy(gate, 0, act, 0, Im);
-                m.down()[e].matmul(matmulInput(act, p), 1, y);
+                m.down()[e].matmul(matmulInput(act, ep), 1, y);
                 act(y, p);
                 for (int j = 0; j < H; j++) out[t * H + j] = f.round(out[t * H + j] + f.round(weight[e] * y[j]));
             }
@@ -369,7 +407,7 @@ public final class Gemma4Ops {
             if (table == null) y = f.round(VectorMath.geluTanh(x));
             else if (x <= -10f) y = 0f;
             else if (x >= 10f) y = x;
-            else y = table[Float.floatToFloat16(x) & 0xFFFF];
+            else y = table[Format.f16Bits(x) & 0xFFFF];
             g[i] = f.round(y * u[i]);
         }
     }
@@ -379,13 +417,14 @@ public final class Gemma4Ops {
         float[] t = geluTable;
         if (t != null) return t;
         t = new float[65536];
-        final float sqrt2OverPi = 0.79788456080286535587989211986876f, coefA = 0.044715f;
-        for (int i = 0; i < 65536; i++) {
-            float x = Float.float16ToFloat((short) i);
-            float y = 0.5f * x * (1.0f + (float) Math.tanh(sqrt2OverPi * x * (1.0f + coefA * x * x)));
-            t[i] = Float.float16ToFloat(Float.floatToFloat16(y));
-        }
+        for (int i = 0; i < 65536; i++) t[i] = Float.float16ToFloat(Float.floatToFloat16(ggmlGelu(Float.float16ToFloat((short) i))));
         return geluTable = t;
+    }
+
+    /** ggml's gelu in fp32 arithmetic. */
+    private static float ggmlGelu(float x) {
+        final float sqrt2OverPi = 0.79788456080286535587989211986876f, coefA = 0.044715f;
+        return 0.5f * x * (1.0f + (float) Math.tanh(sqrt2OverPi * x * (1.0f + coefA * x * x)));
     }
 
     /** The indices of the k largest of p[off .. off+n), largest first (the first of equals first). */

@@ -3,7 +3,6 @@ package dev.decodiff.engine.ops;
 import dev.decodiff.engine.KvType;
 
 import java.util.ArrayList;
-import java.util.List;
 
 /**
  * How an engine other than the exact fp32 one may compute an op: the rounding choices real engines make, each a
@@ -14,11 +13,16 @@ import java.util.List;
  * @param matmulInput the format a matmul's input vector is converted to before the dot products (ggml does this to
  *                    match bf16 or f16 weights)
  * @param geluTable   GELU looked up in a 65,536-entry fp16 table at the fp16 rounding of x (ggml-cpu's default)
- * @param kvCache     the format keys and values are stored in and read back from
- * @param queryF16    the queries rounded to fp16 for the K·q products (ggml with an f16 cache)
+ * @param keys        the format keys are stored in and read back from
+ * @param values      the format values are stored in and read back from
+ * @param attention   how attention multiplies what it reads
+ * @param expertInput the format the MoE experts' matmul inputs are converted to, where it differs from the dense
+ *                    matmuls' (ggml's mul_mat_id converts to the weights' vec-dot type even where its dense path keeps
+ *                    fp32 inputs for f16 weights)
  */
-public record Precision(Format activations, Format matmulInput, boolean geluTable, KvStore kvCache, boolean queryF16) {
-    public static final Precision EXACT = new Precision(Format.F32, Format.F32, false, KvStore.F32, false);
+public record Precision(Format activations, Format matmulInput, boolean geluTable, KvStore keys, KvStore values, Attention attention,
+                        Format expertInput) {
+    public static final Precision EXACT = new Precision(Format.F32, Format.F32, false, KvStore.F32, KvStore.F32, Attention.EXACT, Format.F32);
 
     /** How K/V rows come back from a cache: fp32, a float format, or one of llama.cpp's block quantizations. */
     public enum KvStore {
@@ -35,19 +39,47 @@ public record Precision(Format activations, Format matmulInput, boolean geluTabl
                 case F16 -> null;
             };
         }
+
+        /** The format ggml converts the other operand of a matmul with rows of this type to (its vec_dot_type). */
+        public KvStore vecDot() {
+            return switch (this) {
+                case Q4_0, Q8_0 -> Q8_0;
+                default -> this;
+            };
+        }
+    }
+
+    /** The attention kernel's own arithmetic. */
+    public enum Attention {
+        /** softmax(q·kᵀ)·v in fp32. */
+        EXACT,
+        /**
+         * ggml's two matmuls: q converted to the keys' vec-dot type for K·q, the probabilities to the values' for P·V
+         * (fp16 for an f16 cache, q8_0 blocks for a q8_0 one).
+         */
+        GGML,
+        /** ggml-cpu's flash attention: q, K, V in fp16, P·V accumulated in an fp16 vector under an online softmax. */
+        GGML_FLASH
     }
 
     public boolean exact() { return equals(EXACT); }
 
-    public Precision withActivations(Format f) { return new Precision(f, matmulInput, geluTable, kvCache, queryF16); }
+    public Precision withActivations(Format f) { return new Precision(f, matmulInput, geluTable, keys, values, attention, expertInput); }
 
-    public Precision withMatmulInput(Format f) { return new Precision(activations, f, geluTable, kvCache, queryF16); }
+    public Precision withMatmulInput(Format f) { return new Precision(activations, f, geluTable, keys, values, attention, expertInput); }
 
-    public Precision withGeluTable(boolean t) { return new Precision(activations, matmulInput, t, kvCache, queryF16); }
+    public Precision withGeluTable(boolean t) { return new Precision(activations, matmulInput, t, keys, values, attention, expertInput); }
 
-    public Precision withKvCache(KvStore s) { return new Precision(activations, matmulInput, geluTable, s, queryF16); }
+    public Precision withKeys(KvStore s) { return new Precision(activations, matmulInput, geluTable, s, values, attention, expertInput); }
 
-    public Precision withQueryF16(boolean q) { return new Precision(activations, matmulInput, geluTable, kvCache, q); }
+    public Precision withValues(KvStore s) { return new Precision(activations, matmulInput, geluTable, keys, s, attention, expertInput); }
+
+    public Precision withAttention(Attention a) { return new Precision(activations, matmulInput, geluTable, keys, values, a, expertInput); }
+
+    public Precision withExpertInput(Format f) { return new Precision(activations, matmulInput, geluTable, keys, values, attention, f); }
+
+    /** The format the experts' matmul inputs are converted to. */
+    public Format experts() { return expertInput != Format.F32 ? expertInput : matmulInput; }
 
     /** In the words a porter uses: "bf16 activations, GELU through an fp16 table". */
     public String describe() {
@@ -55,29 +87,20 @@ public record Precision(Format activations, Format matmulInput, boolean geluTabl
         var parts = new ArrayList<String>();
         if (activations != Format.F32) parts.add(activations.id() + " activations (every intermediate rounded to " + activations.id() + ")");
         if (matmulInput != Format.F32) parts.add("matmul inputs rounded to " + matmulInput.id() + " (as for " + matmulInput.id() + " weights)");
+        if (expertInput != Format.F32 && expertInput != matmulInput)
+            parts.add("the experts' matmul inputs rounded to " + expertInput.id() + " (as for " + expertInput.id() + " expert weights)");
         if (geluTable) parts.add("GELU through an fp16 table");
-        if (kvCache != KvStore.F32) parts.add("K/V stored as " + kvCache.id());
-        if (queryF16) parts.add("queries rounded to fp16 for K·q");
-        return String.join(", ", parts);
-    }
-
-    /**
-     * The hypotheses worth testing for one op: each single switch, and the combinations real engines ship (ggml's
-     * fp16-table GELU with bf16 or f16 weights; a half-precision cache with fp16 queries).
-     */
-    public static List<Precision> hypotheses(boolean hasGelu, boolean readsCache, boolean attends) {
-        var out = new ArrayList<Precision>();
-        for (var f : List.of(Format.BF16, Format.F16)) out.add(EXACT.withActivations(f));
-        if (hasGelu) out.add(EXACT.withGeluTable(true));
-        for (var f : List.of(Format.BF16, Format.F16)) {
-            out.add(EXACT.withMatmulInput(f));
-            if (hasGelu) out.add(EXACT.withMatmulInput(f).withGeluTable(true));
+        if (keys != KvStore.F32 && keys == values) parts.add("K/V stored as " + keys.id());
+        else {
+            if (keys != KvStore.F32) parts.add("keys stored as " + keys.id());
+            if (values != KvStore.F32) parts.add("values stored as " + values.id());
         }
-        if (readsCache || attends)
-            for (var s : List.of(KvStore.F16, KvStore.BF16, KvStore.Q8_0, KvStore.Q4_0)) {
-                out.add(EXACT.withKvCache(s));
-                if (attends && s == KvStore.F16) out.add(EXACT.withKvCache(s).withQueryF16(true));
-            }
-        return out;
+        switch (attention) {
+            case GGML -> parts.add("attention's matmuls in the cache's types (q to " + keys.vecDot().id() + " for K·q, probabilities to "
+                    + values.vecDot().id() + " for P·V)");
+            case GGML_FLASH -> parts.add("flash attention in fp16 (q, K, V rounded; P·V accumulated in fp16)");
+            case EXACT -> {}
+        }
+        return String.join(", ", parts);
     }
 }

@@ -26,7 +26,9 @@ public final class TerminalReport {
         var sb = new StringBuilder();
         header(sb, r, st);
         var fd = r.firstDivergence();
-        detail(sb, StepDetail.of(r), st);
+        var focus = StepDetail.of(r);
+        detail(sb, focus, st);
+        local(sb, r, focus, st);
         summary(sb, r, st);
         engineFailure(sb, r, st);
         if (!r.onlyInReference().isEmpty())
@@ -36,7 +38,8 @@ public final class TerminalReport {
         for (String n : r.notes()) sb.append(st.yellow(Fmt.wrap("note: " + n, 100, "").replace("\n", "\n      "))).append('\n');
         sb.append('\n');
         for (String m : r.completeness().reasons()) sb.append(st.yellow(Fmt.wrap("missing: " + m, 100, "").replace("\n", "\n      "))).append('\n');
-        String verdict = r.matches() ? st.boldGreen("MATCH") : r.incomplete() ? st.yellow("INCOMPLETE") : st.boldRed("DIVERGENCE");
+        String verdict = r.matches() ? st.boldGreen("MATCH") : r.incomplete() ? st.yellow("INCOMPLETE")
+                : r.precision() ? (r.exitCode() == 0 ? st.boldGreen("PRECISION") : st.boldRed("PRECISION (--exact)")) : st.boldRed("DIVERGENCE");
         sb.append(verdict).append('\n');
         sb.append(Fmt.wrap(VerdictText.paragraph(r), 100, "  ")).append('\n');
         return sb.toString();
@@ -106,6 +109,58 @@ public final class TerminalReport {
         }
         if (!d.after().isEmpty()) sb.append(modelLine(d.after(), st, d)).append('\n');
         sb.append('\n');
+    }
+
+    /**
+     * The focus step's local errors: what each op added, recomputed from the candidate's own inputs; "~" a named
+     * precision effect, "✗" unexplained, "?" not measurable (inputs missing), blank for an op exact to fp32 noise.
+     */
+    private static void local(StringBuilder sb, ComparisonResult r, StepDetail d, Terminal.Style st) {
+        var a = r.attribution();
+        if (a == null || d.isEmpty()) return;
+        boolean any = false;
+        for (var row : d.layers().values()) for (var c : row.values()) any |= a.of(c.step(), c.point()) != null;
+        for (var c : d.before()) any |= a.of(c.step(), c.point()) != null;
+        for (var c : d.after()) any |= a.of(c.step(), c.point()) != null;
+        if (!any) return;
+        sb.append(st.bold("Local error at step " + d.step() + " — what each op added on the candidate's own inputs (~ precision, ✗ unexplained, ? not measurable)"))
+                .append('\n');
+        if (!d.before().isEmpty()) sb.append(localLine(d.before(), a, st)).append('\n');
+        if (!d.kinds().isEmpty()) {
+            sb.append(Fmt.pad("layer", 6));
+            for (String k : d.kinds()) sb.append(Fmt.padLeft(shortKind(k), WD - 1)).append(' ');
+            sb.append('\n');
+            for (var e : d.layers().entrySet()) {
+                sb.append(Fmt.padLeft(Integer.toString(e.getKey()), 5)).append(' ');
+                for (String k : d.kinds()) {
+                    var c = e.getValue().get(k);
+                    sb.append(localText(c == null ? null : a.of(c.step(), c.point()), st, WD));
+                }
+                sb.append('\n');
+            }
+        }
+        if (!d.after().isEmpty()) sb.append(localLine(d.after(), a, st)).append('\n');
+        for (var e : a.effects())
+            sb.append(st.dim(Fmt.wrap("~ " + e.explanation() + ": " + Fmt.count(e.cells()) + (e.cells() == 1 ? " cell" : " cells") + ", first "
+                    + e.first().point() + " at step " + e.first().step() + " (local " + Fmt.sci(e.first().local()) + ", reproduced to "
+                    + Fmt.sci(e.first().leftover()) + ")", 100, "").replace("\n", "\n    "))).append('\n');
+        sb.append('\n');
+    }
+
+    private static String localLine(List<CellStats> cs, dev.decodiff.harness.compare.attribution.Attributed a, Terminal.Style st) {
+        var sb = new StringBuilder("     ");
+        for (var c : cs) sb.append(' ').append(c.point()).append(' ').append(localText(a.of(c.step(), c.point()), st, W).stripLeading());
+        return sb.toString();
+    }
+
+    private static String localText(dev.decodiff.harness.compare.attribution.LocalError l, Terminal.Style st, int W) {
+        if (l == null) return Fmt.padLeft("·", W - 1) + " ";
+        return switch (l.status()) {
+            case EXACT -> Fmt.padLeft(Fmt.rel(l.local()), W - 1) + " ";
+            case PRECISION -> st.yellow(Fmt.padLeft(Fmt.rel(l.local()), W - 1) + "~");
+            case UNEXPLAINED -> st.boldRed(Fmt.padLeft(Fmt.rel(l.local()), W - 1) + "✗");
+            case UNATTRIBUTED -> st.yellow(Fmt.padLeft("?", W - 1) + " ");
+        };
     }
 
     private static String modelLine(List<CellStats> cs, Terminal.Style st, StepDetail d) {

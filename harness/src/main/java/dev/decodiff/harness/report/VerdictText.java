@@ -29,6 +29,7 @@ public final class VerdictText {
             sb.append("Divergence caused by the probes themselves: every cell is within tolerance, but attaching the probe changed the logits (")
                     .append(r.observerEffect()).append("). The engine's capture path is not a pure observer; fix it before trusting any comparison.");
         } else if (!r.complete()) incomplete(sb, r);
+        else if (r.precision()) precision(sb, r);
         else match(sb, r);
         tokens(sb, r);
         if (r.observerEffect() != null && r.observerEffect().equals("none") && !r.observerEffectFound())
@@ -87,9 +88,52 @@ public final class VerdictText {
             sb.append(" Diagnosis: ").append(d).append(d.endsWith(".") ? "" : ".");
         }
         if (fd.variant() != null) sb.append(" Variant: ").append(variant(fd.variant())).append('.');
+        local(sb, r, fd);
         long failing = r.failingCells();
         if (failing > 1) sb.append(" From there ").append(Fmt.count(failing)).append(" of ").append(Fmt.count(r.cells().size()))
                 .append(" cells are over tolerance.");
+    }
+
+    private static void precision(StringBuilder sb, ComparisonResult r) {
+        var a = r.attribution();
+        long failing = r.failingCells();
+        sb.append("Precision: ");
+        if (failing > 0)
+            sb.append(Fmt.count(failing)).append(" of ").append(Fmt.count(r.cells().size())).append(" cells are over tolerance, but no op is wrong:");
+        else sb.append("every cell is within tolerance, and the candidate's ops differ from exact fp32 only by its own rounding:");
+        sb.append(" each op, recomputed exactly from the candidate's own inputs with the checkpoint's weights, is either exact"
+                + " (it only inherits drift from upstream) or reproduced by a named precision effect — ");
+        sb.append(effects(a));
+        sb.append(". No divergence").append(a.exact() ? "; --exact makes precision effects fail (exit 1)." : " (pass --exact to fail on precision effects too).");
+    }
+
+    /** "GELU through an fp16 table (126 cells, first layers.0.mlp.out at step 0: local 2.6e-4, reproduced to 3.1e-7)". */
+    static String effects(dev.decodiff.harness.compare.attribution.Attributed a) {
+        if (a.effects().isEmpty()) return "none named";
+        return a.effects().stream().map(e -> e.explanation() + " (" + Fmt.count(e.cells()) + (e.cells() == 1 ? " cell" : " cells")
+                + ", first " + e.first().point() + " at step " + e.first().step() + ": local " + Fmt.sci(e.first().local())
+                + ", reproduced to " + Fmt.sci(e.first().leftover()) + ")").collect(Collectors.joining("; "));
+    }
+
+    /** With attribution: what the divergent cell's own op added, and the precision effects before it. */
+    private static void local(StringBuilder sb, ComparisonResult r, FirstDivergence fd) {
+        var a = r.attribution();
+        if (a == null || fd.cell() == null) return;
+        var l = a.of(fd.step(), fd.point());
+        if (l == null) return;
+        switch (l.status()) {
+            case UNEXPLAINED -> {
+                sb.append(" Its own op adds rel L2 ").append(Fmt.sci(l.local())).append(" (recomputed exactly from the candidate's ").append(l.from());
+                if (l.granularity() != null) sb.append("; at the granularity of ").append(l.granularity());
+                sb.append("), and no precision effect reproduces it");
+                if (l.explanation() != null && Double.isFinite(l.leftover()))
+                    sb.append(" (the closest, ").append(l.explanation()).append(", leaves ").append(Fmt.sci(l.leftover())).append(")");
+                sb.append(": this op is the divergence, not drift from upstream.");
+            }
+            case UNATTRIBUTED -> sb.append(" Its own contribution could not be measured (").append(l.from()).append("), so it counts as a divergence.");
+            default -> {}
+        }
+        if (a.hasEffects()) sb.append(" Precision effects named besides: ").append(effects(a)).append('.');
     }
 
     private static void match(StringBuilder sb, ComparisonResult r) {

@@ -44,6 +44,8 @@ public final class LocalAttribution {
     private int[] stepTokens;
     private Map<String, float[]> have = new HashMap<>();
     private final Map<String, float[]> residuals = new HashMap<>();
+    /** The precision that explained each layer's cache reads (what the candidate's cache demonstrably stores), kept across steps. */
+    private final Map<String, Precision> readExplained = new HashMap<>();
     /** The rows each non-shared layer read at the previous step, by the read window's first position. */
     private final Map<String, Read> previousRead = new HashMap<>(), thisRead = new HashMap<>();
     /** Whole-layer attribution only: per precision, per layer, the K/V rows of every position so far. */
@@ -155,63 +157,115 @@ public final class LocalAttribution {
     /** Local error of an op, then — over fp32 noise — its precision hypotheses. rowMask: rows to judge (null: all). */
     private LocalError judge(String point, String kind, float[] cand, double tol, Function<Precision, float[]> op, boolean[] rowMask,
                              String from, String granularity) {
+        return judge(point, kind, cand, tol, op, rowMask, from, granularity, hypotheses(kind));
+    }
+
+    private LocalError judge(String point, String kind, float[] cand, double tol, Function<Precision, float[]> op, boolean[] rowMask,
+                             String from, String granularity, List<Precision> hypotheses) {
         float[] exact = op.apply(Precision.EXACT);
         if (exact == null || exact.length != cand.length) return LocalError.unattributed(step, point, tol, "its inputs do not have the checkpoint's shapes");
         double local = rel(cand, exact, rowMask);
         if (local <= tol) return new LocalError(step, point, LocalError.Status.EXACT, local, tol, null, Double.NaN, from, granularity);
-        Precision best = null;
-        double bestLeft = Double.POSITIVE_INFINITY;
-        for (var h : hypotheses(kind)) {
+        record Tried(Precision h, double left) {}
+        var tried = new ArrayList<Tried>();
+        for (var h : hypotheses) {
             float[] out = op.apply(h);
             if (out == null || out.length != cand.length) continue;
-            double left = rel(cand, out, rowMask);
+            tried.add(new Tried(h, rel(cand, out, rowMask)));
+        }
+        tried.sort(java.util.Comparator.comparingDouble(Tried::left));
+        Precision best = tried.isEmpty() ? null : tried.get(0).h();
+        double bestLeft = tried.isEmpty() ? Double.POSITIVE_INFINITY : tried.get(0).left();
+        String ties = null;
+        // roundings at a near-tie may go either way in the candidate: for the two closest hypotheses, keep each flip
+        // that brings it closer
+        for (int k = 0; k < Math.min(2, tried.size()) && bestLeft > tol; k++) {
+            var h = tried.get(k).h();
+            double left = tried.get(k).left();
+            var sites = Format.nearTies(() -> op.apply(h), MAX_TIES);
+            var flips = new java.util.HashSet<Integer>();
+            for (int site : sites) {
+                flips.add(site);
+                double l = rel(cand, Format.flipped(flips, () -> op.apply(h)), rowMask);
+                if (l < left) left = l;
+                else flips.remove(site);
+            }
             if (left < bestLeft) {
                 bestLeft = left;
                 best = h;
+                ties = flips.isEmpty() ? null : flips.size() + (flips.size() == 1 ? " rounding" : " roundings") + " at a near-tie taken the other way";
             }
         }
-        if (best != null && explains(best, bestLeft, local, tol))
-            return new LocalError(step, point, LocalError.Status.PRECISION, local, tol, best.describe(), bestLeft, from, granularity);
+        if (best != null && explains(best, bestLeft, local, tol)) {
+            if (CapturePoints.isCacheRead(kind)) readExplained.put(point, best);
+            return new LocalError(step, point, LocalError.Status.PRECISION, local, tol, best.describe() + (ties == null ? "" : " (" + ties + ")"),
+                    bestLeft, from, granularity);
+        }
         return new LocalError(step, point, LocalError.Status.UNEXPLAINED, local, tol, best == null ? null : best.describe(), bestLeft, from, granularity);
     }
 
+    /** At most this many near-tie roundings are tried the other way per cell (the first met). */
+    private static final int MAX_TIES = 48;
+
     /**
      * Whether a hypothesis that leaves {@code left} of a local error explains it: when it reproduces the candidate to
-     * fp32 noise; or, for a whole-model half-precision format, when what is left is below that format's unit roundoff
-     * (2⁻⁹ for bf16, 2⁻¹² for fp16) and at most half the local error — two implementations of one format that round in
-     * a different order (another attention kernel, another GEMM blocking) differ by about that much, and no finer
-     * claim about such an engine can be made at one op. A bug larger than the format's own rounding is never covered.
+     * fp32 noise (after letting roundings whose input lies within 2⁻²⁰ of a boundary go the other way, as two
+     * implementations that differ only in the order of their fp32 arithmetic may). A whole-model half-precision format
+     * (transformers or MLX in bf16) may also leave up to its unit roundoff (2⁻⁹ bf16, 2⁻¹² fp16) if that is at most
+     * half the local error: its attention kernel blocks and rounds its softmax in its own order (transformers' CPU SDPA
+     * in bf16 is reproduced to 1e-4…7e-4 at attn.out), which no finer claim at one op can resolve; a bug larger than
+     * the format's own rounding is still never covered.
      */
     static boolean explains(Precision h, double left, double local, double tol) {
         if (left <= tol) return true;
+        if (left > local / 2) return false;
         double u = switch (h.activations()) {
             case BF16 -> 0x1p-9;
             case F16 -> 0x1p-12;
             case F32 -> 0;
         };
-        return left <= u && left <= local / 2;
+        return left <= u;
     }
 
-    /** The precision hypotheses that can touch an op of this kind. */
+    /** The precision hypotheses that can touch an op of this kind (attention's: see {@link #attentionHypotheses}). */
     static List<Precision> hypotheses(String kind) {
         var out = new ArrayList<Precision>();
-        boolean matmul = !kind.equals(CapturePoints.EMBED) && !kind.equals(CapturePoints.FINAL_NORM) && !CapturePoints.isCacheRead(kind)
-                && !kind.equals(CapturePoints.ATTN_OUT);
+        if (CapturePoints.isCacheRead(kind)) {
+            boolean keys = kind.equals(CapturePoints.K_READ);
+            for (var s : List.of(Precision.KvStore.F16, Precision.KvStore.BF16, Precision.KvStore.Q8_0, Precision.KvStore.Q4_0))
+                out.add(keys ? Precision.EXACT.withKeys(s) : Precision.EXACT.withValues(s));
+            return out;
+        }
+        boolean matmul = !kind.equals(CapturePoints.EMBED) && !kind.equals(CapturePoints.FINAL_NORM);
         boolean gelu = kind.equals(CapturePoints.MLP_OUT) || kind.equals(CapturePoints.MOE_OUT) || kind.equals(CapturePoints.OUT);
-        boolean cache = CapturePoints.isCacheRead(kind) || kind.equals(CapturePoints.ATTN_OUT);
         for (var f : List.of(Format.BF16, Format.F16)) out.add(Precision.EXACT.withActivations(f));
         if (gelu) out.add(Precision.EXACT.withGeluTable(true));
         if (matmul)
             for (var f : List.of(Format.BF16, Format.F16)) {
                 out.add(Precision.EXACT.withMatmulInput(f));
                 if (gelu) out.add(Precision.EXACT.withMatmulInput(f).withGeluTable(true));
+                if (kind.equals(CapturePoints.MOE_OUT) || kind.equals(CapturePoints.OUT))
+                    out.add(Precision.EXACT.withExpertInput(f).withGeluTable(true));
             }
-        if (cache)
-            for (var s : List.of(Precision.KvStore.F16, Precision.KvStore.BF16, Precision.KvStore.Q8_0, Precision.KvStore.Q4_0)) {
-                out.add(Precision.EXACT.withKvCache(s));
-                if (kind.equals(CapturePoints.ATTN_OUT) && s == Precision.KvStore.F16) out.add(Precision.EXACT.withKvCache(s).withQueryF16(true));
-            }
-        if (kind.equals(CapturePoints.ATTN_OUT)) out.add(Precision.EXACT.withQueryF16(true));
+        return out;
+    }
+
+    /**
+     * Attention's hypotheses, over the stores this step's cache reads showed (an f16 cache's keys read back as f16):
+     * each of attention's kernels on them, and a half-precision framework.
+     */
+    private List<Precision> attentionHypotheses(int layer) {
+        int src = cfg.layer(layer).kvSource();
+        var kx = readExplained.get(CapturePoints.layer(src, CapturePoints.K_READ));
+        var vx = readExplained.get(CapturePoints.layer(src, CapturePoints.V_READ));
+        var k = kx == null ? Precision.KvStore.F32 : kx.keys();
+        var v = vx == null ? Precision.KvStore.F32 : vx.values();
+        var base = Precision.EXACT.withKeys(k).withValues(v);
+        var out = new ArrayList<Precision>();
+        if (!base.exact()) out.add(base);
+        out.add(base.withAttention(Precision.Attention.GGML));
+        out.add(base.withAttention(Precision.Attention.GGML_FLASH));
+        for (var f : List.of(Format.BF16, Format.F16)) out.add(base.withActivations(f));
         return out;
     }
 
@@ -257,9 +311,8 @@ public final class LocalAttribution {
         String from = "this step's " + (keys ? "k" : "v") + (lo < start ? " after the rows read at the previous step" : "");
         return judge(point, kind, cand, tol, p -> {
             float[] e = expect.clone();
-            var store = p.kvCache() != Precision.KvStore.F32 ? p.kvCache()
-                    : p.activations() == Format.BF16 ? Precision.KvStore.BF16 : p.activations() == Format.F16 ? Precision.KvStore.F16 : null;
-            if (store == null) return e;
+            var store = keys ? p.keys() : p.values();
+            if (store == Precision.KvStore.F32) return e;
             for (int r = 0; r < C; r++)
                 if (fresh[r]) System.arraycopy(Gemma4Ops.stored(java.util.Arrays.copyOfRange(e, r * stride, (r + 1) * stride), stride, store), 0, e, r * stride, stride);
             return e;
@@ -301,7 +354,7 @@ public final class LocalAttribution {
         if (done == 0) return LocalError.unattributed(step, point, tol, "none of its rows' keys were captured");
         String gran = done < T ? "rows whose keys were captured (" + done + " of " + T + ")" : null;
         return judge(point, CapturePoints.ATTN_OUT, cand, tol, p -> ops.attention(layer, q, T, start, kv, p, null), rowMask(rows, qDim),
-                "its q, k_read, v_read" + (T > 1 && base < lastLo ? " and this step's k, v" : ""), gran);
+                "its q, k_read, v_read" + (T > 1 && base < lastLo ? " and this step's k, v" : ""), gran, attentionHypotheses(layer));
     }
 
     // ---- whole layers, for producers that record only the residual stream ------------------------------------
