@@ -59,9 +59,24 @@ class CalibrateTest {
         var with = Cli.run("compare", fp32.toString(), bf16.toString(), "--tolerance", profile.toString(), "--json");
         assertThat(with.code()).as(with.toString()).isZero();
         assertThat(json(with).get("verdict").asText()).isEqualTo("match");
-        var without = Cli.run("compare", fp32.toString(), bf16.toString(), "--json");
-        assertThat(without.code()).as(without.toString()).isEqualTo(1);
-        assertThat(json(without).get("first_divergence").get("point").asText()).isEqualTo("embed"); // bf16 rounding of the table: 1.9e-3 > 1e-5
+        // without it, judged by accumulated error alone, the first bf16 rounding (the embedding's, 1.9e-3 > 1e-5) is the divergence
+        var accumulated = Cli.run("compare", fp32.toString(), bf16.toString(), "--json", "--no-attribution");
+        assertThat(accumulated.code()).as(accumulated.toString()).isEqualTo(1);
+        assertThat(json(accumulated).get("first_divergence").get("point").asText()).isEqualTo("embed");
+        // with local attribution (the default: the checkpoint is bundled) every op is reproduced by bf16 rounding
+        var attributed = Cli.run("compare", fp32.toString(), bf16.toString(), "--json");
+        assertThat(attributed.code()).as(attributed.toString()).isZero();
+        var j = json(attributed);
+        assertThat(j.get("verdict").asText()).isEqualTo("precision");
+        assertThat(j.get("first_divergence").isNull()).isTrue();
+        var effects = j.get("attribution").get("precision_effects");
+        assertThat(effects).hasSize(1);
+        assertThat(effects.get(0).get("explanation").asText()).startsWith("bf16 activations");
+        assertThat(effects.get(0).get("first").get("point").asText()).isEqualTo("embed");
+        // --exact makes the precision effects fail
+        var exact = Cli.run("compare", fp32.toString(), bf16.toString(), "--exact");
+        assertThat(exact.code()).as(exact.toString()).isEqualTo(1);
+        assertThat(exact.out()).contains("PRECISION (--exact)");
     }
 
     @Test

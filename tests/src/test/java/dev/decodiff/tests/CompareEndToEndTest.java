@@ -71,11 +71,19 @@ class CompareEndToEndTest {
         assertThat(r.code()).as(r.toString()).isZero();
         var j = json(r);
         assertThat(j.get("tolerance_profile").asText()).isEqualTo("built-in bf16 noise floor");
-        // under the fp32 defaults the same comparison is a divergence: bf16 noise is ~1e-2
+        // under fp32 tolerances, judged by accumulated error alone, the bf16 reference's own noise (~1e-2) is a divergence
         Path strict = Files.writeString(tmp.resolve("fp32.json"), "{\"default\": 1e-4}");
         var s = Cli.run("compare", root.resolve("reference-dumps/gemma4-tiny/long-bf16").toString(), "--tolerance", strict.toString(),
-                "--no-observer-check");
+                "--no-observer-check", "--no-attribution");
         assertThat(s.code()).as(s.toString()).isEqualTo(1);
+        // with attribution every failing cell's op is exact on the engine's own inputs: no divergence, no effect of the engine's
+        var a = Cli.run("compare", root.resolve("reference-dumps/gemma4-tiny/long-bf16").toString(), "--tolerance", strict.toString(),
+                "--no-observer-check", "--json");
+        assertThat(a.code()).as(a.toString()).isZero();
+        var aj = json(a);
+        assertThat(aj.get("verdict").asText()).isEqualTo("precision");
+        assertThat(aj.get("attribution").get("precision_effects")).isEmpty();
+        for (var c : aj.get("attribution").get("cells")) assertThat(c.get("status").asText()).as(c.toString()).isEqualTo("exact");
     }
 
     @Test

@@ -49,8 +49,8 @@ class LlamaCppCompareTest {
 
     @ParameterizedTest(name = "{0}")
     @ValueSource(strings = {"gemma4-tiny/long", "gemma4-tiny/short", "gemma4-tiny-moe/long"})
-    void llamaCppDivergesFirstAtTheFirstMlpOutputByFp16GeluNoiseWithEverythingUpstreamExact(String refCase) throws Exception {
-        var r = Cli.run("compare", root.resolve("reference-dumps/" + refCase).toString(), "--engine", "llama.cpp", "--json");
+    void byAccumulatedErrorLlamaCppDivergesFirstAtTheFirstMlpOutputByFp16GeluNoiseWithEverythingUpstreamExact(String refCase) throws Exception {
+        var r = Cli.run("compare", root.resolve("reference-dumps/" + refCase).toString(), "--engine", "llama.cpp", "--json", "--no-attribution");
         assertThat(r.code()).as(r.toString()).isEqualTo(1);
         var j = json(r);
         var fd = j.get("first_divergence");
@@ -66,34 +66,70 @@ class LlamaCppCompareTest {
         for (var u : fd.get("upstream")) assertThat(u.get("rel_l2").asDouble()).as(u.toString()).isLessThan(2e-6);
     }
 
-    @Test
-    void llamaCppMatchesTheBf16ReferenceUnderItsNoiseFloor() throws Exception {
-        var r = Cli.run("compare", root.resolve("reference-dumps/gemma4-tiny/long-bf16").toString(), "--engine", "llama.cpp", "--json",
-                "--no-observer-check");
+    @ParameterizedTest(name = "{0}")
+    @ValueSource(strings = {"gemma4-tiny/long", "gemma4-tiny/short", "gemma4-tiny-moe/long", "gemma4-tiny/long-bf16"})
+    void attributedCleanLlamaCppIsPrecisionNamingTheFp16GeluTableAtTheFirstMlp(String refCase) throws Exception {
+        var r = Cli.run("compare", root.resolve("reference-dumps/" + refCase).toString(), "--engine", "llama.cpp", "--json");
         assertThat(r.code()).as(r.toString()).isZero();
         var j = json(r);
-        assertThat(j.get("tolerance_profile").asText()).isEqualTo("built-in bf16 noise floor");
-        assertThat(j.get("verdict").asText()).isEqualTo("match");
+        assertThat(j.get("verdict").asText()).isEqualTo("precision");
+        var cells = j.get("attribution").get("cells");
+        assertThat(cells.size()).as("every compared cell is attributed").isEqualTo(j.get("cells").asInt());
+        String firstEffect = null;
+        for (var c : cells) {
+            assertThat(c.get("status").asText()).as(c.toString()).isIn("exact", "precision");
+            if (firstEffect == null && c.get("status").asText().equals("precision")) {
+                firstEffect = c.get("step").asInt() + " " + c.get("point").asText();
+                assertThat(c.get("explanation").asText()).startsWith("GELU through an fp16 table");
+                // what the op added is fp16 rounding; the fp16-table GELU reproduces llama.cpp's output to fp32 noise
+                assertThat(c.get("local_rel_l2").asDouble()).isBetween(1e-4, 1e-3);
+                assertThat(c.get("leftover").asDouble()).isLessThan(1e-5);
+            }
+        }
+        assertThat(firstEffect).isEqualTo("0 layers.0.mlp.out");
+        var strict = Cli.run("compare", root.resolve("reference-dumps/" + refCase).toString(), "--engine", "llama.cpp", "--exact");
+        assertThat(strict.code()).as(strict.toString()).isEqualTo(1);
     }
 
     @Test
-    void withFlashAttentionTheKeysReadAreTheF16CopiesItCastsTheCacheTo() throws Exception {
-        var r = Cli.run("compare", root.resolve("reference-dumps/gemma4-tiny/short").toString(), "--engine", "llama.cpp",
-                "--flash-attn", "--json");
-        assertThat(r.code()).as(r.toString()).isEqualTo(1);
-        var j = json(r);
-        var fd = j.get("first_divergence");
+    void withFlashAttentionTheKeysReadAreTheF16CopiesItCastsTheCacheToAndItsFp16AccumulationIsNamed() throws Exception {
+        var acc = Cli.run("compare", root.resolve("reference-dumps/gemma4-tiny/short").toString(), "--engine", "llama.cpp",
+                "--flash-attn", "--json", "--no-attribution");
+        assertThat(acc.code()).as(acc.toString()).isEqualTo(1);
+        var fd = json(acc).get("first_divergence");
         assertThat(fd.get("step").asInt()).isZero();
         assertThat(fd.get("point").asText()).isEqualTo("layers.0.attn.k_read");
         assertThat(fd.get("rel_l2").asDouble()).isBetween(1e-4, 1e-3); // f16 rounding: 2^-11 relative at most
+        var r = Cli.run("compare", root.resolve("reference-dumps/gemma4-tiny/short").toString(), "--engine", "llama.cpp",
+                "--flash-attn", "--json");
+        assertThat(r.code()).as(r.toString()).isZero();
+        var j = json(r);
+        assertThat(j.get("verdict").asText()).isEqualTo("precision");
         assertThat(j.get("only_in_reference")).as("k_read/v_read are read from the fused op's sources").isEmpty();
         assertThat(j.get("observer_effect").asText()).isEqualTo("none");
+        var names = new java.util.ArrayList<String>();
+        for (var e : j.get("attribution").get("precision_effects")) names.add(e.get("explanation").asText());
+        assertThat(names).anyMatch(n -> n.startsWith("keys stored as f16"));
+        assertThat(names).anyMatch(n -> n.contains("flash attention in fp16"));
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @ValueSource(strings = {"bf16", "f16"})
+    void halfPrecisionWeightsAreNamedAsTheMatmulInputsRounding(String type) throws Exception {
+        var r = Cli.run("compare", root.resolve("reference-dumps/gemma4-tiny-moe/long").toString(), "--engine", "llama.cpp",
+                "--gguf-type", type, "--json", "--no-observer-check");
+        assertThat(r.code()).as(r.toString()).isZero();
+        var j = json(r);
+        assertThat(j.get("verdict").asText()).isEqualTo("precision");
+        var names = new java.util.ArrayList<String>();
+        for (var e : j.get("attribution").get("precision_effects")) names.add(e.get("explanation").asText());
+        assertThat(names).anyMatch(n -> n.contains("rounded to " + (type.equals("f16") ? "fp16" : "bf16")));
     }
 
     @Test
-    void moeWithBf16WeightsDivergesWhereTheRouterFlipsANearTie() throws Exception {
+    void moeWithBf16WeightsDivergesWhereTheRouterFlipsANearTieByAccumulatedError() throws Exception {
         var r = Cli.run("compare", root.resolve("reference-dumps/gemma4-tiny-moe/long").toString(), "--engine", "llama.cpp",
-                "--gguf-type", "bf16", "--json", "--no-observer-check");
+                "--gguf-type", "bf16", "--json", "--no-observer-check", "--no-attribution");
         assertThat(r.code()).as(r.toString()).isEqualTo(1);
         var fd = json(r).get("first_divergence");
         assertThat(fd.get("step").asInt()).isEqualTo(1);

@@ -73,8 +73,14 @@ class MatmulBf16Test {
         var with = Cli.run("compare", fp32.toString(), "--matmul", "bf16", "--tolerance", profile.toString(), "--json");
         assertThat(with.code()).as(with.toString()).isZero();
         assertThat(JSON.readTree(with.out()).get("verdict").asText()).isEqualTo("match");
-        var without = Cli.run("compare", fp32.toString(), "--matmul", "bf16", "--json");
+        var without = Cli.run("compare", fp32.toString(), "--matmul", "bf16", "--json", "--no-attribution");
         assertThat(without.code()).as(without.toString()).isEqualTo(1);
+        // attributed, the bf16 products are named for what they are: every matmul's input rounded to bf16
+        var attributed = Cli.run("compare", fp32.toString(), "--matmul", "bf16", "--json");
+        assertThat(attributed.code()).as(attributed.toString()).isZero();
+        var j = JSON.readTree(attributed.out());
+        assertThat(j.get("verdict").asText()).isEqualTo("precision");
+        assertThat(j.get("attribution").get("precision_effects").get(0).get("explanation").asText()).startsWith("matmul inputs rounded to bf16");
     }
 
     @Test

@@ -59,10 +59,10 @@ public enum Format {
      */
     private static final class Ties {
         private final Set<Integer> flip;
-        private final List<Integer> recorded;
+        private final List<long[]> recorded;
         private int count;
 
-        Ties(Set<Integer> flip, List<Integer> recorded) {
+        Ties(Set<Integer> flip, List<long[]> recorded) {
             this.flip = flip;
             this.recorded = recorded;
         }
@@ -73,23 +73,30 @@ public enum Format {
             if (recorded == null && !flip.contains(i)) return r;
             float lo = f.plain(x * (1f - 0x1p-20f)), hi = f.plain(x * (1f + 0x1p-20f));
             if (lo == hi) return r;
-            if (recorded != null) recorded.add(i);
+            if (recorded != null) {
+                // how near: the input's distance to the boundary between its two neighbours, relative to the input
+                float mid = (lo + hi) / 2;
+                recorded.add(new long[]{i, Double.doubleToLongBits(Math.abs((double) x - mid) / Math.abs(x))});
+            }
             return flip.contains(i) ? (r == lo ? hi : lo) : r;
         }
     }
 
     private static final ThreadLocal<Ties> TIES = new ThreadLocal<>();
 
-    /** Runs op and returns the counts of its near-tie roundings (the first {@code max} met). */
+    /** Runs op and returns the counts of its near-tie roundings, nearest the boundary first (at most {@code max}). */
     public static List<Integer> nearTies(Runnable op, int max) {
-        var rec = new ArrayList<Integer>();
+        var rec = new ArrayList<long[]>();
         TIES.set(new Ties(Set.of(), rec));
         try {
             op.run();
         } finally {
             TIES.remove();
         }
-        return rec.size() > max ? rec.subList(0, max) : rec;
+        rec.sort(java.util.Comparator.comparingDouble(r -> Double.longBitsToDouble(r[1])));
+        var out = new ArrayList<Integer>();
+        for (int i = 0; i < Math.min(max, rec.size()); i++) out.add((int) rec.get(i)[0]);
+        return out;
     }
 
     /** Runs op with the near-tie roundings of these counts rounded to the other neighbour. */

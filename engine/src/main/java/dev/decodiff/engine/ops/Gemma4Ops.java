@@ -205,7 +205,7 @@ public final class Gemma4Ops {
                 vs = (float) Math.exp(s[j] - m);
             }
             int o = vOff + j * stride;
-            for (int x = 0; x < d; x++) acc[x] = Format.F16.round(acc[x] + values[o + x] * vs);
+            for (int x = 0; x < d; x++) acc[x] = Format.F16.round(Math.fma(values[o + x], vs, acc[x])); // ggml's vector FMA
             sum = sum * ms + vs;
         }
         float inv = 1f / sum;

@@ -23,7 +23,10 @@ public record Attributed(Map<String, LocalError> cells, List<Effect> effects, Li
             var e = a.error(c.step(), c.point());
             if (e == null) continue;
             byCell.put(LocalAttribution.key(c.step(), c.point()), e);
-            if (e.status() == LocalError.Status.PRECISION) effects.computeIfAbsent(e.explanation(), k -> new ArrayList<>()).add(e);
+            // one effect whether or not some of its cells also needed a near-tie rounding the other way
+            if (e.status() == LocalError.Status.PRECISION)
+                effects.computeIfAbsent(e.explanation().replaceFirst(" \\(\\d+ roundings? at a near-tie taken the other way\\)$", ""),
+                        k -> new ArrayList<>()).add(e);
         }
         var list = new ArrayList<Effect>();
         effects.forEach((name, es) -> {
