@@ -118,7 +118,7 @@ class LocalAttributionTest {
         int steps = JSON.readTree(outs.resolve("manifest.json").toFile()).get("steps").size();
         for (int s = 0; s < steps; s++)
             DumpSurgery.editStep(outs, s, t -> t.keySet().removeIf(p -> p.startsWith("layers.") && !p.matches("layers\\.\\d+\\.out")));
-        DumpSurgery.editManifest(outs, m -> m.replace("\"steps\"", "\"selected_points\": [\"embed\", \"layers.*.out\", \"final_norm\", \"logits\"],\n \"steps\""));
+        DumpSurgery.editManifest(outs, m -> m.replace("\"steps\"", "\"selected_points\": [\"embed\", \"layers.?.out\", \"final_norm\", \"logits\"],\n \"steps\""));
         var j = compare(fp32, outs);
         assertThat(j.get("verdict").asText()).isEqualTo("precision");
         var out = cell(j, 3, "layers.2.out");
@@ -140,7 +140,7 @@ class LocalAttributionTest {
     }
 
     @Test
-    void withoutTheCheckpointTheReportSaysAttributionNeedsIt() throws Exception {
+    void withoutTheReferencesCheckpointAttributionIsOffAndTheReportSaysSo() throws Exception {
         Path other = DumpSurgery.copy(bf16, tmp.resolve("other"));
         Path ref = DumpSurgery.copy(fp32, tmp.resolve("ref"));
         // a reference of a checkpoint that is not bundled (its weights hash unknown here)
@@ -149,10 +149,20 @@ class LocalAttributionTest {
         var r = Cli.run("compare", ref.toString(), other.toString());
         assertThat(r.code()).as(r.toString()).isEqualTo(1);
         assertThat(r.out()).contains("no local attribution").contains("--model");
-        var withModel = Cli.run("compare", ref.toString(), other.toString(), "--model", root.resolve("checkpoints/gemma4-tiny").toString(),
-                "--allow-mismatch", "--json");
-        assertThat(withModel.code()).as(withModel.toString()).isZero();
-        assertThat(JSON.readTree(withModel.out()).get("verdict").asText()).isEqualTo("precision");
+        // another checkpoint, let through by --allow-mismatch, is no basis for attribution either
+        var mismatched = Cli.run("compare", ref.toString(), other.toString(), "--model", root.resolve("checkpoints/gemma4-tiny").toString(),
+                "--allow-mismatch");
+        assertThat(mismatched.code()).as(mismatched.toString()).isEqualTo(1);
+        assertThat(mismatched.out()).contains("the checkpoint is not the reference's");
+    }
+
+    @Test
+    void modelNamesTheCheckpointForTwoDumps() throws Exception {
+        Path copy = tmp.resolve("ckpt");
+        DumpSurgery.copy(root.resolve("checkpoints/gemma4-tiny"), copy);
+        var r = Cli.run("compare", fp32.toString(), bf16.toString(), "--model", copy.toString(), "--json");
+        assertThat(r.code()).as(r.toString()).isZero();
+        assertThat(JSON.readTree(r.out()).get("verdict").asText()).isEqualTo("precision");
     }
 
     static double atanh(double x) { return 0.5 * Math.log((1 + x) / (1 - x)); }

@@ -77,7 +77,7 @@ class SelfTestTest {
         assertThat(result.passed()).isTrue();
 
         // Coverage: every bundled checkpoint, both cases, every catalog fault somewhere, and clean runs.
-        assertThat(j.get("checkpoints")).hasSize(3);
+        assertThat(j.get("checkpoints")).hasSize(4);
         for (Fault f : Fault.values()) {
             long localized = 0;
             for (var run : j.get("runs")) if (run.get("fault").asText().equals(f.id()) && run.get("status").asText().equals("localized")) localized++;

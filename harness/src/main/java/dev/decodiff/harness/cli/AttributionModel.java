@@ -16,11 +16,17 @@ import java.util.List;
 final class AttributionModel {
     private AttributionModel() {}
 
+    /** Recomputing another model's ops would attribute nothing about the reference's: attribution is off. */
+    static final String OFF_OTHER_MODEL = "no local attribution: the checkpoint is not the reference's, so its ops recomputed say nothing about"
+            + " the reference's model — each cell is judged by its accumulated error";
+
     static Path locate(ReferenceArgs args, DumpReader ref, List<String> notes) {
         if (args.model() != null) {
             String note = ModelLocator.check(args.model(), ModelLocator.identity(args.model()), ref.manifest(), ref.manifestFile(), args.allowMismatch());
-            if (note != null) notes.add(note);
-            return args.model();
+            if (note == null) return args.model();
+            notes.add(note);
+            notes.add(OFF_OTHER_MODEL);
+            return null;
         }
         try {
             Path dir = ModelLocator.bundledFor(Home.get(), ref.manifest(), ref.manifestFile());

@@ -28,7 +28,11 @@ import java.util.concurrent.Callable;
 @Command(name = "compare", mixinStandardHelpOptions = true,
         description = {"Compares a candidate against a reference dump, cell by cell (step × capture point), and names the first divergence.",
                 "Without CANDIDATE the engine runs live, teacher-forced on the reference's tokens, and the observer effect of the probes is checked."},
-        footer = {"", "Exit codes: 0 match, 1 divergence, 2 bad input or usage, 3 incomplete: every compared cell agrees but not every"
+        footer = {"", "Local attribution: each cell's op is recomputed from the candidate's own inputs with the reference's checkpoint (found"
+                        + " by its hashes, or --model for two dumps); drift inherited from upstream is never the finding, and rounding a"
+                        + " named precision effect reproduces (GELU through an fp16 table, bf16 activations, an f16 cache, …) is verdict"
+                        + " precision, exit 0 (--exact: exit 1). The divergence is the first op no effect explains.",
+                "Exit codes: 0 match or precision, 1 divergence, 2 bad input or usage, 3 incomplete: every compared cell agrees but not every"
                         + " step and point of the reference was compared, the candidate has steps the reference lacks (a reference cut"
                         + " short?), or a dump lacks its completeness mark. Points only the candidate holds are listed, not held against"
                         + " the verdict; points a candidate left out with dump --points are excluded, and the report says so.",
@@ -122,7 +126,8 @@ final class CompareCommand implements Callable<Integer> {
                 notes.add("llama.cpp runs " + source.weightDtype() + " weights: judged by the bf16 tolerance profile");
             }
             var opt = new Comparison.Options(profile, referenceArgs.allowMismatch(), bar::update);
-            if (noAttribution) return Comparison.run(ref, source, opt, notes);
+            if (located.note() != null && !noAttribution) notes.add(AttributionModel.OFF_OTHER_MODEL);
+            if (noAttribution || located.note() != null) return Comparison.run(ref, source, opt, notes);
             try (var m = Gemma4Model.load(located.dir())) {
                 return Comparison.run(ref, source, opt.withAttribution(new dev.decodiff.harness.compare.attribution.LocalAttribution(m, true), exact), notes);
             }
@@ -143,7 +148,8 @@ final class CompareCommand implements Callable<Integer> {
                  var source = LiveCandidate.forPoints(m, options, rm, ref.allPoints(), !noObserverCheck)) {
                 var opt = new Comparison.Options(profile, referenceArgs.allowMismatch(), bar::update);
                 // decodiff's own forward is these ops: attribute only what is over tolerance
-                if (!noAttribution) opt = opt.withAttribution(new dev.decodiff.harness.compare.attribution.LocalAttribution(m, false), exact);
+                if (!noAttribution && located.note() == null) opt = opt.withAttribution(new dev.decodiff.harness.compare.attribution.LocalAttribution(m, false), exact);
+                else if (!noAttribution) notes.add(AttributionModel.OFF_OTHER_MODEL);
                 return Comparison.run(ref, source, opt, notes);
             }
         }
