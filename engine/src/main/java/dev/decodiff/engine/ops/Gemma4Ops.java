@@ -13,7 +13,7 @@ import dev.decodiff.metal.WeightMatrix;
 
 /**
  * Gemma 4's ops, one method per node of {@link OpGraph}, each recomputing one capture point from its inputs with the
- * checkpoint's weights (gemma4-spec.md's math, with the engine's kernels). Every op takes a {@link Precision}: with
+ * checkpoint's weights (Gemma 4's math as transformers computes it, with the engine's kernels). Every op takes a {@link Precision}: with
  * {@link Precision#EXACT} it is the exact fp32 op (the same kernels and order as the engine's forward, so the engine's
  * own tensors recompute to the bit or to fp32 noise); any other precision rounds where that kind of engine rounds.
  * Attribution (what an op added to the candidate's error), precision hypotheses and bisect's variants all call these.
@@ -34,7 +34,7 @@ public final class Gemma4Ops {
 
     // ---- embed, ple ------------------------------------------------------------------------------------------
 
-    /** embed = E[id]·√H (spec §2.1); a bf16 engine multiplies by √H rounded to bf16. */
+    /** embed = E[id]·√H; a bf16 engine multiplies by √H rounded to bf16. */
     public float[] embed(int[] tokens, Precision p) {
         int T = tokens.length, H = cfg.hidden();
         float[] x = new float[T * H];
@@ -46,7 +46,7 @@ public final class Gemma4Ops {
         return act(x, p);
     }
 
-    /** ple [T, L, P] from the tokens and the scaled embedding (spec §2.2). */
+    /** ple [T, L, P] from the tokens and the scaled embedding. */
     public float[] ple(int[] tokens, float[] embed, Precision p) {
         int T = tokens.length, H = cfg.hidden(), L = cfg.numLayers(), P = cfg.pleDim(), LP = L * P;
         var f = p.activations();
@@ -73,7 +73,7 @@ public final class Gemma4Ops {
 
     /**
      * q = RoPE(q_norm(h·Wq)), k = RoPE(k_norm(h·Wk)), v = v_norm(h·Wv) (k_eq_v full layers: v from the raw k
-     * projection) with h = input_layernorm(x), for T rows at positions start… (spec §2.4, §3).
+     * projection) with h = input_layernorm(x), for T rows at positions start….
      */
     public Qkv qkv(int layer, float[] x, int T, int start, Precision p) {
         var spec = cfg.layer(layer);
@@ -214,7 +214,7 @@ public final class Gemma4Ops {
 
     // ---- after attention -------------------------------------------------------------------------------------
 
-    /** The residual after attention: x + post_attention_layernorm(attn.out·Woᵀ) (spec §2.3). */
+    /** The residual after attention: x + post_attention_layernorm(attn.out·Woᵀ). */
     public float[] postAttention(int layer, float[] x, float[] attnOut, int T, Precision p) {
         var lw = w.layers().get(layer);
         int H = cfg.hidden();
@@ -226,7 +226,7 @@ public final class Gemma4Ops {
         return r;
     }
 
-    /** mlp.out = W_down·(gelu(W_gate·u) ⊙ W_up·u), u = pre_feedforward_layernorm(residual) (spec §2.5). */
+    /** mlp.out = W_down·(gelu(W_gate·u) ⊙ W_up·u), u = pre_feedforward_layernorm(residual). */
     public float[] mlp(int layer, float[] residual, int T, Precision p) {
         var lw = w.layers().get(layer);
         int H = cfg.hidden();
@@ -239,7 +239,7 @@ public final class Gemma4Ops {
     }
 
     /**
-     * moe.out (spec §2.6) on the post-attention residual: router (norm, scale, softmax, top-k renormalised, per-expert
+     * moe.out on the post-attention residual: router (norm, scale, softmax, top-k renormalised, per-expert
      * scale), experts on pre_feedforward_layernorm_2(residual), summed in expert order.
      */
     public float[] moe(int layer, float[] residual, int T, Precision p) {
@@ -290,7 +290,7 @@ public final class Gemma4Ops {
 
     /**
      * out = layer_scalar·(residual + post_feedforward_layernorm(m) [+ per-layer-input branch]) where m is mlp.out, or
-     * with MoE post_feedforward_layernorm_1(mlp.out) + post_feedforward_layernorm_2(moe.out) (spec §2.3, §2.6).
+     * with MoE post_feedforward_layernorm_1(mlp.out) + post_feedforward_layernorm_2(moe.out).
      */
     public float[] layerOut(int layer, float[] residual, float[] mlpOut, float[] moeOut, float[] ple, int T, Precision p) {
         var lw = w.layers().get(layer);
@@ -329,7 +329,7 @@ public final class Gemma4Ops {
         return out;
     }
 
-    /** logits [V] of the last row of final_norm: the tied head, then the soft-cap (spec §2.7). */
+    /** logits [V] of the last row of final_norm: the tied head, then the soft-cap. */
     public float[] logits(float[] finalNorm, int T, Precision p) {
         int H = cfg.hidden();
         float[] last = matmulInput(java.util.Arrays.copyOfRange(finalNorm, (T - 1) * H, T * H), p);

@@ -32,7 +32,7 @@ import java.util.concurrent.Callable;
                         + " by its hashes, or --model for two dumps); drift inherited from upstream is never the finding, and rounding a"
                         + " named precision effect reproduces (GELU through an fp16 table, bf16 activations, an f16 cache, …) is verdict"
                         + " precision, exit 0 (--exact: exit 1). The divergence is the first op no effect explains.",
-                "Exit codes: 0 match or precision, 1 divergence, 2 bad input or usage, 3 incomplete: every compared cell agrees but not every"
+                "Exit codes: 0 match or precision, 1 divergence, 3 incomplete, 2 bad input or usage. Incomplete: every compared cell agrees but not every"
                         + " step and point of the reference was compared, the candidate has steps the reference lacks (a reference cut"
                         + " short?), or a dump lacks its completeness mark. Points only the candidate holds are listed, not held against"
                         + " the verdict; points a candidate left out with dump --points are excluded, and the report says so.",
