@@ -85,7 +85,7 @@ class SelfTestTest {
         }
         long clean = 0;
         for (var run : j.get("runs")) if (run.get("fault").asText().equals("clean")) clean++;
-        assertThat(clean).as("clean compare runs: 3 checkpoints × short, long").isEqualTo(6);
+        assertThat(clean).as("clean compare runs: 4 checkpoints × short, long").isEqualTo(8);
         assertThat(j.get("applicable").asLong()).isGreaterThanOrEqualTo(60);
         System.out.printf("selftest: %d localized of %d, false alarms %d, %.1fs%n", j.get("localized").asLong(), j.get("applicable").asLong(),
                 j.get("false_alarms").asLong(), j.get("seconds").asDouble());
