@@ -5,10 +5,13 @@ an incremental rebuild of libllama), then judged on each bundled checkpoint it a
   against transformers   `decodiff compare reference-dumps/<checkpoint>/long --engine llama.cpp` with the patched
                          library: the verdict a user gets, its first divergent cell and the variant it names;
   against clean llama.cpp  the patched build's dump compared with the clean native build's dump of the same case: both
-                         share llama.cpp's precision, so the first divergence is the patch's own effect.
+                         share llama.cpp's precision, so the first divergence is the patch's own effect;
+  local (bisect)         `decodiff bisect ... --engine llama.cpp`: every op fed transformers' own inputs and cache
+                         history through the eval callback; the first cell whose local error is over one fp16 step.
 
-Prints a table bug x checkpoint and, first, clean llama.cpp's verdict on each checkpoint. Exit 0 when every patch
-diverges from clean llama.cpp at its expected cell and clean llama.cpp does not diverge from itself; 1 otherwise.
+Prints a table bug x checkpoint and, first, clean llama.cpp's verdicts on each checkpoint. Exit 0 when every patch
+diverges from clean llama.cpp and is bisected to its expected cell, and clean llama.cpp has no local error over the
+floor and does not diverge from itself; 1 otherwise.
 
   llamacpp/porting-bugs/run.py [--only NAME[,NAME...]] [--case long|short] [--work DIR] [--json FILE]
 
@@ -82,6 +85,15 @@ def judged(code, data, err):
     return data.get("verdict"), cell, variant, ""
 
 
+def bisected(lib, ref):
+    """`decodiff bisect REF --engine llama.cpp --json`: (verdict, culprit cell or None)."""
+    code, data, err = decodiff(lib, "bisect", str(ref), "--engine", "llama.cpp", "--json")
+    if data is None:
+        return (f"exit {code}: {first_line(err)}", None)
+    c = data.get("culprit")
+    return (data.get("verdict"), (c["step"], c["point"]) if c else None)
+
+
 def cell_text(cell):
     return "-" if cell is None else f"step {cell[0]} {cell[1]}"
 
@@ -122,14 +134,15 @@ def main():
                 # clean against itself: the suite's own floor (must be a match)
                 scode, sdata, serr = decodiff(clean, "compare", str(out), str(out), "--json")
                 self_verdict = judged(scode, sdata, serr)[0]
+                local = bisected(clean, ref)
             else:
-                note, self_verdict = first_line(derr), None
+                note, self_verdict, local = first_line(derr), None, None
         else:
-            self_verdict = None
-        baseline[ck] = dict(verdict=verdict, cell=cell, note=note, dump=dumped, self=self_verdict)
+            self_verdict, local = None, None
+        baseline[ck] = dict(verdict=verdict, cell=cell, note=note, dump=dumped, self=self_verdict, local=local)
         print(f"  {ck}/{a.case}: {verdict} {cell_text(cell)} {note}", file=sys.stderr)
 
-    rows, ok = [], all(b["self"] in (None, "match") for b in baseline.values())
+    rows, ok = [], all(b["self"] in (None, "match") and (b["local"] is None or b["local"][0] == "match") for b in baseline.values())
     for bug in bugs:
         patch = HERE / f"{bug['name']}.patch"
         lib = library(patch)
@@ -150,29 +163,31 @@ def main():
                 v2, cell2, _, note2 = judged(*decodiff(lib, "compare", str(base["dump"]), str(out), "--json"))
             else:
                 v2, cell2, note2 = "refused", None, first_line(derr)
-            hit = cell2 == row["expected"]
+            lv, lcell = bisected(lib, ref)
+            hit = cell2 == row["expected"] and lcell == row["expected"]
             ok = ok and hit
             row.update(verdict=verdict, cell=cell, variant=variant, note=note, vs_clean=v2, vs_clean_cell=cell2,
-                       vs_clean_note=note2, at_expected_cell=hit)
+                       vs_clean_note=note2, local=lv, local_cell=lcell, at_expected_cell=hit)
             rows.append(row)
-            print(f"  {bug['name']} on {ck}: {verdict} {cell_text(cell)} | vs clean: {v2} {cell_text(cell2)}"
+            print(f"  {bug['name']} on {ck}: {verdict} {cell_text(cell)} | vs clean: {v2} {cell_text(cell2)} | local: {cell_text(lcell)}"
                   f"{'' if hit else '  <- expected ' + cell_text(row['expected'])}", file=sys.stderr)
 
     print()
     print(f"Clean llama.cpp (native build) against transformers, case {a.case}:")
     for ck, b in baseline.items():
         print(f"  {ck}: {b['verdict']}" + (f", first divergent cell {cell_text(b['cell'])}" if b["cell"] else "")
+              + (f"; local errors: {b['local'][0]} {cell_text(b['local'][1])}" if b["local"] else "")
               + (f"; against itself: {b['self']}" if b["self"] else "") + (f"\n    {b['note']}" if b["note"] else ""))
     print()
     head = ("bug", "checkpoint", "expected cell", "verdict vs transformers", "first divergent cell", "named variant",
-            "vs clean llama.cpp", "")
+            "vs clean llama.cpp", "local error over the floor (bisect)", "")
     table = [head]
     for r in rows:
         if r["verdict"] == "not run":
-            table.append((r["bug"], r["checkpoint"], cell_text(r["expected"]), "not run", "-", "-", r["note"], ""))
+            table.append((r["bug"], r["checkpoint"], cell_text(r["expected"]), "not run", "-", "-", r["note"], "-", ""))
             continue
         table.append((r["bug"], r["checkpoint"], cell_text(r["expected"]), r["verdict"], cell_text(r["cell"]),
-                      r["variant"] or "-", f"{r['vs_clean']} {cell_text(r['vs_clean_cell'])}".strip(),
+                      r["variant"] or "-", f"{r['vs_clean']} {cell_text(r['vs_clean_cell'])}".strip(), cell_text(r["local_cell"]),
                       "ok" if r["at_expected_cell"] else "MISSED"))
     widths = [max(len(str(row[i])) for row in table) for i in range(len(head))]
     for i, row in enumerate(table):

@@ -107,7 +107,7 @@ public final class LlamaCppRunner implements AutoCloseable {
     /**
      * {@link #step(int[], int, Collection)} with the graph tensors of {@code substitutes}' points replaced by the given
      * values (row-major, in the point's shape) as soon as llama.cpp computed them, so everything downstream in this
-     * step — the K/V cache writes included — reads them.
+     * step — the K/V cache writes included — reads them. A replaced point is captured as llama.cpp computed it.
      */
     public Step step(int[] tokens, int start, Collection<String> expected, Map<String, float[]> substitutes) {
         if (capture == null) throw new IllegalStateException("this runner was opened without capture");

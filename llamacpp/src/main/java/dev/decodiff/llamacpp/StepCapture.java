@@ -15,7 +15,7 @@ import java.util.function.Predicate;
  * ({@link GraphNames}), copies them out in decodiff's shapes, and rebuilds k_read/v_read from the cache views the
  * attention read. One instance serves every step of a run; {@link #take()} hands over a step's tensors. A step may
  * also replace named graph tensors with given values ({@link #substitute}): written in the callback right after the
- * node is computed, so every later node of the graph reads them.
+ * node is computed (and captured, as computed), so every later node of the graph reads them.
  */
 final class StepCapture implements LlamaContext.Tap {
     private final Predicate<String> wanted;
@@ -101,12 +101,13 @@ final class StepCapture implements LlamaContext.Tap {
         var e = GraphNames.entry(p);
         if (e.isPresent()) {
             String point = GraphNames.point(e.get(), p.layer());
+            // captured as llama.cpp computed it (on whatever inputs it was given), then replaced for what follows
+            if (wanted.test(point)) tensors.put(point, shaped(point, e.get().shape(), t));
             float[] replacement = substitutes.get(point);
             if (replacement != null) {
                 t.overwrite(replacement);
                 substituted.add(point);
             }
-            if (wanted.test(point)) tensors.put(point, shaped(point, e.get().shape(), t));
             var fa = t.src(0);
             if (e.get().kind().equals(CapturePoints.ATTN_OUT) && fa != null && fa.op() == GgmlTensor.OP_FLASH_ATTN_EXT && wantsReads(p.layer()))
                 readFlashAttention(p.layer(), fa);
@@ -250,7 +251,7 @@ final class StepCapture implements LlamaContext.Tap {
             var missing = new java.util.TreeSet<>(substitutes.keySet());
             missing.removeAll(substituted);
             substitutes = Map.of();
-            throw new LlamaCppException("llama.cpp's graph computed no tensor for " + String.join(", ", missing) + " in this step, so it was not replaced");
+            throw new NotReplacedException(missing);
         }
         substitutes = Map.of();
         substituted.clear();

@@ -37,6 +37,9 @@ final class BisectCommand implements Callable<Integer> {
     @Mixin
     OutputArgs output = new OutputArgs();
 
+    @Mixin
+    LlamaCppFlags llama = new LlamaCppFlags();
+
     @Option(names = "--no-ops", description = "Skip the op-level check (every metal kernel against ND4J) that runs once a culprit is confirmed.")
     boolean noOps;
 
@@ -50,6 +53,7 @@ final class BisectCommand implements Callable<Integer> {
         var ref = referenceArgs.open();
         var profile = referenceArgs.profile(ref);
         Path modelDir = referenceArgs.locateModel(ref).dir();
+        if (llama.isLlamaCpp()) return llamaCpp(refDir, ref, modelDir);
         var options = engine.options();
         try (var m = Gemma4Model.load(modelDir)) {
             dev.decodiff.harness.live.EngineSetup.checkKvFits(m, options);
@@ -61,6 +65,27 @@ final class BisectCommand implements Callable<Integer> {
                     () -> BisectReport.terminal(result, Terminal.colourStdout()) + (opLevel == null ? "" : opLevel.terminal()),
                     () -> BisectReport.html(result));
             return result.exitCode();
+        }
+    }
+
+    /**
+     * On llama.cpp, bisect's first level: each cell's local error, every op fed the reference's inputs and cache
+     * history through the eval callback; the culprit is the first over one fp16 step.
+     */
+    private int llamaCpp(Path refDir, dev.decodiff.harness.dump.DumpReader ref, Path modelDir) {
+        if (output.html != null) throw new dev.decodiff.harness.BadInputException("--html is not written for --engine llama.cpp yet; use the terminal or --json");
+        var gguf = llama.resolveGguf(modelDir, false);
+        int tokens = ref.manifest().step(ref.manifest().stepCount() - 1).start() + ref.manifest().step(ref.manifest().stepCount() - 1).length();
+        var options = llama.options(engine, tokens);
+        try {
+            String candidate = dev.decodiff.llamacpp.LlamaCppRunner.describeRelease() + ": " + llama.describeSource(gguf, modelDir)
+                    + " (" + dev.decodiff.llamacpp.ffi.LlamaContext.describe(options) + ")";
+            var r = dev.decodiff.harness.bisect.LlamaCppLocalErrors.run(refDir, gguf, options, candidate);
+            output.deliver(spec, () -> dev.decodiff.harness.bisect.LlamaCppLocalErrors.json(r).toPrettyString(),
+                    () -> dev.decodiff.harness.bisect.LlamaCppLocalErrors.terminal(r), () -> "");
+            return r.diverges() ? Main.DIVERGENCE : Main.MATCH;
+        } catch (dev.decodiff.llamacpp.ffi.LlamaCppException e) {
+            throw new dev.decodiff.harness.BadInputException(e.getMessage(), e);
         }
     }
 }

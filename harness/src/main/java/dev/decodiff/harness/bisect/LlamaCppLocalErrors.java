@@ -1,0 +1,138 @@
+package dev.decodiff.harness.bisect;
+
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.decodiff.engine.CapturePoints;
+import dev.decodiff.harness.compare.CellStats;
+import dev.decodiff.harness.dump.DumpReader;
+import dev.decodiff.harness.report.Fmt;
+import dev.decodiff.llamacpp.LlamaCppRunner;
+import dev.decodiff.llamacpp.ffi.LlamaContext;
+
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * Bisect's first level on llama.cpp: every cell's local error. llama.cpp runs the reference's steps teacher-forced with
+ * the reference's own tensors written into its graph through the eval callback (embed, and per layer q, k, v,
+ * attn.out, the dense mlp.out, moe.out and out; final_norm): each op then computes from the reference's inputs, and
+ * the K/V cache fills with the reference's keys and values, so every later step reads the reference's history. What
+ * llama.cpp computed at each point (captured before the replacement) against the reference is that op's local error:
+ * drift inherited from upstream is gone. The culprit is the first cell in causal order whose local error is over
+ * {@link #FLOOR} — one fp16 step (2^-10), the coarsest rounding llama.cpp's fp32 path applies (its GELU table, which
+ * leaves ≈ 3e-4 on every MLP output); anything finer than that floor is not resolved here. A MoE layer's dense mlp.out
+ * is an unnamed product llama.cpp's graph does not let decodiff replace: there, out's local error includes it.
+ */
+public final class LlamaCppLocalErrors {
+    public static final double FLOOR = 0x1p-10;
+
+    /** Points written into the graph, per layer and for the model. */
+    static final List<String> LAYER_POINTS = List.of(CapturePoints.Q, CapturePoints.K, CapturePoints.V, CapturePoints.ATTN_OUT,
+            CapturePoints.MLP_OUT, CapturePoints.MOE_OUT, CapturePoints.OUT);
+
+    public record Cell(int step, String point, double local) {}
+
+    public record Result(String reference, String candidate, List<Cell> cells, Cell culprit, Map<String, Cell> worstBelowFloorByKind) {
+        public boolean diverges() { return culprit != null; }
+    }
+
+    public static Result run(Path referenceDir, Path gguf, LlamaContext.Options options, String candidate) {
+        // a point whose graph tensor this build does not compute (a patched graph may name it otherwise) is compared where
+        // captured but not replaced: the run starts again without it
+        var unreplaceable = new java.util.HashSet<String>();
+        for (int attempt = 0; ; attempt++) {
+            try {
+                return attempt(referenceDir, gguf, options, candidate, unreplaceable);
+            } catch (dev.decodiff.llamacpp.NotReplacedException e) {
+                if (attempt > 3 || !unreplaceable.addAll(e.points())) throw e;
+            }
+        }
+    }
+
+    private static Result attempt(Path referenceDir, Path gguf, LlamaContext.Options options, String candidate, java.util.Set<String> unreplaceable) {
+        var ref = DumpReader.open(referenceDir);
+        var m = ref.manifest();
+        var cells = new ArrayList<Cell>();
+        var points = ref.allPoints();
+        try (var runner = LlamaCppRunner.open(gguf, options, points::contains)) {
+            for (int s = 0; s < m.stepCount(); s++) {
+                try (var step = ref.readStep(s)) {
+                    var subs = new HashMap<String, float[]>();
+                    for (String p : step.points()) {
+                        String kind = CapturePoints.kindOf(p);
+                        int layer = CapturePoints.layerOf(p);
+                        boolean layerPoint = layer >= 0 && LAYER_POINTS.contains(kind)
+                                && !(kind.equals(CapturePoints.MLP_OUT) && step.has(CapturePoints.layer(layer, CapturePoints.MOE_OUT)));
+                        if ((layerPoint || p.equals(CapturePoints.EMBED) || p.equals(CapturePoints.FINAL_NORM)) && !unreplaceable.contains(p))
+                            subs.put(p, step.tensor(p).toFloats());
+                    }
+                    var st = m.step(s);
+                    // a MoE layer's mlp.out is not a named graph tensor: it is compared, not replaced
+                    var got = runner.step(m.stepTokens(s), st.start(), step.points(), subs);
+                    for (String p : step.points()) {
+                        var c = got.tensors().get(p);
+                        if (c == null) continue;
+                        float[] want = step.tensor(p).toFloats();
+                        double local = c.data().length == want.length ? CellStats.relL2(c.data(), want) : Double.POSITIVE_INFINITY;
+                        cells.add(new Cell(s, p, Double.isNaN(local) ? Double.POSITIVE_INFINITY : local));
+                    }
+                }
+            }
+        }
+        cells.sort(Comparator.comparingInt(Cell::step).thenComparingLong(c -> CapturePoints.causalRank(c.point())));
+        Cell culprit = cells.stream().filter(c -> !(c.local() <= FLOOR)).findFirst().orElse(null);
+        var worst = new LinkedHashMap<String, Cell>();
+        for (var c : cells) {
+            if (!(c.local() <= FLOOR) || culprit != null && order(c) >= order(culprit)) continue;
+            worst.merge(CapturePoints.kindOf(c.point()), c, (a, b) -> a.local() >= b.local() ? a : b);
+        }
+        return new Result(referenceDir.toString(), candidate, cells, culprit, worst);
+    }
+
+    private static long order(Cell c) { return (long) c.step() * 1_000_000L + CapturePoints.causalRank(c.point()); }
+
+    public static String terminal(Result r) {
+        var b = new StringBuilder();
+        b.append("decodiff bisect --engine llama.cpp (local errors)\n");
+        b.append("  reference  ").append(r.reference()).append('\n');
+        b.append("  candidate  ").append(r.candidate()).append(", every op fed the reference's inputs and cache history\n");
+        b.append(Fmt.format("  floor      %.2e (2^-10: one fp16 step, llama.cpp's coarsest rounding on its fp32 path); %d cells\n\n", FLOOR, r.cells().size()));
+        if (r.culprit() == null) {
+            b.append("NO LOCAL ERROR OVER THE FLOOR\n  every op of every step reproduces the reference from the reference's own inputs to within one fp16 step.\n");
+        } else {
+            var c = r.culprit();
+            b.append("CULPRIT\n");
+            b.append(Fmt.format("  step %d, %s: local rel L2 %s on the reference's own inputs (floor %.2e).\n", c.step(), c.point(),
+                    Double.isInfinite(c.local()) ? "∞ (another shape)" : Fmt.format("%.3g", c.local()), FLOOR));
+        }
+        if (!r.worstBelowFloorByKind().isEmpty()) {
+            b.append("  before it, llama.cpp's own precision (worst local error per point, all under the floor):");
+            for (var e : r.worstBelowFloorByKind().entrySet())
+                if (e.getValue().local() > 1e-5) b.append(Fmt.format(" %s %.1e", e.getKey(), e.getValue().local()));
+            b.append('\n');
+        }
+        return b.toString();
+    }
+
+    public static ObjectNode json(Result r) {
+        var o = new ObjectMapper().createObjectNode();
+        o.put("verdict", r.diverges() ? "divergence" : "match");
+        o.put("reference", r.reference());
+        o.put("candidate", r.candidate());
+        o.put("floor", FLOOR);
+        if (r.culprit() != null) {
+            var c = o.putObject("culprit");
+            c.put("step", r.culprit().step());
+            c.put("point", r.culprit().point());
+            c.put("local_rel_l2", Double.isInfinite(r.culprit().local()) ? null : r.culprit().local());
+        } else o.putNull("culprit");
+        var w = o.putObject("worst_below_floor");
+        r.worstBelowFloorByKind().forEach((k, c) -> w.put(k, c.local()));
+        return o;
+    }
+}
