@@ -136,15 +136,17 @@ public final class Gemma4Ops {
         int window = cfg.slidingWindow();
         var f = p.activations();
         var kernel = p.attention();
-        float[] keys = stored(kv.k(), stride, kernel == Precision.Attention.GGML_FLASH ? Precision.KvStore.F16 : p.keys());
-        float[] values = stored(kv.v(), stride, kernel == Precision.Attention.GGML_FLASH ? Precision.KvStore.F16 : p.values());
-        if (kernel == Precision.Attention.GGML_FLASH && p.keys() != Precision.KvStore.F32) keys = stored(stored(kv.k(), stride, p.keys()), stride, Precision.KvStore.F16);
-        if (kernel == Precision.Attention.GGML_FLASH && p.values() != Precision.KvStore.F32) values = stored(stored(kv.v(), stride, p.values()), stride, Precision.KvStore.F16);
+        boolean flash = kernel == Precision.Attention.GGML_FLASH;
+        // ggml's flash attention casts an F32 cache's K and V to f16 and reads other types as they are stored
+        var kStore = flash && p.keys() == Precision.KvStore.F32 ? Precision.KvStore.F16 : p.keys();
+        var vStore = flash && p.values() == Precision.KvStore.F32 ? Precision.KvStore.F16 : p.values();
+        float[] keys = stored(kv.k(), stride, kStore);
+        float[] values = stored(kv.v(), stride, vStore);
         float[] qq = switch (kernel) {
             case EXACT -> q;
-            case GGML -> stored(q, d, p.keys().vecDot());
-            case GGML_FLASH -> stored(q, d, Precision.KvStore.F16);
+            case GGML, GGML_FLASH -> stored(q, d, kStore.vecDot());
         };
+        boolean f16Accumulator = flash && vStore == Precision.KvStore.F16;
         float[] out = new float[T * qDim];
         int group = nh / nkv;
         for (int t = 0; t < T; t++) {
@@ -162,8 +164,8 @@ public final class Gemma4Ops {
             for (int hd = 0; hd < nh; hd++) {
                 int g = hd / group, qo = t * qDim + hd * d;
                 for (int j = 0; j < n; j++) s[j] = VectorMath.dot(qq, qo, keys, (lo + j - kv.base()) * stride + g * d, d);
-                if (kernel == Precision.Attention.GGML_FLASH) {
-                    flashF16(s, n, values, (lo - kv.base()) * stride + g * d, stride, d, out, qo);
+                if (flash) {
+                    flash(s, n, values, (lo - kv.base()) * stride + g * d, stride, d, out, qo, f16Accumulator);
                 } else if (f == Format.F32) {
                     VectorMath.softmax(s, 0, n);
                     if (kernel == Precision.Attention.GGML) s = stored(s, n, p.values().vecDot());
@@ -189,9 +191,11 @@ public final class Gemma4Ops {
 
     /**
      * ggml-cpu's flash attention for one query head: an online softmax over the keys in order, the weighted values
-     * accumulated in an fp16 vector (each multiply-add and each rescale rounded to fp16), divided by the fp32 sum last.
+     * accumulated in an fp16 vector when V is f16 (each multiply-add and each rescale rounded to fp16; in fp32
+     * otherwise), divided by the fp32 sum last.
      */
-    private static void flashF16(float[] s, int n, float[] values, int vOff, int stride, int d, float[] out, int qo) {
+    private static void flash(float[] s, int n, float[] values, int vOff, int stride, int d, float[] out, int qo, boolean f16) {
+        var acc16 = f16 ? Format.F16 : Format.F32;
         float[] acc = new float[d];
         float m = Float.NEGATIVE_INFINITY, sum = 0;
         for (int j = 0; j < n; j++) {
@@ -199,13 +203,13 @@ public final class Gemma4Ops {
             if (s[j] > m) {
                 m = s[j];
                 ms = (float) Math.exp(mOld - m);
-                for (int x = 0; x < d; x++) acc[x] = Format.F16.round(acc[x] * ms);
+                for (int x = 0; x < d; x++) acc[x] = acc16.round(acc[x] * ms);
                 vs = 1f;
             } else {
                 vs = (float) Math.exp(s[j] - m);
             }
             int o = vOff + j * stride;
-            for (int x = 0; x < d; x++) acc[x] = Format.F16.round(Math.fma(values[o + x], vs, acc[x])); // ggml's vector FMA
+            for (int x = 0; x < d; x++) acc[x] = acc16.round(Math.fma(values[o + x], vs, acc[x])); // ggml's vector FMA
             sum = sum * ms + vs;
         }
         float inv = 1f / sum;

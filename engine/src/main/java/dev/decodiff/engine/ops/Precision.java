@@ -98,7 +98,9 @@ public record Precision(Format activations, Format matmulInput, boolean geluTabl
         switch (attention) {
             case GGML -> parts.add("attention's matmuls in the cache's types (q to " + keys.vecDot().id() + " for K·q, probabilities to "
                     + values.vecDot().id() + " for P·V)");
-            case GGML_FLASH -> parts.add("flash attention in fp16 (q, K, V rounded; P·V accumulated in fp16)");
+            case GGML_FLASH -> parts.add(values == KvStore.F32 || values == KvStore.F16
+                    ? "flash attention in fp16 (q, K, V rounded; P·V accumulated in fp16)"
+                    : "flash attention on the cache's types (q to " + (keys == KvStore.F32 ? KvStore.F16 : keys).vecDot().id() + " for K·q)");
             case EXACT -> {}
         }
         return String.join(", ", parts);

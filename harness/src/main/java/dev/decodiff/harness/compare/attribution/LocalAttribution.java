@@ -177,9 +177,9 @@ public final class LocalAttribution {
         Precision best = tried.isEmpty() ? null : tried.get(0).h();
         double bestLeft = tried.isEmpty() ? Double.POSITIVE_INFINITY : tried.get(0).left();
         String ties = null;
-        // roundings at a near-tie may go either way in the candidate: for the two closest hypotheses, keep each flip
+        // roundings at a near-tie may go either way in the candidate: for the three closest hypotheses, keep each flip
         // that brings it closer
-        for (int k = 0; k < Math.min(2, tried.size()) && bestLeft > tol; k++) {
+        for (int k = 0; k < Math.min(3, tried.size()) && bestLeft > tol; k++) {
             var h = tried.get(k).h();
             double left = tried.get(k).left();
             var sites = Format.nearTies(() -> op.apply(h), MAX_TIES);
