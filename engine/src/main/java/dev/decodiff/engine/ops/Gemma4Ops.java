@@ -312,7 +312,7 @@ public final class Gemma4Ops {
         for (int j = 0; j < x.length; j++) x[j] = f.round(residual[j] + m[j]);
         if (ple != null) {
             int P = cfg.pleDim(), L = cfg.numLayers();
-            float[] g = linear(lw.pleGate(), x, T, null, p);
+            float[] g = linear(lw.pleGate(), x, T, null, p.withMatmulInput(p.pleGate()));
             float[] pl = new float[T * P];
             for (int t = 0; t < T; t++) System.arraycopy(ple, (t * L + layer) * P, pl, t * P, P);
             geluTimes(g, pl, 0, g.length, p);

@@ -19,10 +19,14 @@ import java.util.ArrayList;
  * @param expertInput the format the MoE experts' matmul inputs are converted to, where it differs from the dense
  *                    matmuls' (ggml's mul_mat_id converts to the weights' vec-dot type even where its dense path keeps
  *                    fp32 inputs for f16 weights)
+ * @param pleGateInput the format the per-layer-input gate's matmul input is converted to, where it differs from the
+ *                    other matmuls' (its matrix is narrow — P rows — and ggml multiplies it on its vec-dot path,
+ *                    which converts the input to the weights' type even where its GEMM path does not)
  */
 public record Precision(Format activations, Format matmulInput, boolean geluTable, KvStore keys, KvStore values, Attention attention,
-                        Format expertInput) {
-    public static final Precision EXACT = new Precision(Format.F32, Format.F32, false, KvStore.F32, KvStore.F32, Attention.EXACT, Format.F32);
+                        Format expertInput, Format pleGateInput) {
+    public static final Precision EXACT = new Precision(Format.F32, Format.F32, false, KvStore.F32, KvStore.F32, Attention.EXACT, Format.F32,
+            Format.F32);
 
     /** How K/V rows come back from a cache: fp32, a float format, or one of llama.cpp's block quantizations. */
     public enum KvStore {
@@ -64,19 +68,24 @@ public record Precision(Format activations, Format matmulInput, boolean geluTabl
 
     public boolean exact() { return equals(EXACT); }
 
-    public Precision withActivations(Format f) { return new Precision(f, matmulInput, geluTable, keys, values, attention, expertInput); }
+    public Precision withActivations(Format f) { return new Precision(f, matmulInput, geluTable, keys, values, attention, expertInput, pleGateInput); }
 
-    public Precision withMatmulInput(Format f) { return new Precision(activations, f, geluTable, keys, values, attention, expertInput); }
+    public Precision withMatmulInput(Format f) { return new Precision(activations, f, geluTable, keys, values, attention, expertInput, pleGateInput); }
 
-    public Precision withGeluTable(boolean t) { return new Precision(activations, matmulInput, t, keys, values, attention, expertInput); }
+    public Precision withGeluTable(boolean t) { return new Precision(activations, matmulInput, t, keys, values, attention, expertInput, pleGateInput); }
 
-    public Precision withKeys(KvStore s) { return new Precision(activations, matmulInput, geluTable, s, values, attention, expertInput); }
+    public Precision withKeys(KvStore s) { return new Precision(activations, matmulInput, geluTable, s, values, attention, expertInput, pleGateInput); }
 
-    public Precision withValues(KvStore s) { return new Precision(activations, matmulInput, geluTable, keys, s, attention, expertInput); }
+    public Precision withValues(KvStore s) { return new Precision(activations, matmulInput, geluTable, keys, s, attention, expertInput, pleGateInput); }
 
-    public Precision withAttention(Attention a) { return new Precision(activations, matmulInput, geluTable, keys, values, a, expertInput); }
+    public Precision withAttention(Attention a) { return new Precision(activations, matmulInput, geluTable, keys, values, a, expertInput, pleGateInput); }
 
-    public Precision withExpertInput(Format f) { return new Precision(activations, matmulInput, geluTable, keys, values, attention, f); }
+    public Precision withExpertInput(Format f) { return new Precision(activations, matmulInput, geluTable, keys, values, attention, f, pleGateInput); }
+
+    public Precision withPleGateInput(Format f) { return new Precision(activations, matmulInput, geluTable, keys, values, attention, expertInput, f); }
+
+    /** The format the per-layer-input gate's matmul input is converted to. */
+    public Format pleGate() { return pleGateInput != Format.F32 ? pleGateInput : matmulInput; }
 
     /** The format the experts' matmul inputs are converted to. */
     public Format experts() { return expertInput != Format.F32 ? expertInput : matmulInput; }
@@ -89,6 +98,8 @@ public record Precision(Format activations, Format matmulInput, boolean geluTabl
         if (matmulInput != Format.F32) parts.add("matmul inputs rounded to " + matmulInput.id() + " (as for " + matmulInput.id() + " weights)");
         if (expertInput != Format.F32 && expertInput != matmulInput)
             parts.add("the experts' matmul inputs rounded to " + expertInput.id() + " (as for " + expertInput.id() + " expert weights)");
+        if (pleGateInput != Format.F32 && pleGateInput != matmulInput)
+            parts.add("the per-layer-input gate's matmul input rounded to " + pleGateInput.id() + " (its narrow matrix on ggml's vec-dot path)");
         if (geluTable) parts.add("GELU through an fp16 table");
         if (keys != KvStore.F32 && keys == values) parts.add("K/V stored as " + keys.id());
         else {

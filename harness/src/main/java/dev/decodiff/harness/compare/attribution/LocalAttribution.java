@@ -251,6 +251,7 @@ public final class LocalAttribution {
                 if (gelu) out.add(Precision.EXACT.withMatmulInput(f).withGeluTable(true));
                 if (kind.equals(CapturePoints.MOE_OUT) || kind.equals(CapturePoints.OUT))
                     out.add(Precision.EXACT.withExpertInput(f).withGeluTable(true));
+                if (kind.equals(CapturePoints.OUT)) out.add(Precision.EXACT.withPleGateInput(f).withGeluTable(true));
             }
         return out;
     }
