@@ -144,7 +144,7 @@ public final class BenchCommand implements Callable<Integer> {
         long rss = Machine.peakRss(); // before llama.cpp's model joins the process
         var vsLlamaCpp = againstLlamaCpp ? AgainstLlamaCpp.measure(b, machine.threads()) : null;
         return new BenchReport(bs, machine, b.model().weightBytesPerToken(), read, compute, prefill.tokensPerS(), decode, capture, prefix,
-                kv, compare, rss, bf16Matmul, vsLlamaCpp, oneShot, prefill.fmaTokensPerS());
+                kv, compare, rss, bf16Matmul, vsLlamaCpp, oneShot, prefill.fmaTokensPerS(), prefill.amxOverFmaPerRound());
     }
 
     static void deleteTree(Path p) {

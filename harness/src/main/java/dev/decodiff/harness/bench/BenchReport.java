@@ -17,7 +17,7 @@ import java.util.Map;
  */
 record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, ReadBandwidth read, Compute compute, Figure prefillTps, Decode decode,
                    CaptureOverhead capture, PrefixReuse prefix, KvTypes kv, CompareThroughput compare, long peakRss, Figure prefillBf16MatmulTps,
-                   AgainstLlamaCpp vsLlamaCpp, OneShot oneShot, Figure prefillFmaTps) {
+                   AgainstLlamaCpp vsLlamaCpp, OneShot oneShot, Figure prefillFmaTps, Figure prefillAmxOverFma) {
 
     int newTokens() { return BenchSetup.CONTEXTS[BenchSetup.CONTEXTS.length - 1] - BenchSetup.PREFIX; }
 
@@ -91,7 +91,7 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
         o.put("prefill_tokens_per_s", prefillTps.median());
         if (prefillFmaTps != null) {
             o.put("prefill_fma_tokens_per_s", prefillFmaTps.median());
-            o.put("prefill_amx_over_fma", prefillTps.median() / prefillFmaTps.median());
+            o.put("prefill_amx_over_fma", prefillAmxOverFma.median());
         }
         o.put("prefill_over_decode", prefillOverDecode());
         if (prefillBf16MatmulTps != null) {
@@ -145,13 +145,18 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
         put(f, "fma_peak_gflops", compute.fmaPeakGflops());
         put(f, "gemm_gflops", compute.gemmGflops());
         if (compute.amxPeakGflops() != null) {
+            put(f, "amx_exact_gemm_over_fma_gemm_per_pass", compute.amxOverFmaPerPass());
+            put(f, "amx_bf16_gemm_over_fma_gemm_per_pass", compute.amxBf16OverFmaPerPass());
             put(f, "amx_bf16_peak_gflops", compute.amxPeakGflops());
             put(f, "amx_exact_gemm_gflops", compute.amxGemmGflops());
             put(f, "amx_bf16_gemm_gflops", compute.amxBf16GemmGflops());
         }
         decode.tokensPerS().forEach((c, x) -> put(f, "decode_tokens_per_s_" + c, x));
         put(f, "prefill_tokens_per_s", prefillTps);
-        if (prefillFmaTps != null) put(f, "prefill_fma_tokens_per_s", prefillFmaTps);
+        if (prefillFmaTps != null) {
+            put(f, "prefill_fma_tokens_per_s", prefillFmaTps);
+            put(f, "prefill_amx_over_fma_per_round", prefillAmxOverFma);
+        }
         if (prefillBf16MatmulTps != null) put(f, "prefill_bf16_matmul_tokens_per_s", prefillBf16MatmulTps);
         put(f, "ttft_cold_s", decode.ttftColdS());
         if (capture != null) {
@@ -293,7 +298,7 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
                 + (prefillFmaTps == null ? "" : "  (exact, GEMMs on AMX tiles)"));
         if (prefillFmaTps != null)
             out.println("  … on the FMA kernels    " + prefillFmaTps.format("%7.1f")
-                    + Fmt.format(" tok/s  (--matmul fp32-fma, the same rounds; AMX prefill %.2f × this)", prefillTps.median() / prefillFmaTps.median()));
+                    + Fmt.format(" tok/s  (--matmul fp32-fma, the same rounds; AMX prefill %.2f × this, median of the rounds)", prefillAmxOverFma.median()));
         if (prefillBf16MatmulTps != null)
             out.println("  … with --matmul bf16    " + prefillBf16MatmulTps.format("%7.1f") + Fmt.format(" tok/s  (%.2f × exact fp32; not exact, docs/matmul-bf16.md)", prefillBf16MatmulTps.median() / prefillTps.median()));
         if (capture != null) {

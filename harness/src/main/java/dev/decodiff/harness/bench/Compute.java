@@ -17,9 +17,12 @@ import java.util.SplittableRandom;
  * (the first layer's FFN gate, {@link BenchSetup#PREFILL} tokens). Every pass measures each of them once, in turn,
  * so drift over the run (other tenants, clocks) hits ceilings and GEMMs alike; each figure is over the passes.
  *
- * @param amxPeakGflops null (and the two AMX GEMMs too) where AMX tiles are not in use
+ * @param amxPeakGflops null (and the AMX figures after it too) where AMX tiles are not in use
+ * @param amxOverFmaPerPass each pass's exact AMX GEMM over the same pass's FMA GEMM
+ * @param amxBf16OverFmaPerPass each pass's --matmul bf16 AMX GEMM over the same pass's exact FMA GEMM
  */
-record Compute(Figure fmaPeakGflops, Figure gemmGflops, String gemmShape, Figure amxPeakGflops, Figure amxGemmGflops, Figure amxBf16GemmGflops) {
+record Compute(Figure fmaPeakGflops, Figure gemmGflops, String gemmShape, Figure amxPeakGflops, Figure amxGemmGflops, Figure amxBf16GemmGflops,
+               Figure amxOverFmaPerPass, Figure amxBf16OverFmaPerPass) {
     /** FMA rounds per thread per pass: a few hundred ms on a current core. */
     private static final long FMA_ITERATIONS = 40_000_000L;
     /** Tile rounds per thread per pass (four tile products each): about 0.2 s at 3 TFLOPS per core. */
@@ -59,18 +62,24 @@ record Compute(Figure fmaPeakGflops, Figure gemmGflops, String gemmShape, Figure
             w.matmul(x, T, y, MatmulPrecision.BF16);
             amxBf16[i] = flop / BenchSetup.secondsSince(t0) / 1e9;
         }
+        double[] exactRatio = new double[passes], bf16Ratio = new double[passes];
+        for (int i = 0; i < passes; i++) {
+            exactRatio[i] = amxGemm[i] / gemm[i];
+            bf16Ratio[i] = amxBf16[i] / gemm[i];
+        }
         return new Compute(Figure.of(peak), Figure.of(gemm), Fmt.format("%d×%d · %d×%d", T, w.cols(), w.cols(), w.rows()),
-                amx ? Figure.of(amxPeak) : null, amx ? Figure.of(amxGemm) : null, amx ? Figure.of(amxBf16) : null);
+                amx ? Figure.of(amxPeak) : null, amx ? Figure.of(amxGemm) : null, amx ? Figure.of(amxBf16) : null,
+                amx ? Figure.of(exactRatio) : null, amx ? Figure.of(bf16Ratio) : null);
     }
 
     /** The FMA GEMM's best pass over the FMA peak's best. */
     double gemmOverPeak() { return gemmGflops.max() / fmaPeakGflops.max(); }
 
-    /** The exact AMX GEMM's median over the exact FMA GEMM's (the passes alternate); NaN without AMX. */
-    double amxOverFmaGemm() { return amxGemmGflops == null ? Double.NaN : amxGemmGflops.median() / gemmGflops.median(); }
+    /** The median over the passes of the exact AMX GEMM over the exact FMA GEMM of the same pass; NaN without AMX. */
+    double amxOverFmaGemm() { return amxOverFmaPerPass == null ? Double.NaN : amxOverFmaPerPass.median(); }
 
-    /** The --matmul bf16 AMX GEMM's median over the exact FMA GEMM's; NaN without AMX. */
-    double amxBf16OverFmaGemm() { return amxBf16GemmGflops == null ? Double.NaN : amxBf16GemmGflops.median() / gemmGflops.median(); }
+    /** The same for the --matmul bf16 AMX GEMM over the exact FMA GEMM; NaN without AMX. */
+    double amxBf16OverFmaGemm() { return amxBf16OverFmaPerPass == null ? Double.NaN : amxBf16OverFmaPerPass.median(); }
 
     /** The exact AMX GEMM's tile products (three per useful product) over the AMX peak, best passes; NaN without AMX. */
     double amxTileUse() { return amxGemmGflops == null ? Double.NaN : 3 * amxGemmGflops.max() / amxPeakGflops.max(); }

@@ -9,9 +9,10 @@ import dev.decodiff.metal.NativeKernels;
 /**
  * Prefill of {@link BenchSetup#PREFILL} tokens in fresh sessions, repeated; the last session, prefilled, goes on to
  * decode at that context. Where AMX tiles run the exact prefill, {@code fmaTokensPerS} is the same prefill on the FMA
- * kernels ({@code --matmul fp32-fma}) in the same rounds; null elsewhere.
+ * kernels ({@code --matmul fp32-fma}) in the same rounds and {@code amxOverFmaPerRound} each round's speed-up; null
+ * elsewhere.
  */
-record Prefill(Figure tokensPerS, Primed last, Figure fmaTokensPerS) {
+record Prefill(Figure tokensPerS, Primed last, Figure fmaTokensPerS, Figure amxOverFmaPerRound) {
 
     /** A session that has read its prompt, and the logits of the prompt's last position. */
     record Primed(InferenceSession session, float[] logits) {}
@@ -46,7 +47,9 @@ record Prefill(Figure tokensPerS, Primed last, Figure fmaTokensPerS) {
                 if (amx) last = new Primed(s, logits);
             }
         }
-        return new Prefill(Figure.rates(BenchSetup.PREFILL, amxSec), last, Figure.rates(BenchSetup.PREFILL, fmaSec));
+        var ratio = new double[b.repeats()];
+        for (int i = 0; i < ratio.length; i++) ratio[i] = fmaSec[i] / amxSec[i];
+        return new Prefill(Figure.rates(BenchSetup.PREFILL, amxSec), last, Figure.rates(BenchSetup.PREFILL, fmaSec), Figure.of(ratio));
     }
 
     /** The prefill with these engine options, {@code repeats} times. */
@@ -60,6 +63,6 @@ record Prefill(Figure tokensPerS, Primed last, Figure fmaTokensPerS) {
             sec[i] = BenchSetup.secondsSince(t0);
             last = new Primed(s, logits);
         }
-        return new Prefill(Figure.rates(BenchSetup.PREFILL, sec), last, null);
+        return new Prefill(Figure.rates(BenchSetup.PREFILL, sec), last, null, null);
     }
 }

@@ -85,7 +85,8 @@ class BenchLocaleTest {
         return new BenchReport(BenchSpec.DEFAULT, new Machine("AMD EPYC 9R14, 2 cpus", 2, "native avx512 (FFM)"), 2_117_000_000L,
                 new ReadBandwidth(new Figure(20.5, 22.25, 24.75, 7), new Figure(27.9, 29.8, 32.8, 7), new Figure(21.5, 23.5, 25.5, 7), new Figure(18.7, 25.6, 27.6, 7), 512L << 20, true, "resident in anonymous memory on huge pages (2.12 GB copied from the checkpoint files)"),
                 new Compute(new Figure(211.5, 224.25, 232.5, 3), new Figure(158.5, 176.25, 180.5, 3), "512×1536 · 1536×6144",
-                        new Figure(6100.5, 6200.25, 6230.5, 3), new Figure(400.5, 420.25, 440.5, 3), new Figure(800.5, 820.25, 840.5, 3)),
+                        new Figure(6100.5, 6200.25, 6230.5, 3), new Figure(400.5, 420.25, 440.5, 3), new Figure(800.5, 820.25, 840.5, 3),
+                        new Figure(2.25, 2.5, 2.75, 3), new Figure(4.25, 4.5, 4.75, 3)),
                 new Figure(103.5, 105.25, 107.75, 3), new Decode(new Figure(20.375, 20.375, 20.375, 1), decode, new Figure(30.5, 33.25, 36.75, 8)),
                 new CaptureOverhead(new Figure(76.5, 88.25, 111.5, 8), new Figure(74.5, 92.25, 118.5, 8), new Figure(133.5, 159.25, 170.5, 8), 71_500_000L),
                 new PrefixReuse(new Figure(0.565, 0.575, 0.605, 3), new Figure(0.5625, 0.5725, 0.5775, 3)),
@@ -94,6 +95,6 @@ class BenchLocaleTest {
                 5_970_000_000L, new Figure(158.5, 159.25, 163.5, 3),
                 new AgainstLlamaCpp("llama.cpp v0.5.0", "prebuilt (node-llama-cpp 3.22.1)", "libggml-cpu-zen4.so", true, 2, rounds, theirs, theirsFlashOff, new double[]{150.5, 155.25}, rounds, theirs, theirs),
                 new OneShot(new Figure(61.5, 78.25, 80.5, 3), new Figure(98.5, 101.25, 104.5, 3), new Figure(1.25, 1.295, 1.625, 3),
-                        new Figure(9.5, 10.25, 12.75, 3), new Figure(1.5, 1.625, 2.25, 3), true), new Figure(80.5, 84.25, 86.5, 3));
+                        new Figure(9.5, 10.25, 12.75, 3), new Figure(1.5, 1.625, 2.25, 3), true), new Figure(80.5, 84.25, 86.5, 3), new Figure(1.25, 1.5, 1.75, 3));
     }
 }
