@@ -73,7 +73,25 @@ public enum Fault {
             "step 0, layer 0, attn.q"),
     K_NORM_ONE_PLUS("k-norm-one-plus",
             "keys are normed with (1+w), the Gemma 2/3 RMSNorm, where Gemma 4's k_norm multiplies by w",
-            "step 0, the first layer with its own keys, attn.k");
+            "step 0, the first layer with its own keys, attn.k"),
+    VALUE_AFTER_K_NORM("value-after-k-norm",
+            "on attention_k_eq_v layers the value is taken from the key after k_norm (before RoPE) instead of the raw k projection",
+            "step 0, the first k_eq_v layer, attn.v"),
+    MOE_ROUTING_NOT_RENORMALISED("moe-routing-not-renormalised",
+            "the MoE routing weights are the full softmax's probabilities, not renormalised over the top-k experts",
+            "step 0, layer 0, moe.out"),
+    MOE_ROUTER_UNNORMED("moe-router-unnormed",
+            "the MoE router reads the residual without its RMS norm",
+            "step 0, layer 0, moe.out"),
+    MOE_EXPERT_SCALE_BY_RANK("moe-expert-scale-by-rank",
+            "per_expert_scale is indexed by the expert's rank in the top-k instead of its id",
+            "step 0, layer 0, moe.out"),
+    PLE_COMBINE_MISSING("ple-combine-missing",
+            "the per-layer inputs skip the 2^-½ that averages the table and the projection",
+            "step 0, ple"),
+    LAYER_SCALAR_BEFORE_PLE("layer-scalar-before-ple",
+            "layer_scalar multiplies the residual before the per-layer input branch is added, not after",
+            "step 0, layer 0, out");
 
     private final String id;
     private final String description;

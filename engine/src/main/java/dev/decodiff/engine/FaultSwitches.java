@@ -16,6 +16,8 @@ record FaultSwitches(boolean valuesFromKeys, boolean windowPlusOne, boolean ring
                      boolean recomputeHistory, boolean stalePosition, boolean slidingTruncate,
                      boolean dropFirstPosition, boolean scoreScale, boolean bidirectionalPrefill, boolean silu,
                      boolean geluErf, boolean scoreSoftcap, boolean windowMinusTwo, boolean noQNorm, boolean kNormOnePlus,
+                     boolean valueAfterKNorm, boolean routingNotRenormalised, boolean routerUnnormed, boolean expertScaleByRank,
+                     boolean pleNoCombine, boolean scalarBeforePle,
                      int[] kvSource, Rope prefixRope) {
 
     static FaultSwitches resolve(Gemma4Config cfg, EngineOptions options) {
@@ -40,6 +42,12 @@ record FaultSwitches(boolean valuesFromKeys, boolean windowPlusOne, boolean ring
                 options.has(Fault.SLIDING_WINDOW_MINUS_TWO),
                 options.has(Fault.Q_NORM_MISSING),
                 options.has(Fault.K_NORM_ONE_PLUS),
+                options.has(Fault.VALUE_AFTER_K_NORM),
+                options.has(Fault.MOE_ROUTING_NOT_RENORMALISED),
+                options.has(Fault.MOE_ROUTER_UNNORMED),
+                options.has(Fault.MOE_EXPERT_SCALE_BY_RANK),
+                options.has(Fault.PLE_COMBINE_MISSING),
+                options.has(Fault.LAYER_SCALAR_BEFORE_PLE),
                 kvSources(cfg, options.has(Fault.KV_SHARED_FIRST_SOURCE)),
                 options.has(Fault.ROPE_PROPORTIONAL_AS_PREFIX) ? firstFullRopeAsPrefix(cfg) : null);
     }

@@ -242,7 +242,7 @@ public final class InferenceSession {
         w.pleModelProjection().matmul(embedded, T, proj, matmul);
         float projScale = (float) StrictMath.pow(H, -0.5);
         float tokScale = (float) Math.sqrt(P);
-        float combine = (float) StrictMath.pow(2.0, -0.5);
+        float combine = faults.pleNoCombine() ? 1f : (float) StrictMath.pow(2.0, -0.5);
         float[] tok = new float[LP];
         for (int t = 0; t < T; t++) {
             w.pleEmbed().row(tokens[t], tok, 0);
@@ -280,6 +280,8 @@ public final class InferenceSession {
         }
         rowsNorm(m, T, H, lw.postFeedforwardNorm(), m);
         for (int j = 0; j < x.length; j++) x[j] = residual[j] + m[j];
+        float s = faults.noLayerScalar() ? 1f : lw.layerScalar();
+        if (faults.scalarBeforePle()) for (int j = 0; j < x.length; j++) x[j] *= s;
 
         if (ple != null) {
             int P = cfg.pleDim(), L = cfg.numLayers();
@@ -292,8 +294,7 @@ public final class InferenceSession {
             rowsNorm(p, T, H, lw.plePostNorm(), p);
             VectorMath.add(x, 0, p, 0, x.length);
         }
-        float s = faults.noLayerScalar() ? 1f : lw.layerScalar();
-        for (int j = 0; j < x.length; j++) x[j] *= s;
+        if (!faults.scalarBeforePle()) for (int j = 0; j < x.length; j++) x[j] *= s;
         capture(names[i][OUT], new int[]{T, H}, x, x.length);
     }
 
@@ -360,6 +361,7 @@ public final class InferenceSession {
                 if (!faults.noVNorm()) VectorMath.rmsNorm(v, o, d, null, eps, v, o);
                 VectorMath.rmsNorm(k, o, d, kNorm, eps, k, o);
             }
+            if (faults.valueAfterKNorm() && spec.kEqV()) System.arraycopy(k, t * stride, v, t * stride, stride);
             rope.apply(k, t * stride, nkv, ropeStart + t);
         }
         capture(names[i][K], new int[]{T, nkv, d}, k, k.length);
@@ -546,7 +548,8 @@ public final class InferenceSession {
         float rootScale = (float) StrictMath.pow(H, -0.5);
         float[] z = new float[T * H];
         for (int t = 0; t < T; t++) {
-            VectorMath.rmsNorm(r, t * H, H, null, eps, z, t * H);
+            if (faults.routerUnnormed()) System.arraycopy(r, t * H, z, t * H, H);
+            else VectorMath.rmsNorm(r, t * H, H, null, eps, z, t * H);
             for (int j = 0; j < H; j++) z[t * H + j] = z[t * H + j] * m.routerScale()[j] * rootScale;
         }
         float[] logits = new float[T * E];
@@ -561,7 +564,11 @@ public final class InferenceSession {
             int[] top = topK(logits, o, E, K);
             float sum = 0;
             for (int e : top) sum += logits[o + e];
-            for (int e : top) weight[o + e] = logits[o + e] / sum * m.perExpertScale()[e];
+            if (faults.routingNotRenormalised()) sum = 1f;
+            for (int rank = 0; rank < K; rank++) {
+                int e = top[rank];
+                weight[o + e] = logits[o + e] / sum * m.perExpertScale()[faults.expertScaleByRank() ? rank : e];
+            }
             for (int e : top) routed[e][count[e]++] = t;
             VectorMath.rmsNorm(r, t * H, H, m.preFeedforwardNorm2(), eps, u, t * H);
         }

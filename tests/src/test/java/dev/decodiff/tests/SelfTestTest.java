@@ -233,6 +233,7 @@ class SelfTestTest {
 
     @Test
     void expectedCellsComeFromTheConfigAndManifestAlone() {
+        Gemma4Config ple;
         var cfg = Gemma4Config.read(root.resolve("checkpoints/gemma4-tiny/config.json"));
         var shortCase = DumpReader.open(root.resolve("reference-dumps/gemma4-tiny/short")).manifest();
         var longCase = DumpReader.open(root.resolve("reference-dumps/gemma4-tiny/long")).manifest();
@@ -250,7 +251,7 @@ class SelfTestTest {
         // No k_eq_v / no shared layers / every scalar 1: not applicable, with the reason.
         assertThat(ExpectedCell.of(Fault.KV_SHARED_FIRST_SOURCE, cfg, ones, longCase)).isInstanceOf(ExpectedCell.NotApplicable.class);
         assertThat(ExpectedCell.of(Fault.LAYER_SCALAR_IGNORED, cfg, ones, longCase)).isInstanceOf(ExpectedCell.NotApplicable.class);
-        var ple = Gemma4Config.read(root.resolve("checkpoints/gemma4-tiny-ple/config.json"));
+        ple = Gemma4Config.read(root.resolve("checkpoints/gemma4-tiny-ple/config.json"));
         assertThat(ExpectedCell.of(Fault.K_EQ_V_ROTATED_KEYS, ple, ones, longCase)).isInstanceOf(ExpectedCell.NotApplicable.class);
         assertCell(ExpectedCell.of(Fault.KV_SHARED_FIRST_SOURCE, ple, ones, longCase), 0, 4, "layers.4.attn.k_read");
         assertThat(ExpectedCell.of(Fault.DECODE_RECOMPUTE, cfg, ones, longCase)).isInstanceOf(ExpectedCell.NoNumericDivergence.class);
@@ -263,6 +264,18 @@ class SelfTestTest {
         assertCell(ExpectedCell.of(Fault.K_NORM_ONE_PLUS, cfg, ones, shortCase), 0, 0, "layers.0.attn.k");
         // short: the prompt's last position 6 is W−2 already, so a window of W−2 = 6 keys drops position 0 at step 0.
         assertCell(ExpectedCell.of(Fault.SLIDING_WINDOW_MINUS_TWO, cfg, ones, shortCase), 0, 0, "layers.0.attn.k_read");
+        // the rewiring faults: the first k_eq_v layer's value; MoE and per-layer-input faults only where the config has them
+        assertCell(ExpectedCell.of(Fault.VALUE_AFTER_K_NORM, cfg, ones, shortCase), 0, 2, "layers.2.attn.v");
+        assertThat(ExpectedCell.of(Fault.VALUE_AFTER_K_NORM, ple, ones, shortCase)).isInstanceOf(ExpectedCell.NotApplicable.class);
+        assertThat(ExpectedCell.of(Fault.MOE_ROUTER_UNNORMED, cfg, ones, shortCase)).isInstanceOf(ExpectedCell.NotApplicable.class);
+        var moe = Gemma4Config.read(root.resolve("checkpoints/gemma4-tiny-moe/config.json"));
+        assertCell(ExpectedCell.of(Fault.MOE_ROUTING_NOT_RENORMALISED, moe, ones, shortCase), 0, 0, "layers.0.moe.out");
+        assertThat(ExpectedCell.of(Fault.PLE_COMBINE_MISSING, cfg, ones, shortCase)).isInstanceOf(ExpectedCell.NotApplicable.class);
+        assertThat(((ExpectedCell.Cell) ExpectedCell.of(Fault.PLE_COMBINE_MISSING, ple, ones, shortCase)).point()).isEqualTo("ple");
+        float[] scalars = ones.clone();
+        scalars[0] = 0.5f;
+        assertThat(ExpectedCell.of(Fault.LAYER_SCALAR_BEFORE_PLE, ple, ones, shortCase)).isInstanceOf(ExpectedCell.NotApplicable.class);
+        assertCell(ExpectedCell.of(Fault.LAYER_SCALAR_BEFORE_PLE, ple, scalars, shortCase), 0, 0, "layers.0.out");
     }
 
     @Test

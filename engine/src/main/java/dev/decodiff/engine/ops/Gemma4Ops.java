@@ -47,20 +47,25 @@ public final class Gemma4Ops {
     }
 
     /** ple [T, L, P] from the tokens and the scaled embedding. */
-    public float[] ple(int[] tokens, float[] embed, Precision p) {
+    public float[] ple(int[] tokens, float[] embed, Precision p) { return ple(tokens, embed, p, Rewire.NONE); }
+
+    /** ple under a rewiring (its scales, its norm, the projection branch). */
+    public float[] ple(int[] tokens, float[] embed, Precision p, Rewire r) {
         int T = tokens.length, H = cfg.hidden(), L = cfg.numLayers(), P = cfg.pleDim(), LP = L * P;
         var f = p.activations();
         float[] proj = linear(w.pleModelProjection(), embed, T, null, p);
-        float projScale = (float) StrictMath.pow(H, -0.5);
-        float tokScale = f.round((float) Math.sqrt(P));
-        float combine = (float) StrictMath.pow(2.0, -0.5);
+        float projScale = r.has(Rewire.Wire.PLE_PROJECTION_SCALE_MISSING) ? 1f : (float) StrictMath.pow(H, -0.5);
+        float tokScale = r.has(Rewire.Wire.PLE_TABLE_SCALE_MISSING) ? 1f : f.round((float) Math.sqrt(P));
+        float combine = r.has(Rewire.Wire.PLE_COMBINE_MISSING) ? 1f : (float) StrictMath.pow(2.0, -0.5);
+        if (r.has(Rewire.Wire.PLE_TABLE_ONLY)) java.util.Arrays.fill(proj, 0f);
         float[] tok = new float[LP];
         for (int t = 0; t < T; t++) {
             w.pleEmbed().row(tokens[t], tok, 0);
             for (int j = 0; j < LP; j++) tok[j] = f.round(tok[j] * tokScale);
             int base = t * LP;
             for (int j = 0; j < LP; j++) proj[base + j] = f.round(proj[base + j] * projScale);
-            for (int l = 0; l < L; l++) norm(proj, base + l * P, P, w.pleProjectionNorm(), proj, base + l * P, p);
+            if (!r.has(Rewire.Wire.PLE_PROJECTION_NORM_SKIPPED) && !r.has(Rewire.Wire.PLE_TABLE_ONLY))
+                for (int l = 0; l < L; l++) norm(proj, base + l * P, P, w.pleProjectionNorm(), proj, base + l * P, p);
             for (int j = 0; j < LP; j++) proj[base + j] = f.round(f.round(proj[base + j] + tok[j]) * combine);
         }
         return proj;
@@ -75,31 +80,55 @@ public final class Gemma4Ops {
      * q = RoPE(q_norm(h·Wq)), k = RoPE(k_norm(h·Wk)), v = v_norm(h·Wv) (k_eq_v full layers: v from the raw k
      * projection) with h = input_layernorm(x), for T rows at positions start….
      */
-    public Qkv qkv(int layer, float[] x, int T, int start, Precision p) {
+    public Qkv qkv(int layer, float[] x, int T, int start, Precision p) { return qkv(layer, x, T, start, p, Rewire.NONE); }
+
+    /** q, k, v under a rewiring of their norms, RoPE and where the value is taken. */
+    public Qkv qkv(int layer, float[] x, int T, int start, Precision p, Rewire r) {
         var spec = cfg.layer(layer);
-        var lw = w.layers().get(layer);
+        var lw = w.layers().get(r.weightsLayer() < 0 ? layer : r.weightsLayer());
         int H = cfg.hidden(), nh = cfg.numHeads(), d = spec.headDim(), nkv = spec.kvHeads();
         float[] h = new float[T * H];
-        rowsNorm(x, T, H, lw.inputNorm(), h, p);
+        if (r.has(Rewire.Wire.INPUT_NORM_SKIPPED)) System.arraycopy(x, 0, h, 0, h.length);
+        else rowsNorm(x, T, H, r.has(Rewire.Wire.INPUT_NORM_ONE_PLUS) ? onePlus(lw.inputNorm()) : lw.inputNorm(), h, p);
         Rope rope = model.rope(spec.type());
         float[] q = linear(lw.q(), h, T, lw.qBias(), p);
+        float[] qNorm = r.has(Rewire.Wire.Q_NORM_ONE_PLUS) ? onePlus(lw.qNorm()) : r.has(Rewire.Wire.Q_NORM_K_WEIGHTS) ? lw.kNorm() : lw.qNorm();
+        boolean qNormed = !r.has(Rewire.Wire.Q_NORM_SKIPPED), qRopeFirst = r.has(Rewire.Wire.Q_ROPE_BEFORE_NORM);
         for (int t = 0; t < T; t++) {
-            for (int hd = 0; hd < nh; hd++) norm(q, t * nh * d + hd * d, d, lw.qNorm(), q, t * nh * d + hd * d, p);
-            rope(rope, q, t * nh * d, nh, d, start + t, p);
+            if (qRopeFirst) rope(rope, q, t * nh * d, nh, d, start + t, p);
+            for (int hd = 0; hd < nh && qNormed; hd++) {
+                norm(q, t * nh * d + hd * d, d, qNorm, q, t * nh * d + hd * d, p);
+                if (r.has(Rewire.Wire.Q_NORM_TWICE)) norm(q, t * nh * d + hd * d, d, qNorm, q, t * nh * d + hd * d, p);
+            }
+            if (!qRopeFirst) rope(rope, q, t * nh * d, nh, d, start + t, p);
         }
         if (spec.kvShared()) return new Qkv(q, null, null);
         float[] k = linear(lw.k(), h, T, lw.kBias(), p);
         float[] v = spec.kEqV() ? k.clone() : linear(lw.v(), h, T, lw.vBias(), p);
+        float[] kNorm = r.has(Rewire.Wire.K_NORM_ONE_PLUS) ? onePlus(lw.kNorm()) : r.has(Rewire.Wire.K_NORM_Q_WEIGHTS) ? lw.qNorm() : lw.kNorm();
+        float[] vNorm = r.has(Rewire.Wire.V_NORM_K_WEIGHTS) ? lw.kNorm() : null;
+        boolean kNormed = !r.has(Rewire.Wire.K_NORM_SKIPPED), vNormed = !r.has(Rewire.Wire.V_NORM_SKIPPED), kRopeFirst = r.has(Rewire.Wire.K_ROPE_BEFORE_NORM);
         int stride = nkv * d;
         for (int t = 0; t < T; t++) {
+            if (kRopeFirst) rope(rope, k, t * stride, nkv, d, start + t, p);
             for (int kh = 0; kh < nkv; kh++) {
                 int o = t * stride + kh * d;
-                norm(v, o, d, null, v, o, p);
-                norm(k, o, d, lw.kNorm(), k, o, p);
+                if (vNormed) norm(v, o, d, vNorm, v, o, p);
+                if (kNormed) norm(k, o, d, kNorm, k, o, p);
+                if (kNormed && r.has(Rewire.Wire.K_NORM_TWICE)) norm(k, o, d, kNorm, k, o, p);
             }
-            rope(rope, k, t * stride, nkv, d, start + t, p);
+            if (spec.kEqV() && r.has(Rewire.Wire.V_AFTER_K_NORM)) System.arraycopy(k, t * stride, v, t * stride, stride);
+            if (!kRopeFirst) rope(rope, k, t * stride, nkv, d, start + t, p);
+            if (spec.kEqV() && r.has(Rewire.Wire.V_AFTER_K_ROPE)) System.arraycopy(k, t * stride, v, t * stride, stride);
         }
         return new Qkv(q, k, v);
+    }
+
+    private static float[] onePlus(float[] w) {
+        if (w == null) return null;
+        float[] o = new float[w.length];
+        for (int i = 0; i < w.length; i++) o[i] = 1 + w[i];
+        return o;
     }
 
     /** The rows a cache hands back when it stores them in {@code store} (k_read / v_read of a lossy cache). */
@@ -130,10 +159,21 @@ public final class Gemma4Ops {
      * given) is set per row.
      */
     public float[] attention(int layer, float[] q, int T, int start, KeyValues kv, Precision p, boolean[] rowsDone) {
+        return attention(layer, q, T, start, kv, p, Rewire.NONE, rowsDone);
+    }
+
+    /**
+     * attn.out under a rewiring: the score scale and soft-cap, the mask, the window's length, the softmax, the KV head
+     * a query head reads. Positions past the last known row are not seen (a mask that opens past the step's last
+     * query sees up to the last known key).
+     */
+    public float[] attention(int layer, float[] q, int T, int start, KeyValues kv, Precision p, Rewire r, boolean[] rowsDone) {
         var spec = cfg.layer(layer);
         int nh = cfg.numHeads(), d = spec.headDim(), nkv = spec.kvHeads(), stride = nkv * d, qDim = nh * d;
         boolean sliding = spec.type() == LayerType.SLIDING;
-        int window = cfg.slidingWindow();
+        int window = cfg.slidingWindow() + r.windowShift();
+        if (r.mask() == Rewire.Mask.NO_WINDOW) sliding = false;
+        int last = start + T - 1;
         var f = p.activations();
         var kernel = p.attention();
         boolean flash = kernel == Precision.Attention.GGML_FLASH;
@@ -152,19 +192,34 @@ public final class Gemma4Ops {
         for (int t = 0; t < T; t++) {
             int pos = start + t;
             int lo = sliding ? Math.max(0, pos - window + 1) : 0;
-            boolean ok = lo >= kv.base() && pos - kv.base() < kv.known().length;
-            for (int j = lo; ok && j <= pos; j++) ok = kv.known()[j - kv.base()];
+            int hi = switch (r.mask()) {
+                case CAUSAL, NO_WINDOW -> pos;
+                case NO_CAUSAL_IN_PREFILL -> last;
+                case NONE -> { lo = 0; yield last; }
+            };
+            boolean ok = lo >= kv.base() && hi - kv.base() < kv.known().length;
+            for (int j = lo; ok && j <= hi; j++) ok = kv.known()[j - kv.base()];
             if (rowsDone != null) rowsDone[t] = ok;
             if (!ok) {
                 java.util.Arrays.fill(out, t * qDim, (t + 1) * qDim, Float.NaN);
                 continue;
             }
-            int n = pos - lo + 1;
+            int n = hi - lo + 1;
             float[] s = new float[n];
             for (int hd = 0; hd < nh; hd++) {
-                int g = hd / group, qo = t * qDim + hd * d;
+                int g = r.has(Rewire.Wire.KV_HEAD_MODULO) ? hd % nkv : hd / group, qo = t * qDim + hd * d;
                 for (int j = 0; j < n; j++) s[j] = VectorMath.dot(qq, qo, keys, (lo + j - kv.base()) * stride + g * d, d);
-                if (flash) {
+                if (r.scoreScale() != 1.0) for (int j = 0; j < n; j++) s[j] = (float) (s[j] * r.scoreScale());
+                if (!Double.isNaN(r.scoreSoftcap())) for (int j = 0; j < n; j++) s[j] = (float) (r.scoreSoftcap() * Math.tanh(s[j] / r.scoreSoftcap()));
+                if (r.has(Rewire.Wire.SOFTMAX_EXTRA_ZERO_LOGIT) || r.has(Rewire.Wire.SOFTMAX_UNNORMALISED)) {
+                    float max = Float.NEGATIVE_INFINITY;
+                    for (int j = 0; j < n; j++) max = Math.max(max, s[j]);
+                    double sum = r.has(Rewire.Wire.SOFTMAX_EXTRA_ZERO_LOGIT) ? Math.exp(-max) : 0;
+                    for (int j = 0; j < n; j++) sum += s[j] = (float) Math.exp(s[j] - max);
+                    if (r.has(Rewire.Wire.SOFTMAX_UNNORMALISED)) sum = 1;
+                    for (int j = 0; j < n; j++) s[j] = (float) (s[j] / sum);
+                    for (int j = 0; j < n; j++) VectorMath.axpy(s[j], values, (lo + j - kv.base()) * stride + g * d, out, qo, d);
+                } else if (flash) {
                     flash(s, n, values, (lo - kv.base()) * stride + g * d, stride, d, out, qo, f16Accumulator);
                 } else if (f == Format.F32) {
                     VectorMath.softmax(s, 0, n);
@@ -219,11 +274,15 @@ public final class Gemma4Ops {
     // ---- after attention -------------------------------------------------------------------------------------
 
     /** The residual after attention: x + post_attention_layernorm(attn.out·Woᵀ). */
-    public float[] postAttention(int layer, float[] x, float[] attnOut, int T, Precision p) {
-        var lw = w.layers().get(layer);
+    public float[] postAttention(int layer, float[] x, float[] attnOut, int T, Precision p) { return postAttention(layer, x, attnOut, T, p, Rewire.NONE); }
+
+    /** The residual after attention under a rewiring (post_attention_layernorm dropped, the branch not added). */
+    public float[] postAttention(int layer, float[] x, float[] attnOut, int T, Precision p, Rewire rw) {
+        if (rw.has(Rewire.Wire.MLP_READS_LAYER_INPUT)) return x.clone();
+        var lw = w.layers().get(rw.weightsLayer() < 0 ? layer : rw.weightsLayer());
         int H = cfg.hidden();
         float[] a = linear(lw.o(), attnOut, T, lw.oBias(), p);
-        rowsNorm(a, T, H, lw.postAttentionNorm(), a, p);
+        if (!rw.has(Rewire.Wire.POST_ATTENTION_NORM_SKIPPED)) rowsNorm(a, T, H, lw.postAttentionNorm(), a, p);
         float[] r = new float[T * H];
         var f = p.activations();
         for (int j = 0; j < r.length; j++) r[j] = f.round(x[j] + a[j]);
@@ -231,11 +290,15 @@ public final class Gemma4Ops {
     }
 
     /** mlp.out = W_down·(gelu(W_gate·u) ⊙ W_up·u), u = pre_feedforward_layernorm(residual). */
-    public float[] mlp(int layer, float[] residual, int T, Precision p) {
-        var lw = w.layers().get(layer);
+    public float[] mlp(int layer, float[] residual, int T, Precision p) { return mlp(layer, residual, T, p, Rewire.NONE); }
+
+    /** mlp.out under a rewiring (pre_feedforward_layernorm dropped, another layer's weights). */
+    public float[] mlp(int layer, float[] residual, int T, Precision p, Rewire rw) {
+        var lw = w.layers().get(rw.weightsLayer() < 0 ? layer : rw.weightsLayer());
         int H = cfg.hidden();
         float[] u = new float[T * H];
-        rowsNorm(residual, T, H, lw.preFeedforwardNorm(), u, p);
+        if (rw.has(Rewire.Wire.PRE_FEEDFORWARD_NORM_SKIPPED)) System.arraycopy(residual, 0, u, 0, u.length);
+        else rowsNorm(residual, T, H, lw.preFeedforwardNorm(), u, p);
         float[] g = linear(lw.gate(), u, T, null, p);
         float[] up = linear(lw.up(), u, T, null, p);
         geluTimes(g, up, 0, g.length, p);
@@ -246,32 +309,47 @@ public final class Gemma4Ops {
      * moe.out on the post-attention residual: router (norm, scale, softmax, top-k renormalised, per-expert
      * scale), experts on pre_feedforward_layernorm_2(residual), summed in expert order.
      */
-    public float[] moe(int layer, float[] residual, int T, Precision p) {
-        var m = w.layers().get(layer).moe();
+    public float[] moe(int layer, float[] residual, int T, Precision p) { return moe(layer, residual, T, p, Rewire.NONE); }
+
+    /** moe.out under a rewiring of what the router and the experts read, the routing weights and the scales. */
+    public float[] moe(int layer, float[] residual, int T, Precision p, Rewire rw) {
+        var lwl = w.layers().get(rw.weightsLayer() < 0 ? layer : rw.weightsLayer());
+        var m = lwl.moe();
         int H = cfg.hidden(), E = cfg.numExperts(), K = cfg.topKExperts(), Im = cfg.moeIntermediate();
         var f = p.activations();
-        float rootScale = (float) StrictMath.pow(H, -0.5);
+        float[] u = new float[T * H];
+        if (rw.has(Rewire.Wire.EXPERTS_UNNORMED)) System.arraycopy(residual, 0, u, 0, u.length);
+        else rowsNorm(residual, T, H, rw.has(Rewire.Wire.EXPERTS_READ_DENSE_NORM) ? lwl.preFeedforwardNorm() : m.preFeedforwardNorm2(), u, p);
+        float rootScale = rw.has(Rewire.Wire.ROUTER_ROOT_SCALE_MISSING) ? 1f : (float) StrictMath.pow(H, -0.5);
         float[] z = new float[T * H];
         for (int t = 0; t < T; t++) {
-            norm(residual, t * H, H, null, z, t * H, p);
-            for (int j = 0; j < H; j++) z[t * H + j] = f.round(f.round(z[t * H + j] * m.routerScale()[j]) * rootScale);
+            if (rw.has(Rewire.Wire.ROUTER_UNNORMED)) System.arraycopy(residual, t * H, z, t * H, H);
+            else if (rw.has(Rewire.Wire.ROUTER_READS_EXPERT_INPUT)) System.arraycopy(u, t * H, z, t * H, H);
+            else norm(residual, t * H, H, null, z, t * H, p);
+            for (int j = 0; j < H; j++) {
+                float rs = rw.has(Rewire.Wire.ROUTER_SCALE_MISSING) ? 1f : m.routerScale()[j];
+                z[t * H + j] = f.round(f.round(z[t * H + j] * rs) * rootScale);
+            }
         }
         // GGUF converters keep the router's matrix in F32 whatever the type, so a half-precision matmul input is not its
         float[] logits = linear(m.router(), z, T, null, p.withMatmulInput(Format.F32));
-        float[] u = new float[T * H];
-        rowsNorm(residual, T, H, m.preFeedforwardNorm2(), u, p);
         float[] out = new float[T * H];
         float[] gu = new float[2 * Im], act = new float[Im], y = new float[H];
         for (int t = 0; t < T; t++) {
             int o = t * E;
             VectorMath.softmax(logits, o, E);
-            int[] top = topK(logits, o, E, K);
+            int[] top = rw.has(Rewire.Wire.TOP_K_TIES_LAST) ? topKTiesLast(logits, o, E, K) : topK(logits, o, E, K);
             float sum = 0;
             for (int e : top) sum += logits[o + e];
+            if (rw.has(Rewire.Wire.ROUTING_NOT_RENORMALISED)) sum = 1f;
             float[] weight = new float[E];
             boolean[] chosen = new boolean[E];
-            for (int e : top) {
-                weight[e] = f.round(logits[o + e] / sum * m.perExpertScale()[e]);
+            for (int rank = 0; rank < top.length; rank++) {
+                int e = top[rank];
+                float scale = rw.has(Rewire.Wire.EXPERT_SCALE_MISSING) ? 1f
+                        : rw.has(Rewire.Wire.EXPERT_SCALE_TWICE) ? m.perExpertScale()[e] * m.perExpertScale()[e]
+                        : m.perExpertScale()[rw.has(Rewire.Wire.EXPERT_SCALE_BY_RANK) ? rank : e];
+                weight[e] = f.round(logits[o + e] / sum * scale);
                 chosen[e] = true;
             }
             float[] ut = java.util.Arrays.copyOfRange(u, t * H, (t + 1) * H);
@@ -297,9 +375,15 @@ public final class Gemma4Ops {
      * with MoE post_feedforward_layernorm_1(mlp.out) + post_feedforward_layernorm_2(moe.out).
      */
     public float[] layerOut(int layer, float[] residual, float[] mlpOut, float[] moeOut, float[] ple, int T, Precision p) {
-        var lw = w.layers().get(layer);
+        return layerOut(layer, residual, mlpOut, moeOut, ple, T, p, Rewire.NONE);
+    }
+
+    /** out under a rewiring of the post-feedforward norm, the per-layer input branch and layer_scalar. */
+    public float[] layerOut(int layer, float[] residual, float[] mlpOut, float[] moeOut, float[] ple, int T, Precision p, Rewire rw) {
+        var lw = w.layers().get(rw.weightsLayer() < 0 ? layer : rw.weightsLayer());
         int H = cfg.hidden();
         var f = p.activations();
+        float s = lw.layerScalar();
         float[] m = mlpOut.clone();
         if (lw.moe() != null) {
             float[] e = moeOut.clone();
@@ -307,21 +391,24 @@ public final class Gemma4Ops {
             rowsNorm(e, T, H, lw.moe().postFeedforwardNorm2(), e, p);
             for (int j = 0; j < m.length; j++) m[j] = f.round(m[j] + e[j]);
         }
-        rowsNorm(m, T, H, lw.postFeedforwardNorm(), m, p);
+        if (!rw.has(Rewire.Wire.POST_FEEDFORWARD_NORM_SKIPPED)) rowsNorm(m, T, H, lw.postFeedforwardNorm(), m, p);
         float[] x = new float[T * H];
         for (int j = 0; j < x.length; j++) x[j] = f.round(residual[j] + m[j]);
-        if (ple != null) {
+        boolean scalarFirst = rw.has(Rewire.Wire.LAYER_SCALAR_BEFORE_PLE);
+        if (scalarFirst) for (int j = 0; j < x.length; j++) x[j] = f.round(x[j] * s);
+        if (ple != null && !rw.has(Rewire.Wire.PLE_BRANCH_SKIPPED)) {
             int P = cfg.pleDim(), L = cfg.numLayers();
-            float[] g = linear(lw.pleGate(), x, T, null, p.withMatmulInput(p.pleGate()));
+            float[] g = linear(lw.pleGate(), rw.has(Rewire.Wire.PLE_BRANCH_BEFORE_MLP) ? residual : x, T, null, p.withMatmulInput(p.pleGate()));
             float[] pl = new float[T * P];
-            for (int t = 0; t < T; t++) System.arraycopy(ple, (t * L + layer) * P, pl, t * P, P);
+            boolean layerMajor = rw.has(Rewire.Wire.PLE_SLICE_LAYER_MAJOR);
+            for (int t = 0; t < T; t++) System.arraycopy(ple, (layerMajor ? layer * T + t : t * L + layer) * P, pl, t * P, P);
             geluTimes(g, pl, 0, g.length, p);
             float[] pr = linear(lw.pleProjection(), g, T, null, p);
-            rowsNorm(pr, T, H, lw.plePostNorm(), pr, p);
+            if (!rw.has(Rewire.Wire.PLE_POST_NORM_SKIPPED)) rowsNorm(pr, T, H, lw.plePostNorm(), pr, p);
             for (int j = 0; j < x.length; j++) x[j] = f.round(x[j] + pr[j]);
         }
-        float s = lw.layerScalar();
-        for (int j = 0; j < x.length; j++) x[j] = f.round(x[j] * s);
+        if (!scalarFirst) for (int j = 0; j < x.length; j++) x[j] = f.round(x[j] * s);
+        if (rw.has(Rewire.Wire.LAYER_SCALAR_TWICE)) for (int j = 0; j < x.length; j++) x[j] = f.round(x[j] * s);
         return x;
     }
 
@@ -438,6 +525,19 @@ public final class Gemma4Ops {
         for (int j = 0; j < k; j++) {
             int best = -1;
             for (int e = 0; e < n; e++) if (!used[e] && (best < 0 || p[off + e] > p[off + best])) best = e;
+            used[best] = true;
+            idx[j] = best;
+        }
+        return idx;
+    }
+
+    /** topK with ties going to the higher index. */
+    static int[] topKTiesLast(float[] p, int off, int n, int k) {
+        int[] idx = new int[k];
+        boolean[] used = new boolean[n];
+        for (int j = 0; j < k; j++) {
+            int best = -1;
+            for (int e = 0; e < n; e++) if (!used[e] && (best < 0 || p[off + e] >= p[off + best])) best = e;
             used[best] = true;
             idx[j] = best;
         }

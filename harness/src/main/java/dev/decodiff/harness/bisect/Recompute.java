@@ -8,28 +8,6 @@ import dev.decodiff.metal.TensorView;
 final class Recompute {
     private Recompute() {}
 
-    /** Attention output of query head h at row t over KV head g: softmax(scale·q·k) · v. */
-    static float[] head(TensorView q, TensorView k, TensorView v, int t, int h, int g, double scale, int C, int nh, int nkv, int d) {
-        double[] s = new double[C];
-        double max = Double.NEGATIVE_INFINITY;
-        long qo = ((long) t * nh + h) * d;
-        for (int j = 0; j < C; j++) {
-            long ko = ((long) j * nkv + g) * d;
-            double dot = 0;
-            for (int x = 0; x < d; x++) dot += (double) q.getFloat(qo + x) * k.getFloat(ko + x);
-            s[j] = dot * scale;
-            max = Math.max(max, s[j]);
-        }
-        double sum = 0;
-        for (int j = 0; j < C; j++) sum += s[j] = Math.exp(s[j] - max);
-        float[] out = new float[d];
-        for (int j = 0; j < C; j++) {
-            long vo = ((long) j * nkv + g) * d;
-            for (int x = 0; x < d; x++) out[x] += (float) (s[j] / sum * v.getFloat(vo + x));
-        }
-        return out;
-    }
-
     /** rel L2 of {@code a} against {@code t}'s values from {@code off}. */
     static double rel(float[] a, TensorView t, long off) {
         double n = 0, dd = 0;

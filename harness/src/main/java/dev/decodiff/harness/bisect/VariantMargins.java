@@ -22,14 +22,15 @@ public final class VariantMargins {
     }
 
     private static final List<VariantSearch.Enumerator> ENUMERATORS =
-            List.of(new NormVariantsDetector(), new AttentionVariantsDetector(), new ActivationVariantsDetector());
+            List.of(new RewireDetector(), new AttentionVariantsDetector(), new ActivationVariantsDetector());
 
     public static List<Margin> firstLayer(Gemma4Model model, DumpReader reader, ToleranceProfile profile) {
         var out = new ArrayList<Margin>();
         try (var refs = new ReferenceTensors(reader)) {
             var step = refs.step(0);
-            for (String kind : List.of(CapturePoints.Q, CapturePoints.K, CapturePoints.V, CapturePoints.ATTN_OUT, CapturePoints.MLP_OUT)) {
-                String p = CapturePoints.layer(0, kind);
+            for (String kind : List.of(CapturePoints.PLE, CapturePoints.Q, CapturePoints.K, CapturePoints.V, CapturePoints.ATTN_OUT, CapturePoints.MLP_OUT,
+                    CapturePoints.MOE_OUT, CapturePoints.OUT)) {
+                String p = kind.equals(CapturePoints.PLE) ? kind : CapturePoints.layer(0, kind);
                 if (!step.has(p)) continue;
                 double tol = profile.tolerance(p);
                 var r = step.tensor(p);
@@ -41,7 +42,8 @@ public final class VariantMargins {
                     if (h == null || Recompute.rel(h.standard(), r, 0) > ctx.near()) continue;
                     for (var v : h.variants()) {
                         float[] o = v.output().get();
-                        if (o != null) out.add(new Margin(h.op(), v.name(), p, Recompute.rel(o, r, 0), tol));
+                        // a variant that changes nothing on this input (a tie rule without ties) has no margin to show
+                        if (o != null && !java.util.Arrays.equals(o, h.standard())) out.add(new Margin(h.op(), v.name(), p, Recompute.rel(o, r, 0), tol));
                     }
                 }
             }

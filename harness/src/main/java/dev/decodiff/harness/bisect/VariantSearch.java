@@ -19,7 +19,12 @@ final class VariantSearch {
     private VariantSearch() {}
 
     /** One way to get the op wrong: its name ("scale 1/√d") and its output recomputed from the reference's inputs. */
-    record Variant(String name, Supplier<float[]> output) {}
+    record Variant(String name, Supplier<float[]> output, String op) {
+        Variant(String name, Supplier<float[]> output) { this(name, output, null); }
+
+        /** The op this variant is named under: its own where it has one, else the search's. */
+        String opOr(String search) { return op != null ? op : search; }
+    }
 
     /** An op recomputed from the reference's inputs as the model defines it, and its enumerated variants. */
     record Hypotheses(String op, float[] standard, List<Variant> variants) {}
@@ -33,27 +38,59 @@ final class VariantSearch {
         return h == null ? null : best(h.op(), ctx, h.standard(), h.variants());
     }
 
+    /** A variant that reproduces the candidate must beat every other enumerated variant by this factor to be named. */
+    static final double MIN_MARGIN = 10;
+
+    /** One variant's distance to the candidate. */
+    record Scored(Variant variant, double rel) {}
+
+    /**
+     * The variant that reproduces the candidate, named only when its rel L2 to the candidate is at least
+     * {@link #MIN_MARGIN}× under the runner-up's; otherwise "two explanations fit" with both, and no name. A variant
+     * that equals the op as defined on this input (it changes nothing here) is no explanation and is skipped.
+     */
     static Finding best(String op, DetectorContext ctx, float[] standard, List<Variant> variants) {
         TensorView ref = ctx.r(), cand = ctx.c();
         if (standard == null || standard.length != ref.elementCount() || cand.elementCount() != ref.elementCount()) return null;
         double near = ctx.near();
         if (Recompute.rel(standard, ref, 0) > near) return null;
         double distance = ctx.cell().relL2();
-        Variant best = null;
-        double bestRel = Double.POSITIVE_INFINITY;
+        var scored = new java.util.ArrayList<Scored>();
+        var outputs = new java.util.ArrayList<float[]>();
+        var same = new java.util.HashMap<Variant, List<String>>();
+        outer:
         for (var v : variants) {
             float[] out = v.output().get();
-            if (out == null) continue;
+            if (out == null || out.length != standard.length || java.util.Arrays.equals(out, standard)) continue;
+            // two variants that compute the very same tensor here are one hypothesis on this input: the first enumerated names it
+            for (int i = 0; i < outputs.size(); i++)
+                if (java.util.Arrays.equals(outputs.get(i), out)) {
+                    same.computeIfAbsent(scored.get(i).variant(), k -> new java.util.ArrayList<>()).add(v.name());
+                    continue outer;
+                }
             double rel = Recompute.rel(out, cand, 0);
-            if (rel <= near && rel * 10 <= distance && rel < bestRel) {
-                best = v;
-                bestRel = rel;
-            }
+            if (Double.isNaN(rel)) continue;
+            scored.add(new Scored(v, rel));
+            outputs.add(out);
         }
-        if (best == null) return null;
-        return Finding.variant(op, best.name(), "recomputing " + op + " from the reference's inputs with " + best.name()
-                + " reproduces the candidate's " + ctx.point() + " (rel L2 " + Fmt.sci(bestRel) + ", against " + Fmt.sci(distance)
-                + " from the reference)");
+        scored.sort(java.util.Comparator.comparingDouble(Scored::rel));
+        java.util.function.Function<Variant, String> alike = v -> same.containsKey(v)
+                ? " (on this input the same tensor as: " + String.join("; ", same.get(v)) + ")" : "";
+        if (scored.isEmpty()) return null;
+        var first = scored.getFirst();
+        if (!(first.rel() <= near && first.rel() * 10 <= distance)) return null;
+        Scored second = scored.size() > 1 ? scored.get(1) : null;
+        double margin = second == null || first.rel() == 0 ? Double.POSITIVE_INFINITY : second.rel() / first.rel();
+        String runnerUp = second == null ? "no other variant" : "runner-up " + second.variant().name() + " at " + Fmt.sci(second.rel())
+                + ", margin " + (Double.isInfinite(margin) ? "∞" : Fmt.sci(margin) + "×");
+        if (margin < MIN_MARGIN)
+            return Finding.of("two explanations fit " + ctx.point() + ": " + first.variant().name() + " (rel L2 " + Fmt.sci(first.rel())
+                    + ") and " + second.variant().name() + " (rel L2 " + Fmt.sci(second.rel()) + "), against " + Fmt.sci(distance)
+                    + " from the reference; neither is named (margin " + Fmt.num(margin, 3) + "× < " + (int) MIN_MARGIN + "×)");
+        String named = first.variant().opOr(op);
+        return Finding.variant(named, first.variant().name(), "recomputing " + named + " from the reference's inputs with " + first.variant().name()
+                + " reproduces the candidate's " + ctx.point() + " (rel L2 " + Fmt.sci(first.rel()) + ", against " + Fmt.sci(distance)
+                + " from the reference; " + runnerUp + ")" + alike.apply(first.variant()));
     }
 
     /** Round to the nearest bfloat16 (ties to even), as a scale stored in the weight dtype would be. */

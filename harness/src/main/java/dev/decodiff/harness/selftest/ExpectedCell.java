@@ -173,6 +173,25 @@ public sealed interface ExpectedCell {
             }
             case Q_NORM_MISSING -> new Cell(0, 0, CapturePoints.layer(0, CapturePoints.Q), "layer 0 is the first to norm its queries");
             case K_NORM_ONE_PLUS -> firstOwnKv(cfg, CapturePoints.K, "keys", "normed with (1+w)");
+            case VALUE_AFTER_K_NORM -> {
+                var kEqV = layers.stream().filter(LayerSpec::kEqV).findFirst();
+                if (kEqV.isEmpty()) yield new NotApplicable("no attention_k_eq_v layer");
+                int l = kEqV.get().index();
+                yield new Cell(0, l, CapturePoints.layer(l, CapturePoints.V), "the first k_eq_v layer (" + l + ") is the first to take its value from the key");
+            }
+            case MOE_ROUTING_NOT_RENORMALISED, MOE_ROUTER_UNNORMED, MOE_EXPERT_SCALE_BY_RANK -> {
+                if (!cfg.moe()) yield new NotApplicable("no MoE layers");
+                yield new Cell(0, 0, CapturePoints.layer(0, CapturePoints.MOE_OUT), "layer 0's MoE block is the first to route");
+            }
+            case PLE_COMBINE_MISSING -> {
+                if (!cfg.hasPle()) yield new NotApplicable("no per-layer inputs");
+                yield new Cell(0, null, CapturePoints.PLE, "the per-layer inputs are computed once, right after the embedding");
+            }
+            case LAYER_SCALAR_BEFORE_PLE -> {
+                if (!cfg.hasPle()) yield new NotApplicable("no per-layer inputs");
+                if (layerScalars[0] == 1f) yield new NotApplicable("layer 0's layer_scalar is 1");
+                yield new Cell(0, 0, CapturePoints.layer(0, CapturePoints.OUT), "layer 0 is the first to add its per-layer input branch");
+            }
         };
     }
 

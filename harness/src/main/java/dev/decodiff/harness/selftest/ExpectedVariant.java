@@ -33,6 +33,12 @@ public record ExpectedVariant(String op, String name) {
             case SLIDING_WINDOW_MINUS_TWO -> new ExpectedVariant("cache window", "window off by −2");
             case Q_NORM_MISSING -> new ExpectedVariant("norm", "q_norm absent");
             case K_NORM_ONE_PLUS -> new ExpectedVariant("norm", "k_norm with (1+w)");
+            case VALUE_AFTER_K_NORM -> new ExpectedVariant("rewiring", "the value is taken after k_norm");
+            case MOE_ROUTING_NOT_RENORMALISED -> new ExpectedVariant("rewiring", "the routing weights are not renormalised after top-k");
+            case MOE_ROUTER_UNNORMED -> new ExpectedVariant("rewiring", "the router reads the un-normed residual");
+            case MOE_EXPERT_SCALE_BY_RANK -> new ExpectedVariant("rewiring", "per_expert_scale is indexed by the expert's rank");
+            case PLE_COMBINE_MISSING -> new ExpectedVariant("rewiring", "the 2^-½ combine is missing");
+            case LAYER_SCALAR_BEFORE_PLE -> new ExpectedVariant("rewiring", "layer_scalar is applied before the per-layer input branch");
             case DECODE_RECOMPUTE, PREFIX_REUSE_STALE_POSITION, SLIDING_TRUNCATE, CACHE_DROPS_FIRST_POSITION -> null;
         };
     }
