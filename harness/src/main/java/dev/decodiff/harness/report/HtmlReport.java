@@ -27,7 +27,7 @@ public final class HtmlReport {
                         h1{font-size:22px;margin:0 0 4px} h2{font-size:16px;margin:28px 0 8px}
                         .meta{color:#57606a;font-size:13px;line-height:1.5}
                         .verdict{border-radius:8px;padding:14px 18px;margin:16px 0;font-size:15px;line-height:1.5;max-width:1100px}
-                        .match{background:#dafbe1;border:1px solid #4ac26b} .divergence{background:#ffebe9;border:1px solid #ff8182} .incomplete{background:#fff8c5;border:1px solid #d4a72c}
+                        .match{background:#dafbe1;border:1px solid #4ac26b} .divergence{background:#ffebe9;border:1px solid #ff8182} .incomplete{background:#fff8c5;border:1px solid #d4a72c} .precision{background:#ddf4ff;border:1px solid #54aeff}
                         .badge{font-weight:700;letter-spacing:.04em;margin-right:8px}
                         table{border-collapse:collapse;font-size:12px;font-variant-numeric:tabular-nums}
                         th{font-weight:600;padding:3px 6px;color:#57606a;text-align:center}
@@ -64,6 +64,7 @@ public final class HtmlReport {
         heatmap(h, r, g, cols);
         curves(h, r, g, cols);
         detail(h, r);
+        local(h, r);
         tokens(h, r);
         if (!r.onlyInReference().isEmpty() || !r.onlyInCandidate().isEmpty() || !r.notes().isEmpty() || !r.complete()) {
             h.append("<h2>Not compared</h2>\n<div class=\"small\">");
@@ -215,6 +216,54 @@ public final class HtmlReport {
             h.append("</tr><tr>");
             for (var c : model) cellTd(h, c, d);
             h.append("</tr></table>\n");
+        }
+    }
+
+    /**
+     * Local attribution of the focus step: what each op added on the candidate's own inputs, the status in the cell's
+     * tooltip, and the precision effects named over the whole comparison.
+     */
+    private static void local(StringBuilder h, ComparisonResult r) {
+        var a = r.attribution();
+        if (a == null) return;
+        var d = StepDetail.of(r);
+        h.append("<h2>Local error at step ").append(d.step())
+                .append(" — what each op added on the candidate's own inputs (~ precision effect, ✗ unexplained, ? not measurable)</h2>\n")
+                .append("<table class=\"heat\"><tr><th>layer</th>");
+        for (String k : d.kinds()) h.append("<th>").append(esc(k)).append("</th>");
+        h.append("</tr>\n");
+        for (var e : d.layers().entrySet()) {
+            h.append("<tr><th>").append(e.getKey()).append("</th>");
+            for (String k : d.kinds()) {
+                var c = e.getValue().get(k);
+                var l = c == null ? null : a.of(c.step(), c.point());
+                if (l == null) {
+                    h.append("<td></td>");
+                    continue;
+                }
+                String mark = switch (l.status()) {
+                    case EXACT -> "";
+                    case PRECISION -> "~";
+                    case UNEXPLAINED -> "✗";
+                    case UNATTRIBUTED -> "?";
+                };
+                String cls = l.status() == dev.decodiff.harness.compare.attribution.LocalError.Status.UNEXPLAINED ? " class=\"fail first\"" : "";
+                h.append("<td").append(cls).append(" title=\"").append(esc(l.point() + ": " + l.status().name().toLowerCase(java.util.Locale.ROOT)
+                        + (l.explanation() == null ? "" : ", " + l.explanation()) + " — recomputed from " + l.from()
+                        + (l.granularity() == null ? "" : " (" + l.granularity() + ")"))).append("\">")
+                        .append(l.status() == dev.decodiff.harness.compare.attribution.LocalError.Status.UNATTRIBUTED ? "" : esc(Fmt.rel(l.local())))
+                        .append(mark).append("</td>");
+            }
+            h.append("</tr>\n");
+        }
+        h.append("</table>\n");
+        if (a.hasEffects()) {
+            h.append("<h2>Precision effects</h2>\n<ul class=\"small\">");
+            for (var e : a.effects())
+                h.append("<li>").append(esc(e.explanation())).append(": ").append(Fmt.count(e.cells())).append(e.cells() == 1 ? " cell" : " cells")
+                        .append(", first ").append(esc(e.first().point())).append(" at step ").append(e.first().step()).append(" (local ")
+                        .append(Fmt.sci(e.first().local())).append(", reproduced to ").append(Fmt.sci(e.first().leftover())).append(")</li>");
+            h.append("</ul>\n");
         }
     }
 
