@@ -7,11 +7,12 @@ an incremental rebuild of libllama), then judged on each bundled checkpoint it a
   against clean llama.cpp  the patched build's dump compared with the clean native build's dump of the same case: both
                          share llama.cpp's precision, so the first divergence is the patch's own effect;
   local (bisect)         `decodiff bisect ... --engine llama.cpp`: every op fed transformers' own inputs and cache
-                         history through the eval callback; the first cell whose local error is over one fp16 step.
+                         history through the eval callback; the first cell whose local error is over one fp16 step,
+                         and the variant bisect's detectors name for it.
 
 Prints a table bug x checkpoint and, first, clean llama.cpp's verdicts on each checkpoint. Exit 0 when every patch
-diverges from clean llama.cpp and is bisected to its expected cell, and clean llama.cpp has no local error over the
-floor and does not diverge from itself; 1 otherwise.
+comes out at its expected cell all three ways, and clean llama.cpp has no local error over the floor and does not
+diverge from itself; 1 otherwise.
 
   llamacpp/porting-bugs/run.py [--only NAME[,NAME...]] [--case long|short] [--work DIR] [--json FILE]
 
@@ -89,9 +90,10 @@ def bisected(lib, ref):
     """`decodiff bisect REF --engine llama.cpp --json`: (verdict, culprit cell or None)."""
     code, data, err = decodiff(lib, "bisect", str(ref), "--engine", "llama.cpp", "--json")
     if data is None:
-        return (f"exit {code}: {first_line(err)}", None)
+        return (f"exit {code}: {first_line(err)}", None, None)
     c = data.get("culprit")
-    return (data.get("verdict"), (c["step"], c["point"]) if c else None)
+    v = (c or {}).get("variant")
+    return (data.get("verdict"), (c["step"], c["point"]) if c else None, f"{v['op']}: {v['name']}" if v else None)
 
 
 def cell_text(cell):
@@ -134,7 +136,7 @@ def main():
                 # clean against itself: the suite's own floor (must be a match)
                 scode, sdata, serr = decodiff(clean, "compare", str(out), str(out), "--json")
                 self_verdict = judged(scode, sdata, serr)[0]
-                local = bisected(clean, ref)
+                local = bisected(clean, ref)[:2]
             else:
                 note, self_verdict, local = first_line(derr), None, None
         else:
@@ -142,7 +144,7 @@ def main():
         baseline[ck] = dict(verdict=verdict, cell=cell, note=note, dump=dumped, self=self_verdict, local=local)
         print(f"  {ck}/{a.case}: {verdict} {cell_text(cell)} {note}", file=sys.stderr)
 
-    rows, ok = [], all(b["self"] in (None, "match") and (b["local"] is None or b["local"][0] == "match") for b in baseline.values())
+    rows, ok = [], all(b["self"] in (None, "match", "precision") and (b["local"] is None or b["local"][0] == "match") for b in baseline.values())
     for bug in bugs:
         patch = HERE / f"{bug['name']}.patch"
         lib = library(patch)
@@ -163,11 +165,11 @@ def main():
                 v2, cell2, _, note2 = judged(*decodiff(lib, "compare", str(base["dump"]), str(out), "--json"))
             else:
                 v2, cell2, note2 = "refused", None, first_line(derr)
-            lv, lcell = bisected(lib, ref)
-            hit = cell2 == row["expected"] and lcell == row["expected"]
+            lv, lcell, lvariant = bisected(lib, ref)
+            hit = cell == row["expected"] and cell2 == row["expected"] and lcell == row["expected"]
             ok = ok and hit
             row.update(verdict=verdict, cell=cell, variant=variant, note=note, vs_clean=v2, vs_clean_cell=cell2,
-                       vs_clean_note=note2, local=lv, local_cell=lcell, at_expected_cell=hit)
+                       vs_clean_note=note2, local=lv, local_cell=lcell, local_variant=lvariant, at_expected_cell=hit)
             rows.append(row)
             print(f"  {bug['name']} on {ck}: {verdict} {cell_text(cell)} | vs clean: {v2} {cell_text(cell2)} | local: {cell_text(lcell)}"
                   f"{'' if hit else '  <- expected ' + cell_text(row['expected'])}", file=sys.stderr)
@@ -180,15 +182,15 @@ def main():
               + (f"; against itself: {b['self']}" if b["self"] else "") + (f"\n    {b['note']}" if b["note"] else ""))
     print()
     head = ("bug", "checkpoint", "expected cell", "verdict vs transformers", "first divergent cell", "named variant",
-            "vs clean llama.cpp", "local error over the floor (bisect)", "")
+            "vs clean llama.cpp", "local error over the floor (bisect)", "bisect's variant", "")
     table = [head]
     for r in rows:
         if r["verdict"] == "not run":
-            table.append((r["bug"], r["checkpoint"], cell_text(r["expected"]), "not run", "-", "-", r["note"], "-", ""))
+            table.append((r["bug"], r["checkpoint"], cell_text(r["expected"]), "not run", "-", "-", r["note"], "-", "-", ""))
             continue
         table.append((r["bug"], r["checkpoint"], cell_text(r["expected"]), r["verdict"], cell_text(r["cell"]),
                       r["variant"] or "-", f"{r['vs_clean']} {cell_text(r['vs_clean_cell'])}".strip(), cell_text(r["local_cell"]),
-                      "ok" if r["at_expected_cell"] else "MISSED"))
+                      r["local_variant"] or "-", "ok" if r["at_expected_cell"] else "MISSED"))
     widths = [max(len(str(row[i])) for row in table) for i in range(len(head))]
     for i, row in enumerate(table):
         print("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip())

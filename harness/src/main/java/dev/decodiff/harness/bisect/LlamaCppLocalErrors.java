@@ -26,7 +26,10 @@ import java.util.Map;
  * drift inherited from upstream is gone. The culprit is the first cell in causal order whose local error is over
  * {@link #FLOOR} — one fp16 step (2^-10), the coarsest rounding llama.cpp's fp32 path applies (its GELU table, which
  * leaves ≈ 3e-4 on every MLP output); anything finer than that floor is not resolved here. A MoE layer's dense mlp.out
- * is an unnamed product llama.cpp's graph does not let decodiff replace: there, out's local error includes it.
+ * is an unnamed product llama.cpp's graph does not let decodiff replace: there, out's local error includes it. The
+ * culprit is then diagnosed with bisect's own detectors ({@link Bisector#DETECTORS}): its op recomputed from the
+ * reference's inputs and the checkpoint's weights under each enumerated variant; the variant that reproduces
+ * llama.cpp's local output names the bug, as on decodiff's engine.
  */
 public final class LlamaCppLocalErrors {
     public static final double FLOOR = 0x1p-10;
@@ -37,28 +40,36 @@ public final class LlamaCppLocalErrors {
 
     public record Cell(int step, String point, double local) {}
 
-    public record Result(String reference, String candidate, List<Cell> cells, Cell culprit, Map<String, Cell> worstBelowFloorByKind) {
+    public record Result(String reference, String candidate, List<Cell> cells, Cell culprit, Map<String, Cell> worstBelowFloorByKind,
+                         String diagnosis, dev.decodiff.harness.compare.detect.Finding.Variant variant) {
         public boolean diverges() { return culprit != null; }
     }
 
-    public static Result run(Path referenceDir, Path gguf, LlamaContext.Options options, String candidate) {
+    public static Result run(Path referenceDir, Path gguf, LlamaContext.Options options, String candidate) { return run(referenceDir, gguf, options, candidate, null); }
+
+    /** With {@code checkpoint} (its weights), the culprit is also diagnosed by bisect's detectors. */
+    public static Result run(Path referenceDir, Path gguf, LlamaContext.Options options, String candidate, Path checkpoint) {
         // a point whose graph tensor this build does not compute (a patched graph may name it otherwise) is compared where
         // captured but not replaced: the run starts again without it
         var unreplaceable = new java.util.HashSet<String>();
         for (int attempt = 0; ; attempt++) {
             try {
-                return attempt(referenceDir, gguf, options, candidate, unreplaceable);
+                return attempt(referenceDir, gguf, options, candidate, unreplaceable, checkpoint);
             } catch (dev.decodiff.llamacpp.NotReplacedException e) {
                 if (attempt > 3 || !unreplaceable.addAll(e.points())) throw e;
             }
         }
     }
 
-    private static Result attempt(Path referenceDir, Path gguf, LlamaContext.Options options, String candidate, java.util.Set<String> unreplaceable) {
+    private static Result attempt(Path referenceDir, Path gguf, LlamaContext.Options options, String candidate, java.util.Set<String> unreplaceable,
+                                  Path checkpoint) {
         var ref = DumpReader.open(referenceDir);
         var m = ref.manifest();
         var cells = new ArrayList<Cell>();
         var points = ref.allPoints();
+        // each step's captures, until the first step with a cell over the floor (the culprit's step) is kept
+        Map<String, dev.decodiff.harness.dump.CapturedTensor> culpritStep = null;
+        int culpritStepIndex = -1;
         try (var runner = LlamaCppRunner.open(gguf, options, points::contains)) {
             for (int s = 0; s < m.stepCount(); s++) {
                 try (var step = ref.readStep(s)) {
@@ -74,12 +85,19 @@ public final class LlamaCppLocalErrors {
                     var st = m.step(s);
                     // a MoE layer's mlp.out is not a named graph tensor: it is compared, not replaced
                     var got = runner.step(m.stepTokens(s), st.start(), step.points(), subs);
+                    boolean over = false;
                     for (String p : step.points()) {
                         var c = got.tensors().get(p);
                         if (c == null) continue;
                         float[] want = step.tensor(p).toFloats();
                         double local = c.data().length == want.length ? CellStats.relL2(c.data(), want) : Double.POSITIVE_INFINITY;
                         cells.add(new Cell(s, p, Double.isNaN(local) ? Double.POSITIVE_INFINITY : local));
+                        over |= !(local <= FLOOR);
+                    }
+                    if (over && culpritStep == null) {
+                        culpritStep = new LinkedHashMap<>();
+                        for (var c : got.tensors().values()) culpritStep.put(c.point(), dev.decodiff.harness.dump.CapturedTensor.of(c.point(), c.shape(), c.data()));
+                        culpritStepIndex = s;
                     }
                 }
             }
@@ -91,7 +109,32 @@ public final class LlamaCppLocalErrors {
             if (!(c.local() <= FLOOR) || culprit != null && order(c) >= order(culprit)) continue;
             worst.merge(CapturePoints.kindOf(c.point()), c, (a, b) -> a.local() >= b.local() ? a : b);
         }
-        return new Result(referenceDir.toString(), candidate, cells, culprit, worst);
+        String diagnosis = null;
+        dev.decodiff.harness.compare.detect.Finding.Variant variant = null;
+        if (culprit != null && checkpoint != null && culpritStep != null) {
+            var found = diagnose(ref, culprit, culpritStepIndex, culpritStep, checkpoint);
+            if (found != null) {
+                diagnosis = found.sentence();
+                variant = found.variant();
+            }
+        }
+        return new Result(referenceDir.toString(), candidate, cells, culprit, worst, diagnosis, variant);
+    }
+
+    /** Bisect's detectors on the culprit: llama.cpp's local output against the reference, with the weights and history. */
+    private static dev.decodiff.harness.compare.detect.Finding diagnose(DumpReader ref, Cell culprit, int s,
+                                                                        Map<String, dev.decodiff.harness.dump.CapturedTensor> captured, Path checkpoint) {
+        var st = ref.manifest().step(s);
+        try (var model = dev.decodiff.engine.Gemma4Model.load(checkpoint); var refs = new ReferenceTensors(ref); var refStep = ref.readStep(s)) {
+            var local = new dev.decodiff.harness.live.LiveStep(s, st.start(), st.length(), captured, -1, Double.NaN, "llama.cpp on the reference's input, step " + s);
+            var cell = Cells.of(s, culprit.point(), refStep.tensor(culprit.point()), local.tensor(culprit.point()), 1e-4);
+            var ctx = new dev.decodiff.harness.compare.detect.DetectorContext(cell, refStep, local,
+                    dev.decodiff.harness.compare.detect.DetectorContext.nearEqual(cell.tolerance()), model, refs);
+            return dev.decodiff.harness.compare.detect.Detectors.explain(Bisector.DETECTORS, ctx);
+        } catch (RuntimeException e) {
+            // a diagnosis is a bonus: its absence leaves the culprit as found
+            return null;
+        }
     }
 
     private static long order(Cell c) { return (long) c.step() * 1_000_000L + CapturePoints.causalRank(c.point()); }
@@ -109,6 +152,8 @@ public final class LlamaCppLocalErrors {
             b.append("CULPRIT\n");
             b.append(Fmt.format("  step %d, %s: local rel L2 %s on the reference's own inputs (floor %.2e).\n", c.step(), c.point(),
                     Double.isInfinite(c.local()) ? "∞ (another shape)" : Fmt.format("%.3g", c.local()), FLOOR));
+            if (r.diagnosis() != null) b.append("  Diagnosis: ").append(r.diagnosis()).append('\n');
+            if (r.variant() != null) b.append("  Variant: ").append(r.variant().op()).append(": ").append(r.variant().name()).append('\n');
         }
         if (!r.worstBelowFloorByKind().isEmpty()) {
             b.append("  before it, llama.cpp's own precision (worst local error per point, all under the floor):");
@@ -130,6 +175,12 @@ public final class LlamaCppLocalErrors {
             c.put("step", r.culprit().step());
             c.put("point", r.culprit().point());
             c.put("local_rel_l2", Double.isInfinite(r.culprit().local()) ? null : r.culprit().local());
+            if (r.diagnosis() != null) c.put("diagnosis", r.diagnosis());
+            if (r.variant() != null) {
+                var v = c.putObject("variant");
+                v.put("op", r.variant().op());
+                v.put("name", r.variant().name());
+            }
         } else o.putNull("culprit");
         var w = o.putObject("worst_below_floor");
         r.worstBelowFloorByKind().forEach((k, c) -> w.put(k, c.local()));

@@ -80,7 +80,7 @@ final class BisectCommand implements Callable<Integer> {
         try {
             String candidate = dev.decodiff.llamacpp.LlamaCppRunner.describeRelease() + ": " + llama.describeSource(gguf, modelDir)
                     + " (" + dev.decodiff.llamacpp.ffi.LlamaContext.describe(options) + ")";
-            var r = dev.decodiff.harness.bisect.LlamaCppLocalErrors.run(refDir, gguf, options, candidate);
+            var r = dev.decodiff.harness.bisect.LlamaCppLocalErrors.run(refDir, gguf, options, candidate, modelDir);
             output.deliver(spec, () -> dev.decodiff.harness.bisect.LlamaCppLocalErrors.json(r).toPrettyString(),
                     () -> dev.decodiff.harness.bisect.LlamaCppLocalErrors.terminal(r), () -> "");
             return r.diverges() ? Main.DIVERGENCE : Main.MATCH;
