@@ -82,6 +82,10 @@ class LocalAttributionTest {
         var fd = j.get("first_divergence");
         assertThat(fd.get("step").asInt()).isZero();
         assertThat(fd.get("point").asText()).isEqualTo("layers.2.attn.v");
+        // judged by accumulated error alone, the first cell is the first bf16 rounding; the jump ranking still points at v
+        var acc = compare(fp32, bug, "--no-attribution");
+        assertThat(acc.get("first_divergence").get("point").asText()).isEqualTo("embed");
+        assertThat(acc.get("notes").toString()).contains("largest error jumps").contains("layers.2.attn.v at step");
         var local = cell(j, 0, "layers.2.attn.v");
         assertThat(local.get("status").asText()).isEqualTo("unexplained");
         assertThat(local.get("local_rel_l2").asDouble()).isGreaterThan(0.1);

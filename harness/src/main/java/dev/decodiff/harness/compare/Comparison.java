@@ -167,6 +167,9 @@ public final class Comparison {
         if (cand.note() != null) notes.add(cand.note());
         var completeness = completeness(ref, cand, onlyRef, onlyCand, notes);
         var attributed = attribution == null ? null : dev.decodiff.harness.compare.attribution.Attributed.of(attribution, cells, opt.exact());
+        if (attribution == null && cells.stream().anyMatch(CellStats::failed))
+            notes.add("largest error jumps over their causal inputs (without the checkpoint no op is recomputed, so this ranks, not judges): "
+                    + ErrorJumps.describe(ErrorJumps.largest(cells, 3)));
         return new ComparisonResult(ref.dir().toString(), cand.describe(), ref.manifest(), steps, List.copyOf(cells),
                 List.copyOf(tokens), List.copyOf(onlyRef), List.copyOf(onlyCand), first, failure, observer, List.copyOf(notes),
                 profile, (System.nanoTime() - t0) / 1e9, completeness, cand.producer(), attributed);
