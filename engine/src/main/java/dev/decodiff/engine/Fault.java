@@ -91,7 +91,13 @@ public enum Fault {
             "step 0, ple"),
     LAYER_SCALAR_BEFORE_PLE("layer-scalar-before-ple",
             "layer_scalar multiplies the residual before the per-layer input branch is added, not after",
-            "step 0, layer 0, out");
+            "step 0, layer 0, out"),
+    PLE_TABLE_SCALE_MISSING("ple-table-scale-missing",
+            "the per-layer embedding table is used without its √P scale",
+            "step 0, ple"),
+    PLE_SLICE_LAYER_MAJOR("ple-slice-layer-major",
+            "each layer's per-layer input slice is read as if ple were layer-major ([L, T, P]) where it is token-major ([T, L, P])",
+            "step 0 (a prefill of more than one token), layer 0, out");
 
     private final String id;
     private final String description;

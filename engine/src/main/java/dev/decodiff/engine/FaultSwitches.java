@@ -17,7 +17,7 @@ record FaultSwitches(boolean valuesFromKeys, boolean windowPlusOne, boolean ring
                      boolean dropFirstPosition, boolean scoreScale, boolean bidirectionalPrefill, boolean silu,
                      boolean geluErf, boolean scoreSoftcap, boolean windowMinusTwo, boolean noQNorm, boolean kNormOnePlus,
                      boolean valueAfterKNorm, boolean routingNotRenormalised, boolean routerUnnormed, boolean expertScaleByRank,
-                     boolean pleNoCombine, boolean scalarBeforePle,
+                     boolean pleNoCombine, boolean scalarBeforePle, boolean pleNoTableScale, boolean pleLayerMajor,
                      int[] kvSource, Rope prefixRope) {
 
     static FaultSwitches resolve(Gemma4Config cfg, EngineOptions options) {
@@ -48,6 +48,8 @@ record FaultSwitches(boolean valuesFromKeys, boolean windowPlusOne, boolean ring
                 options.has(Fault.MOE_EXPERT_SCALE_BY_RANK),
                 options.has(Fault.PLE_COMBINE_MISSING),
                 options.has(Fault.LAYER_SCALAR_BEFORE_PLE),
+                options.has(Fault.PLE_TABLE_SCALE_MISSING),
+                options.has(Fault.PLE_SLICE_LAYER_MAJOR),
                 kvSources(cfg, options.has(Fault.KV_SHARED_FIRST_SOURCE)),
                 options.has(Fault.ROPE_PROPORTIONAL_AS_PREFIX) ? firstFullRopeAsPrefix(cfg) : null);
     }

@@ -241,7 +241,7 @@ public final class InferenceSession {
         float[] proj = new float[T * LP];
         w.pleModelProjection().matmul(embedded, T, proj, matmul);
         float projScale = (float) StrictMath.pow(H, -0.5);
-        float tokScale = (float) Math.sqrt(P);
+        float tokScale = faults.pleNoTableScale() ? 1f : (float) Math.sqrt(P);
         float combine = faults.pleNoCombine() ? 1f : (float) StrictMath.pow(2.0, -0.5);
         float[] tok = new float[LP];
         for (int t = 0; t < T; t++) {
@@ -288,7 +288,7 @@ public final class InferenceSession {
             float[] g = new float[T * P];
             lw.pleGate().matmul(x, T, g, matmul);
             for (int t = 0; t < T; t++)
-                for (int j = 0; j < P; j++) g[t * P + j] = VectorMath.geluTanh(g[t * P + j]) * ple[(t * L + i) * P + j];
+                for (int j = 0; j < P; j++) g[t * P + j] = VectorMath.geluTanh(g[t * P + j]) * ple[(faults.pleLayerMajor() ? i * T + t : t * L + i) * P + j];
             float[] p = new float[T * H];
             lw.pleProjection().matmul(g, T, p, matmul);
             rowsNorm(p, T, H, lw.plePostNorm(), p);

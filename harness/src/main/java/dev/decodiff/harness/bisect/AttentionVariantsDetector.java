@@ -20,10 +20,13 @@ import java.util.Map;
  * For attn.out: recomputes attention with {@link Gemma4Ops#attention} from the reference's q and the keys and values
  * that entered its cache (every step up to this one), then under the mechanical variants of each part of it — the score scale at its closed-form
  * alternatives (also rounded to bfloat16), a soft-cap added, the mask (none, no causal mask in prefill, causal without
- * the sliding window, the window off by k), and the softmax (an extra zero logit, not normalised).
+ * the sliding window, the window off by k), the softmax (an extra zero logit, not normalised), and the KV head a query head
+ * reads (h mod nkv, named under "attention heads").
  */
 final class AttentionVariantsDetector implements Detector, VariantSearch.Enumerator {
     static final String OP = "attention";
+    /** The family the KV head mapping variant is named under. */
+    static final String HEAD_MAPPING = "attention heads";
     private static final int MAX_WINDOW_SHIFT = 3;
 
     @Override public boolean appliesTo(String kind) { return kind.equals(CapturePoints.ATTN_OUT); }
@@ -92,6 +95,10 @@ final class AttentionVariantsDetector implements Detector, VariantSearch.Enumera
         }
         for (var w : List.of(Rewire.Wire.SOFTMAX_EXTRA_ZERO_LOGIT, Rewire.Wire.SOFTMAX_UNNORMALISED))
             variants.add(new VariantSearch.Variant(w.words(), () -> of.apply(Rewire.of(w))));
+        // the grouped-query head mapping is scored against every other attention variant, named under its own family
+        if (rc.nkv() > 1 && rc.nkv() < rc.nh())
+            variants.add(new VariantSearch.Variant("h mod nkv (" + rc.nh() + " query heads, " + rc.nkv() + " KV heads: " + Rewire.Wire.KV_HEAD_MODULO.words() + ")",
+                    () -> of.apply(Rewire.of(Rewire.Wire.KV_HEAD_MODULO)), HEAD_MAPPING));
         return new VariantSearch.Hypotheses(OP, of.apply(Rewire.NONE), variants);
     }
 

@@ -63,7 +63,7 @@ public final class Bisector {
     static final List<Detector> DETECTORS = Detectors.extend(
             List.of(new RopeDetector(), new RewireDetector(), new AttentionVariantsDetector(), new ActivationVariantsDetector()),
             Detectors.COMPARE,
-            List.of(new HeadMappingDetector(), new CacheSlotsDetector(), new LayerScalarDetector()));
+            List.of(new CacheSlotsDetector(), new LayerScalarDetector()));
 
     /** Up to this many earlier steps the transplant is tried at every boundary; beyond it, by bisection. */
     static final int TRANSPLANT_EVERY_STEP = 8;

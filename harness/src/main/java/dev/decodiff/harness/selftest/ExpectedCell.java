@@ -183,6 +183,15 @@ public sealed interface ExpectedCell {
                 if (!cfg.moe()) yield new NotApplicable("no MoE layers");
                 yield new Cell(0, 0, CapturePoints.layer(0, CapturePoints.MOE_OUT), "layer 0's MoE block is the first to route");
             }
+            case PLE_TABLE_SCALE_MISSING -> {
+                if (!cfg.hasPle()) yield new NotApplicable("no per-layer inputs");
+                yield new Cell(0, null, CapturePoints.PLE, "the per-layer inputs are computed once, right after the embedding");
+            }
+            case PLE_SLICE_LAYER_MAJOR -> {
+                if (!cfg.hasPle()) yield new NotApplicable("no per-layer inputs");
+                if (m.step(0).length() < 2) yield new NotApplicable("a one-token step reads the same slice either way");
+                yield new Cell(0, 0, CapturePoints.layer(0, CapturePoints.OUT), "layer 0 is the first to read its per-layer input slice, in the prefill");
+            }
             case PLE_COMBINE_MISSING -> {
                 if (!cfg.hasPle()) yield new NotApplicable("no per-layer inputs");
                 yield new Cell(0, null, CapturePoints.PLE, "the per-layer inputs are computed once, right after the embedding");

@@ -38,6 +38,8 @@ public record ExpectedVariant(String op, String name) {
             case MOE_ROUTER_UNNORMED -> new ExpectedVariant("rewiring", "the router reads the un-normed residual");
             case MOE_EXPERT_SCALE_BY_RANK -> new ExpectedVariant("rewiring", "per_expert_scale is indexed by the expert's rank");
             case PLE_COMBINE_MISSING -> new ExpectedVariant("rewiring", "the 2^-½ combine is missing");
+            case PLE_TABLE_SCALE_MISSING -> new ExpectedVariant("rewiring", "the PLE table's √P scale is missing");
+            case PLE_SLICE_LAYER_MAJOR -> new ExpectedVariant("rewiring", "the gate's per-layer slice read layer-major");
             case LAYER_SCALAR_BEFORE_PLE -> new ExpectedVariant("rewiring", "layer_scalar is applied before the per-layer input branch");
             case DECODE_RECOMPUTE, PREFIX_REUSE_STALE_POSITION, SLIDING_TRUNCATE, CACHE_DROPS_FIRST_POSITION -> null;
         };
