@@ -561,7 +561,7 @@ public final class InferenceSession {
         for (int t = 0; t < T; t++) {
             int o = t * E;
             VectorMath.softmax(logits, o, E);
-            int[] top = topK(logits, o, E, K);
+            int[] top = dev.decodiff.engine.ops.Gemma4Ops.topK(logits, o, E, K);
             float sum = 0;
             for (int e : top) sum += logits[o + e];
             if (faults.routingNotRenormalised()) sum = 1f;
@@ -594,19 +594,6 @@ public final class InferenceSession {
             }
         }
         return out;
-    }
-
-    /** The indices of the k largest of p[off .. off+n), largest first (the first of equals first). */
-    private static int[] topK(float[] p, int off, int n, int k) {
-        int[] idx = new int[k];
-        boolean[] used = new boolean[n];
-        for (int j = 0; j < k; j++) {
-            int best = -1;
-            for (int e = 0; e < n; e++) if (!used[e] && (best < 0 || p[off + e] > p[off + best])) best = e;
-            used[best] = true;
-            idx[j] = best;
-        }
-        return idx;
     }
 
     /** Offers a tensor to the probe; returns whether the probe replaced it. */

@@ -519,7 +519,7 @@ public final class Gemma4Ops {
     }
 
     /** The indices of the k largest of p[off .. off+n), largest first (the first of equals first). */
-    static int[] topK(float[] p, int off, int n, int k) {
+    public static int[] topK(float[] p, int off, int n, int k) {
         int[] idx = new int[k];
         boolean[] used = new boolean[n];
         for (int j = 0; j < k; j++) {

@@ -94,21 +94,22 @@ public final class TerminalReport {
         if (d.isEmpty()) return;
         sb.append(st.bold(d.title() + " — rel L2 per layer × point (✗ over tolerance)")).append('\n');
         if (!d.before().isEmpty()) sb.append(modelLine(d.before(), st, d)).append('\n');
-        if (!d.kinds().isEmpty()) {
-            sb.append(Fmt.pad("layer", 6));
-            for (String k : d.kinds()) sb.append(Fmt.padLeft(shortKind(k), WD - 1)).append(' ');
-            sb.append('\n');
-            for (var e : d.layers().entrySet()) {
-                sb.append(Fmt.padLeft(Integer.toString(e.getKey()), 5)).append(' ');
-                for (String k : d.kinds()) {
-                    var c = e.getValue().get(k);
-                    sb.append(cellText(c, st, d.isFirst(c), WD));
-                }
-                sb.append('\n');
-            }
-        }
+        layersTable(sb, d, c -> cellText(c, st, d.isFirst(c), WD));
         if (!d.after().isEmpty()) sb.append(modelLine(d.after(), st, d)).append('\n');
         sb.append('\n');
+    }
+
+    /** The focus step's layers × point kinds, one text per cell (null where the step has no such cell). */
+    private static void layersTable(StringBuilder sb, StepDetail d, java.util.function.Function<CellStats, String> text) {
+        if (d.kinds().isEmpty()) return;
+        sb.append(Fmt.pad("layer", 6));
+        for (String k : d.kinds()) sb.append(Fmt.padLeft(shortKind(k), WD - 1)).append(' ');
+        sb.append('\n');
+        for (var e : d.layers().entrySet()) {
+            sb.append(Fmt.padLeft(Integer.toString(e.getKey()), 5)).append(' ');
+            for (String k : d.kinds()) sb.append(text.apply(e.getValue().get(k)));
+            sb.append('\n');
+        }
     }
 
     /**
@@ -126,19 +127,7 @@ public final class TerminalReport {
         sb.append(st.bold("Local error at step " + d.step() + " — what each op added on the candidate's own inputs (~ precision, ✗ unexplained, ? not measurable)"))
                 .append('\n');
         if (!d.before().isEmpty()) sb.append(localLine(d.before(), a, st)).append('\n');
-        if (!d.kinds().isEmpty()) {
-            sb.append(Fmt.pad("layer", 6));
-            for (String k : d.kinds()) sb.append(Fmt.padLeft(shortKind(k), WD - 1)).append(' ');
-            sb.append('\n');
-            for (var e : d.layers().entrySet()) {
-                sb.append(Fmt.padLeft(Integer.toString(e.getKey()), 5)).append(' ');
-                for (String k : d.kinds()) {
-                    var c = e.getValue().get(k);
-                    sb.append(localText(c == null ? null : a.of(c.step(), c.point()), st, WD));
-                }
-                sb.append('\n');
-            }
-        }
+        layersTable(sb, d, c -> localText(c == null ? null : a.of(c.step(), c.point()), st, WD));
         if (!d.after().isEmpty()) sb.append(localLine(d.after(), a, st)).append('\n');
         for (var e : a.effects())
             sb.append(st.dim(Fmt.wrap("~ " + e.explanation() + ": " + Fmt.count(e.cells()) + (e.cells() == 1 ? " cell" : " cells") + ", first "
