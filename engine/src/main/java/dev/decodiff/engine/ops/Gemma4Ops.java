@@ -301,7 +301,16 @@ public final class Gemma4Ops {
         else rowsNorm(residual, T, H, lw.preFeedforwardNorm(), u, p);
         float[] g = linear(lw.gate(), u, T, null, p);
         float[] up = linear(lw.up(), u, T, null, p);
-        geluTimes(g, up, 0, g.length, p);
+        if (rw.has(Rewire.Wire.MLP_GATE_UP_SWAPPED)) {
+            float[] t = g;
+            g = up;
+            up = t;
+        }
+        if (rw.has(Rewire.Wire.MLP_GELU_ERF)) for (int i = 0; i < g.length; i++) g[i] = (float) (dev.decodiff.engine.ExactGelu.gelu(g[i]) * up[i]);
+        else if (rw.has(Rewire.Wire.MLP_SILU)) for (int i = 0; i < g.length; i++) g[i] = (float) (g[i] / (1 + Math.exp(-g[i])) * up[i]);
+        else if (rw.has(Rewire.Wire.MLP_RELU)) for (int i = 0; i < g.length; i++) g[i] = Math.max(0f, g[i]) * up[i];
+        else if (rw.has(Rewire.Wire.MLP_NO_ACTIVATION)) for (int i = 0; i < g.length; i++) g[i] = g[i] * up[i];
+        else geluTimes(g, up, 0, g.length, p);
         return linear(lw.down(), g, T, null, p);
     }
 

@@ -66,6 +66,11 @@ public record Rewire(Set<Wire> wires, double scoreScale, double scoreSoftcap, Ma
         POST_ATTENTION_NORM_SKIPPED(Op.MLP, "post_attention_layernorm absent (o_proj's output added raw)"),
         PRE_FEEDFORWARD_NORM_SKIPPED(Op.MLP, "the MLP reads the un-normed residual (pre_feedforward_layernorm absent)"),
         MLP_READS_LAYER_INPUT(Op.MLP, "the MLP's residual is the layer's input (the attention branch not added before it)"),
+        MLP_GELU_ERF(Op.MLP, "exact (erf) GELU instead of gelu_pytorch_tanh"),
+        MLP_SILU(Op.MLP, "SiLU instead of gelu_pytorch_tanh"),
+        MLP_RELU(Op.MLP, "ReLU instead of gelu_pytorch_tanh"),
+        MLP_NO_ACTIVATION(Op.MLP, "no activation (gate · up)"),
+        MLP_GATE_UP_SWAPPED(Op.MLP, "the gate and up projections swapped (the activation on up)"),
         // MoE
         ROUTER_UNNORMED(Op.MOE, "the router reads the un-normed residual"),
         ROUTER_READS_EXPERT_INPUT(Op.MOE, "the router reads the experts' input (pre_feedforward_layernorm_2's output)"),

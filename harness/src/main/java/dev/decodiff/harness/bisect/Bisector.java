@@ -61,7 +61,7 @@ public final class Bisector {
      * the ones that need the model or the reference's cache history to read a pattern.
      */
     static final List<Detector> DETECTORS = Detectors.extend(
-            List.of(new RopeDetector(), new RewireDetector(), new AttentionVariantsDetector(), new ActivationVariantsDetector()),
+            List.of(new RopeDetector(), new RewireDetector(), new AttentionVariantsDetector()),
             Detectors.COMPARE,
             List.of(new CacheSlotsDetector(), new LayerScalarDetector()));
 

@@ -18,7 +18,8 @@ import java.util.function.Function;
 /**
  * Explains the culprit cell by rewiring its op in the op graph ({@link OpGraph}, {@link Gemma4Ops}): every
  * {@link Wire} of that op (a sub-op fed its neighbouring tensor, dropped, applied twice or moved across its
- * neighbour, a weight or scale taken from its neighbour), each input point replaced by the same point one layer
+ * neighbour, a weight or scale taken from its neighbour; on mlp.out also the activation family, on q/k/v the norm
+ * family, each named under its family), each input point replaced by the same point one layer
  * earlier, and the layer's weights replaced by the previous layer's of the same type — all recomputed from the
  * reference's inputs. The one that reproduces the candidate, by at least {@link VariantSearch#MIN_MARGIN}× over the
  * runner-up, names the bug in a porter's words; closer than that, both are listed and neither is named.
@@ -115,7 +116,12 @@ final class RewireDetector implements Detector, VariantSearch.Enumerator {
                     float[] attn = floats(ctx, CapturePoints.layer(layer, CapturePoints.ATTN_OUT));
                     if (attn == null) return null;
                     switch (kind) {
-                        case CapturePoints.MLP_OUT -> op = r -> ops.mlp(layer, ops.postAttention(layer, x, attn, T, Precision.EXACT, r), T, Precision.EXACT, r);
+                        case CapturePoints.MLP_OUT -> {
+                            op = r -> ops.mlp(layer, ops.postAttention(layer, x, attn, T, Precision.EXACT, r), T, Precision.EXACT, r);
+                            var fop = op;
+                            for (var w : ActivationVariantsDetector.WIRES)
+                                variants.add(new VariantSearch.Variant(w.words(), () -> fop.apply(Rewire.of(w)), ActivationVariantsDetector.OP));
+                        }
                         case CapturePoints.MOE_OUT -> {
                             if (!cfg.moe()) return null;
                             op = r -> ops.moe(layer, ops.postAttention(layer, x, attn, T, Precision.EXACT, r), T, Precision.EXACT, r);

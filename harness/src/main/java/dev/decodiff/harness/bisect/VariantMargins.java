@@ -22,7 +22,7 @@ public final class VariantMargins {
     }
 
     private static final List<VariantSearch.Enumerator> ENUMERATORS =
-            List.of(new RewireDetector(), new AttentionVariantsDetector(), new ActivationVariantsDetector());
+            List.of(new RewireDetector(), new AttentionVariantsDetector());
 
     public static List<Margin> firstLayer(Gemma4Model model, DumpReader reader, ToleranceProfile profile) {
         var out = new ArrayList<Margin>();
@@ -43,7 +43,7 @@ public final class VariantMargins {
                     for (var v : h.variants()) {
                         float[] o = v.output().get();
                         // a variant that changes nothing on this input (a tie rule without ties) has no margin to show
-                        if (o != null && !java.util.Arrays.equals(o, h.standard())) out.add(new Margin(h.op(), v.name(), p, Recompute.rel(o, r, 0), tol));
+                        if (o != null && !java.util.Arrays.equals(o, h.standard())) out.add(new Margin(v.opOr(h.op()), v.name(), p, Recompute.rel(o, r, 0), tol));
                     }
                 }
             }
