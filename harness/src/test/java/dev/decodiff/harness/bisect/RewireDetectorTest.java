@@ -86,6 +86,37 @@ class RewireDetectorTest {
         }
     }
 
+    @Test
+    void twoVariantsWithinTenfoldOfEachOtherAreListedAndNeitherIsNamed() throws Exception {
+        var root = root();
+        String mutation = "layers.0.moe.out/routing-not-renormalised", point = "layers.0.moe.out";
+        float[] mutated = read(root.resolve("harness/src/test/resources/dev/decodiff/harness/bisect/rewire-mutations-gemma4-tiny-moe.safetensors")).get(mutation);
+        var model = Gemma4Model.load(root.resolve("checkpoints/gemma4-tiny-moe"));
+        try (var refs = new ReferenceTensors(DumpReader.open(root.resolve("reference-dumps/gemma4-tiny-moe/short")))) {
+            var step = refs.step(0);
+            var r = step.tensor(point);
+            var c = new TensorView(point, DType.F32, r.shape(), MemorySegment.ofArray(le(mutated)));
+            double tol = ToleranceProfile.defaults().tolerance(point);
+            var ctx = new DetectorContext(Cells.of(0, point, r, c, tol), step, new Replaced(step, point, c), DetectorContext.nearEqual(tol), model, refs);
+            float[] standard = r.toFloats();
+            // A: the candidate off by 1e-6 relative; B: off by 3e-6 — both reproduce it, only 3x apart
+            float[] a = mutated.clone(), b = mutated.clone();
+            for (int i = 0; i < a.length; i++) {
+                a[i] *= 1 + (i % 2 == 0 ? 1e-6f : -1e-6f);
+                b[i] *= 1 + (i % 2 == 0 ? 3e-6f : -3e-6f);
+            }
+            var found = VariantSearch.best("test", ctx, standard, java.util.List.of(new VariantSearch.Variant("A", () -> a), new VariantSearch.Variant("B", () -> b)));
+            assertThat(found).isNotNull();
+            assertThat(found.variant()).as(found.sentence()).isNull();
+            assertThat(found.sentence()).contains("two explanations fit").contains("A (rel L2").contains("B (rel L2");
+            // 100x apart: the closer one is named, the other given as the runner-up
+            for (int i = 0; i < b.length; i++) b[i] = mutated[i] * (1 + (i % 2 == 0 ? 1e-4f : -1e-4f));
+            var named = VariantSearch.best("test", ctx, standard, java.util.List.of(new VariantSearch.Variant("A", () -> a), new VariantSearch.Variant("B", () -> b)));
+            assertThat(named.variant().name()).isEqualTo("A");
+            assertThat(named.sentence()).contains("runner-up B");
+        }
+    }
+
     private static Finding explain(String checkpoint, String mutation) throws Exception {
         var root = root();
         String point = mutation.substring(0, mutation.indexOf('/'));
