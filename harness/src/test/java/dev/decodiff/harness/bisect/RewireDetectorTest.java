@@ -50,7 +50,8 @@ class RewireDetectorTest {
             "gemma4-tiny-ple|ple/table-scale-missing|the PLE table's √P scale is missing",
             "gemma4-tiny-ple|ple/combine-missing|the 2^-½ combine is missing",
             "gemma4-tiny-ple|layers.0.out/layer-scalar-before-ple|layer_scalar is applied before the per-layer input branch",
-            "gemma4-tiny-ple|layers.0.out/slice-layer-major|the gate's per-layer slice read layer-major"})
+            "gemma4-tiny-ple|layers.0.out/slice-layer-major|the gate's per-layer slice read layer-major",
+            "gemma4-tiny-ple|layers.0.out/branch-before-mlp|the per-layer input branch is computed from the residual before the MLP's add"})
     void namesTheMutationThatMadeTheCandidate(String checkpoint, String mutation, String expected) throws Exception {
         var found = explain(checkpoint, mutation);
         assertThat(found).as(mutation).isNotNull();

@@ -115,7 +115,7 @@ def ple(w, cfg, d, tokens, table_scale=True, proj_scale=True, combine=True):
     return (proj + tok) * (2 ** -0.5 if combine else 1.0)
 
 
-def layer0_out(w, cfg, d, scalar_first=False, slice_layer_major=False):
+def layer0_out(w, cfg, d, scalar_first=False, slice_layer_major=False, branch_before_mlp=False):
     eps = cfg["rms_norm_eps"]
     p = "model.layers.0."
     r = residual_after_attention(w, cfg, d)
@@ -125,7 +125,7 @@ def layer0_out(w, cfg, d, scalar_first=False, slice_layer_major=False):
         x = x * s
     T, L, P = d["ple"].shape
     pl = d["ple"].reshape(T * L, P)[0:T] if slice_layer_major else d["ple"][:, 0, :]
-    g = gelu_tanh(x @ w[p + "per_layer_input_gate.weight"].T) * pl
+    g = gelu_tanh((r if branch_before_mlp else x) @ w[p + "per_layer_input_gate.weight"].T) * pl
     x = x + rms(g @ w[p + "per_layer_projection.weight"].T, w[p + "post_per_layer_input_norm.weight"], eps)
     return x if scalar_first else x * s
 
@@ -154,6 +154,7 @@ def main():
         "ple/combine-missing": ple(w, cfg, d, tokens, combine=False),
         "layers.0.out/layer-scalar-before-ple": layer0_out(w, cfg, d, scalar_first=True),
         "layers.0.out/slice-layer-major": layer0_out(w, cfg, d, slice_layer_major=True),
+        "layers.0.out/branch-before-mlp": layer0_out(w, cfg, d, branch_before_mlp=True),
     })
 
 
