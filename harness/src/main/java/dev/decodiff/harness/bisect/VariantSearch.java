@@ -88,7 +88,9 @@ final class VariantSearch {
                     + ") and " + second.variant().name() + " (rel L2 " + Fmt.sci(second.rel()) + "), against " + Fmt.sci(distance)
                     + " from the reference; neither is named (margin " + Fmt.num(margin, 3) + "× < " + (int) MIN_MARGIN + "×)");
         String named = first.variant().opOr(op);
-        return Finding.variant(named, first.variant().name(), "recomputing " + named + " from the reference's inputs with " + first.variant().name()
+        var scoredVariant = new Finding.Variant(named, first.variant().name(), first.rel(), second == null ? null : second.variant().name(),
+                second == null ? Double.NaN : second.rel());
+        return Finding.variant(scoredVariant, "recomputing " + named + " from the reference's inputs with " + first.variant().name()
                 + " reproduces the candidate's " + ctx.point() + " (rel L2 " + Fmt.sci(first.rel()) + ", against " + Fmt.sci(distance)
                 + " from the reference; " + runnerUp + ")" + alike.apply(first.variant()));
     }

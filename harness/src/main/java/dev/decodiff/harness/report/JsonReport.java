@@ -201,6 +201,12 @@ public final class JsonReport {
         var n = o.putObject("variant");
         n.put("op", v.op());
         n.put("name", v.name());
+        if (!Double.isNaN(v.relL2())) {
+            num(n, "rel_l2", v.relL2());
+            n.put("runner_up", v.runnerUp());
+            num(n, "runner_up_rel_l2", v.runnerUpRelL2());
+            num(n, "margin", v.margin());
+        }
     }
 
     private static ObjectNode cell(CellStats c) {

@@ -59,6 +59,8 @@ class RewireDetectorTest {
         assertThat(found.variant().op()).isEqualTo(RewireDetector.OP);
         assertThat(found.variant().name()).as(found.sentence()).startsWith(expected);
         assertThat(found.sentence()).contains("runner-up");
+        assertThat(found.variant().runnerUp()).isNotNull().isNotEqualTo(found.variant().name());
+        assertThat(found.variant().margin()).isGreaterThanOrEqualTo(VariantSearch.MIN_MARGIN);
     }
 
     @Test
