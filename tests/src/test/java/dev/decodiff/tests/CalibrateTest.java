@@ -58,11 +58,11 @@ class CalibrateTest {
     void theBf16ReferenceMatchesUnderTheProfileAndDivergesWithout() throws Exception {
         var with = Cli.run("compare", fp32.toString(), bf16.toString(), "--tolerance", profile.toString(), "--json");
         assertThat(with.code()).as(with.toString()).isZero();
-        // every cell within the calibrated tolerances; the candidate's bf16 rounding is still named (precision, exit 0)
-        assertThat(json(with).get("failing_cells").asInt()).isZero();
-        assertThat(json(with).get("verdict").asText()).isEqualTo("precision");
-        var plain = Cli.run("compare", fp32.toString(), bf16.toString(), "--tolerance", profile.toString(), "--json", "--no-attribution");
-        assertThat(json(plain).get("verdict").asText()).isEqualTo("match");
+        // every cell within the calibrated tolerances: a match, though the attribution still names the bf16 rounding
+        var wj = json(with);
+        assertThat(wj.get("failing_cells").asInt()).isZero();
+        assertThat(wj.get("verdict").asText()).isEqualTo("match");
+        assertThat(wj.get("attribution").get("precision_effects").get(0).get("explanation").asText()).startsWith("bf16 activations");
         // without it, judged by accumulated error alone, the first bf16 rounding (the embedding's, 1.9e-3 > 1e-5) is the divergence
         var accumulated = Cli.run("compare", fp32.toString(), bf16.toString(), "--json", "--no-attribution");
         assertThat(accumulated.code()).as(accumulated.toString()).isEqualTo(1);

@@ -67,7 +67,7 @@ class LlamaCppCompareTest {
     }
 
     @ParameterizedTest(name = "{0}")
-    @ValueSource(strings = {"gemma4-tiny/long", "gemma4-tiny/short", "gemma4-tiny-moe/long", "gemma4-tiny/long-bf16"})
+    @ValueSource(strings = {"gemma4-tiny/long", "gemma4-tiny/short", "gemma4-tiny-moe/long", "gemma4-tiny-ple-e2b/long"})
     void attributedCleanLlamaCppIsPrecisionNamingTheFp16GeluTableAtTheFirstMlp(String refCase) throws Exception {
         var r = Cli.run("compare", root.resolve("reference-dumps/" + refCase).toString(), "--engine", "llama.cpp", "--json");
         assertThat(r.code()).as(r.toString()).isZero();
@@ -120,10 +120,12 @@ class LlamaCppCompareTest {
                 "--gguf-type", type, "--json", "--no-observer-check");
         assertThat(r.code()).as(r.toString()).isZero();
         var j = json(r);
-        assertThat(j.get("verdict").asText()).isEqualTo("precision");
+        // judged by the bf16 profile (half-precision weights) every cell may be within tolerance: match, the effects named all the same
+        assertThat(j.get("verdict").asText()).isIn("precision", "match");
         var names = new java.util.ArrayList<String>();
         for (var e : j.get("attribution").get("precision_effects")) names.add(e.get("explanation").asText());
         assertThat(names).anyMatch(n -> n.contains("rounded to " + (type.equals("f16") ? "fp16" : "bf16")));
+        for (var c : j.get("attribution").get("cells")) assertThat(c.get("status").asText()).as(c.toString()).isIn("exact", "precision");
     }
 
     @Test

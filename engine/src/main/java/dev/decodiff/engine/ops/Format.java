@@ -29,6 +29,12 @@ public enum Format {
         };
     }
 
+    /** x rounded to the nearest integer (ties to even), under the same near-tie rule as {@link #round}: a block quantizer's rounding. */
+    public static float rint(float x) {
+        var t = TIES.get();
+        return t == null ? (float) Math.rint(x) : t.rint(x);
+    }
+
     /** The fp16 bit pattern of x (the index into ggml's GELU table), under the same near-tie rule as {@link #round}. */
     public static short f16Bits(float x) { return Float.floatToFloat16(F16.round(x)); }
 
@@ -65,6 +71,16 @@ public enum Format {
         Ties(Set<Integer> flip, List<long[]> recorded) {
             this.flip = flip;
             this.recorded = recorded;
+        }
+
+        float rint(float x) {
+            int i = count++;
+            float r = (float) Math.rint(x);
+            if (recorded == null && !flip.contains(i)) return r;
+            float lo = (float) Math.rint(x * (1f - 0x1p-20f)), hi = (float) Math.rint(x * (1f + 0x1p-20f));
+            if (lo == hi) return r;
+            if (recorded != null) recorded.add(new long[]{i, Double.doubleToLongBits(Math.abs(x - (lo + hi) / 2) / Math.abs(x))});
+            return flip.contains(i) ? (r == lo ? hi : lo) : r;
         }
 
         float round(Format f, float x) {

@@ -341,7 +341,7 @@ public final class Gemma4Ops {
             }
         }
         // GGUF converters keep the router's matrix in F32 whatever the type, so a half-precision matmul input is not its
-        float[] logits = linear(m.router(), z, T, null, p.withMatmulInput(Format.F32));
+        float[] logits = linear(m.router(), z, T, null, p.withMatmulInput(Format.F32).withQ8Input(false));
         float[] out = new float[T * H];
         float[] gu = new float[2 * Im], act = new float[Im], y = new float[H];
         for (int t = 0; t < T; t++) {
@@ -453,12 +453,36 @@ public final class Gemma4Ops {
     }
 
     private static float[] matmulInput(float[] x, Precision p) {
-        return p.matmulInput() == Format.F32 ? x : p.matmulInput().round(x.clone());
+        float[] in = p.matmulInput() == Format.F32 ? x : p.matmulInput().round(x.clone());
+        return p.q8Input() ? q8Activations(in, in.length) : in;
+    }
+
+    /** A matmul input of rows of {@code cols} values, quantized row by row where the precision says so. */
+    private static float[] matmulInput(float[] x, int cols, Precision p) {
+        float[] in = p.matmulInput() == Format.F32 ? x : p.matmulInput().round(x.clone());
+        return p.q8Input() ? q8Activations(in, cols) : in;
+    }
+
+    /**
+     * A matmul input as ggml-cpu quantizes it for quantized weights (quantize_row_q8_0, its vectorized form): per block
+     * of 32 along each row, q = round-half-even(x · 127/max|x|), read back as q · fp16(max|x|/127).
+     */
+    static float[] q8Activations(float[] x, int cols) {
+        if (cols % dev.decodiff.engine.KvType.BLOCK != 0 || x.length % cols != 0) return x; // ggml would not quantize such rows either
+        float[] out = new float[x.length];
+        for (int b = 0; b < x.length; b += dev.decodiff.engine.KvType.BLOCK) {
+            float amax = 0;
+            for (int i = 0; i < dev.decodiff.engine.KvType.BLOCK; i++) amax = Math.max(amax, Math.abs(x[b + i]));
+            float id = amax != 0 ? 127f / amax : 0f;
+            float d = Float.float16ToFloat(Float.floatToFloat16(amax / 127f));
+            for (int i = 0; i < dev.decodiff.engine.KvType.BLOCK; i++) out[b + i] = Format.rint(x[b + i] * id) * d;
+        }
+        return out;
     }
 
     private static float[] linear(WeightMatrix m, float[] x, int T, float[] bias, Precision p) {
         float[] y = new float[T * m.rows()];
-        m.matmul(matmulInput(x, p), T, y);
+        m.matmul(matmulInput(x, m.cols(), p), T, y);
         if (bias != null) for (int t = 0; t < T; t++) VectorMath.add(y, t * bias.length, bias, 0, bias.length);
         return act(y, p);
     }

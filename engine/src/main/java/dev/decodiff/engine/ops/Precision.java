@@ -22,11 +22,13 @@ import java.util.ArrayList;
  * @param pleGateInput the format the per-layer-input gate's matmul input is converted to, where it differs from the
  *                    other matmuls' (its matrix is narrow — P rows — and ggml multiplies it on its vec-dot path,
  *                    which converts the input to the weights' type even where its GEMM path does not)
+ * @param q8Input     every matmul's input quantized to q8_0 blocks (32 values, one fp16 scale) along its row, as ggml
+ *                    does for quantized weights (Q8_0, Q4_0, the K-quants: their vec-dot type)
  */
 public record Precision(Format activations, Format matmulInput, boolean geluTable, KvStore keys, KvStore values, Attention attention,
-                        Format expertInput, Format pleGateInput) {
+                        Format expertInput, Format pleGateInput, boolean q8Input) {
     public static final Precision EXACT = new Precision(Format.F32, Format.F32, false, KvStore.F32, KvStore.F32, Attention.EXACT, Format.F32,
-            Format.F32);
+            Format.F32, false);
 
     /** How K/V rows come back from a cache: fp32, a float format, or one of llama.cpp's block quantizations. */
     public enum KvStore {
@@ -68,21 +70,23 @@ public record Precision(Format activations, Format matmulInput, boolean geluTabl
 
     public boolean exact() { return equals(EXACT); }
 
-    public Precision withActivations(Format f) { return new Precision(f, matmulInput, geluTable, keys, values, attention, expertInput, pleGateInput); }
+    public Precision withActivations(Format f) { return new Precision(f, matmulInput, geluTable, keys, values, attention, expertInput, pleGateInput, q8Input); }
 
-    public Precision withMatmulInput(Format f) { return new Precision(activations, f, geluTable, keys, values, attention, expertInput, pleGateInput); }
+    public Precision withMatmulInput(Format f) { return new Precision(activations, f, geluTable, keys, values, attention, expertInput, pleGateInput, q8Input); }
 
-    public Precision withGeluTable(boolean t) { return new Precision(activations, matmulInput, t, keys, values, attention, expertInput, pleGateInput); }
+    public Precision withGeluTable(boolean t) { return new Precision(activations, matmulInput, t, keys, values, attention, expertInput, pleGateInput, q8Input); }
 
-    public Precision withKeys(KvStore s) { return new Precision(activations, matmulInput, geluTable, s, values, attention, expertInput, pleGateInput); }
+    public Precision withKeys(KvStore s) { return new Precision(activations, matmulInput, geluTable, s, values, attention, expertInput, pleGateInput, q8Input); }
 
-    public Precision withValues(KvStore s) { return new Precision(activations, matmulInput, geluTable, keys, s, attention, expertInput, pleGateInput); }
+    public Precision withValues(KvStore s) { return new Precision(activations, matmulInput, geluTable, keys, s, attention, expertInput, pleGateInput, q8Input); }
 
-    public Precision withAttention(Attention a) { return new Precision(activations, matmulInput, geluTable, keys, values, a, expertInput, pleGateInput); }
+    public Precision withAttention(Attention a) { return new Precision(activations, matmulInput, geluTable, keys, values, a, expertInput, pleGateInput, q8Input); }
 
-    public Precision withExpertInput(Format f) { return new Precision(activations, matmulInput, geluTable, keys, values, attention, f, pleGateInput); }
+    public Precision withExpertInput(Format f) { return new Precision(activations, matmulInput, geluTable, keys, values, attention, f, pleGateInput, q8Input); }
 
-    public Precision withPleGateInput(Format f) { return new Precision(activations, matmulInput, geluTable, keys, values, attention, expertInput, f); }
+    public Precision withPleGateInput(Format f) { return new Precision(activations, matmulInput, geluTable, keys, values, attention, expertInput, f, q8Input); }
+
+    public Precision withQ8Input(boolean q) { return new Precision(activations, matmulInput, geluTable, keys, values, attention, expertInput, pleGateInput, q); }
 
     /** The format the per-layer-input gate's matmul input is converted to. */
     public Format pleGate() { return pleGateInput != Format.F32 ? pleGateInput : matmulInput; }
@@ -100,6 +104,7 @@ public record Precision(Format activations, Format matmulInput, boolean geluTabl
             parts.add("the experts' matmul inputs rounded to " + expertInput.id() + " (as for " + expertInput.id() + " expert weights)");
         if (pleGateInput != Format.F32 && pleGateInput != matmulInput)
             parts.add("the per-layer-input gate's matmul input rounded to " + pleGateInput.id() + " (its narrow matrix on ggml's vec-dot path)");
+        if (q8Input) parts.add("matmul inputs quantized to q8_0 (as for quantized weights)");
         if (geluTable) parts.add("GELU through an fp16 table");
         if (keys != KvStore.F32 && keys == values) parts.add("K/V stored as " + keys.id());
         else {

@@ -40,11 +40,12 @@ public record ComparisonResult(
 
     /**
      * Every difference is accounted for by the candidate's own rounding: some cell is over tolerance (or a token
-     * flips), yet local attribution found each op exact or reproduced by a named precision hypothesis.
+     * flips), yet local attribution found each op exact or reproduced by a named precision hypothesis. With every cell
+     * within tolerance it is a match, whatever effects the attribution names.
      */
     public boolean precision() {
         return attribution != null && !diverged() && complete() && !cells.isEmpty()
-                && (failingCells() > 0 || tokens.stream().anyMatch(TokenAgreement::failed) || attribution.hasEffects());
+                && (failingCells() > 0 || tokens.stream().anyMatch(TokenAgreement::failed));
     }
 
     public boolean matches() { return !diverged() && complete() && !cells.isEmpty() && !precision(); }

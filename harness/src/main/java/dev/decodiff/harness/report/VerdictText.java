@@ -148,6 +148,9 @@ public final class VerdictText {
             sb.append(" The closest call is ").append(w.point()).append(" at step ").append(w.step()).append(": rel L2 ")
                     .append(Fmt.sci(w.relL2())).append(" against ").append(Fmt.sci(w.tolerance())).append(" (")
                     .append(Fmt.percent(w.usage())).append(" of its tolerance).");
+        var a = r.attribution();
+        if (a != null && a.hasEffects())
+            sb.append(" Its ops differ from exact fp32 by its own rounding, inside every tolerance: ").append(effects(a)).append('.');
     }
 
     private static void tokens(StringBuilder sb, ComparisonResult r) {

@@ -245,6 +245,10 @@ public final class LocalAttribution {
         boolean gelu = kind.equals(CapturePoints.MLP_OUT) || kind.equals(CapturePoints.MOE_OUT) || kind.equals(CapturePoints.OUT);
         for (var f : List.of(Format.BF16, Format.F16)) out.add(Precision.EXACT.withActivations(f));
         if (gelu) out.add(Precision.EXACT.withGeluTable(true));
+        if (matmul) {
+            out.add(Precision.EXACT.withQ8Input(true));
+            if (gelu) out.add(Precision.EXACT.withQ8Input(true).withGeluTable(true));
+        }
         if (matmul)
             for (var f : List.of(Format.BF16, Format.F16)) {
                 out.add(Precision.EXACT.withMatmulInput(f));
