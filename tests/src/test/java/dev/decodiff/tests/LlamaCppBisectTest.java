@@ -7,12 +7,9 @@ import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.TimeUnit;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -49,43 +46,25 @@ class LlamaCppBisectTest {
 
     @Test
     void portingBugsAfterTheFirstMlpAreBisectedToTheirOwnCells() throws Exception {
-        var cached = exec(List.of(root.resolve("scripts/llamacpp-native.sh").toString(), "--cached"));
-        Assumptions.assumeTrue(cached.code == 0, "llama.cpp's native build is not made: run scripts/llamacpp-native.sh once (about 10 minutes)");
+        var cached = Exec.run(root, List.of(root.resolve("scripts/llamacpp-native.sh").toString(), "--cached"));
+        Assumptions.assumeTrue(cached.code() == 0, "llama.cpp's native build is not made: run scripts/llamacpp-native.sh once (about 10 minutes)");
         var expected = new java.util.HashMap<String, String>();
         for (String line : Files.readAllLines(root.resolve("llamacpp/porting-bugs/manifest.tsv")))
             if (!line.isBlank() && !line.startsWith("#")) expected.put(line.split("\t")[0], line.split("\t")[2] + " " + line.split("\t")[3]);
         for (var c : List.of(new String[]{"01-k-eq-v-value-after-rope", "gemma4-tiny"}, new String[]{"04-moe-router-unscaled", "gemma4-tiny-moe"},
                 new String[]{"07-value-norm-missing", "gemma4-tiny"})) {
-            var bug = exec(List.of(root.resolve("scripts/llamacpp-native.sh").toString(), "--patch",
+            var bug = Exec.run(root, List.of(root.resolve("scripts/llamacpp-native.sh").toString(), "--patch",
                     root.resolve("llamacpp/porting-bugs/" + c[0] + ".patch").toString()));
-            assertThat(bug.code).as(bug.err).isZero();
+            assertThat(bug.code()).as(bug.err()).isZero();
             var java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-            var r = exec(List.of(java, "--add-modules", "jdk.incubator.vector", "--enable-native-access=ALL-UNNAMED",
-                    "-D" + LlamaCppHome.PROPERTY + "=" + bug.out.strip(), "-Ddecodiff.home=" + root, "-cp", System.getProperty("java.class.path"),
+            var r = Exec.run(root, List.of(java, "--add-modules", "jdk.incubator.vector", "--enable-native-access=ALL-UNNAMED",
+                    "-D" + LlamaCppHome.PROPERTY + "=" + bug.out().strip(), "-Ddecodiff.home=" + root, "-cp", System.getProperty("java.class.path"),
                     "dev.decodiff.harness.cli.Main", "bisect", root.resolve("reference-dumps/" + c[1] + "/long").toString(), "--engine", "llama.cpp", "--json"));
-            assertThat(r.code).as(r.err).isEqualTo(1);
-            JsonNode culprit = JSON.readTree(r.out).get("culprit");
+            assertThat(r.code()).as(r.err()).isEqualTo(1);
+            JsonNode culprit = JSON.readTree(r.out()).get("culprit");
             assertThat(culprit.get("step").asInt() + " " + culprit.get("point").asText()).as(c[0]).isEqualTo(expected.get(c[0]));
             // the variant decodiff's own bisect names for its v-norm-missing fault names this one too
             if (c[0].startsWith("07-")) assertThat(culprit.get("variant").get("name").asText()).as(c[0]).isEqualTo("v_norm absent");
         }
-    }
-
-    private record Result(int code, String out, String err) {}
-
-    private static Result exec(List<String> cmd) throws Exception {
-        var p = new ProcessBuilder(new ArrayList<>(cmd)).directory(root.toFile()).start();
-        var err = new StringBuilder();
-        var drain = Thread.ofVirtual().start(() -> {
-            try {
-                err.append(new String(p.getErrorStream().readAllBytes(), StandardCharsets.UTF_8));
-            } catch (java.io.IOException e) {
-                err.append(e);
-            }
-        });
-        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-        assertThat(p.waitFor(20, TimeUnit.MINUTES)).as(String.join(" ", cmd)).isTrue();
-        drain.join();
-        return new Result(p.exitValue(), out, err.toString());
     }
 }

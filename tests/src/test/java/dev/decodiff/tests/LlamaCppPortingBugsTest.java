@@ -9,12 +9,9 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 import java.io.IOException;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.TimeUnit;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -38,9 +35,9 @@ class LlamaCppPortingBugsTest {
     @BeforeAll
     static void nativeBuild() throws Exception {
         root = ReferenceCases.repoRoot();
-        var r = exec(root, List.of(root.resolve("scripts/llamacpp-native.sh").toString(), "--cached"));
-        Assumptions.assumeTrue(r.code == 0, "llama.cpp's native build is not made: run scripts/llamacpp-native.sh once (about 10 minutes)");
-        clean = Path.of(r.out.strip());
+        var r = Exec.run(root, List.of(root.resolve("scripts/llamacpp-native.sh").toString(), "--cached"));
+        Assumptions.assumeTrue(r.code() == 0, "llama.cpp's native build is not made: run scripts/llamacpp-native.sh once (about 10 minutes)");
+        clean = Path.of(r.out().strip());
         System.setProperty("decodiff.home", root.toString());
     }
 
@@ -58,10 +55,10 @@ class LlamaCppPortingBugsTest {
         assertThat(producer.get("version").asText()).isEqualTo("v0.5.0 (native build)");
         assertThat(producer.get("kernels").asText()).isEqualTo("built-in libggml-cpu.so");
         for (String bug : BUGS) {
-            var built = exec(root, List.of(root.resolve("scripts/llamacpp-native.sh").toString(), "--patch",
+            var built = Exec.run(root, List.of(root.resolve("scripts/llamacpp-native.sh").toString(), "--patch",
                     root.resolve("llamacpp/porting-bugs/" + bug + ".patch").toString()));
-            assertThat(built.code).as(bug + ": " + built.err).isZero();
-            Path lib = Path.of(built.out.strip());
+            assertThat(built.code()).as(bug + ": " + built.err()).isZero();
+            Path lib = Path.of(built.out().strip());
             assertThat(lib).isNotEqualTo(clean);
             Path patched = dump(lib, ref, tmp.resolve(bug));
             assertThat(JSON.readTree(patched.resolve("manifest.json").toFile()).get("producer").get("version").asText())
@@ -88,11 +85,11 @@ class LlamaCppPortingBugsTest {
     /** `decodiff dump --engine llama.cpp` of gemma4-tiny teacher-forced on {@code ref}, in a JVM of its own with llama.cpp from {@code lib}. */
     private static Path dump(Path lib, Path ref, Path out) throws Exception {
         var java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-        var r = exec(root, List.of(java, "--add-modules", "jdk.incubator.vector", "--enable-native-access=ALL-UNNAMED",
+        var r = Exec.run(root, List.of(java, "--add-modules", "jdk.incubator.vector", "--enable-native-access=ALL-UNNAMED",
                 "-D" + LlamaCppHome.PROPERTY + "=" + lib, "-Ddecodiff.home=" + root, "-cp", System.getProperty("java.class.path"),
                 "dev.decodiff.harness.cli.Main", "dump", "--engine", "llama.cpp", "--model", root.resolve("checkpoints/gemma4-tiny").toString(),
                 "--reference", ref.toString(), "--out", out.toString()));
-        assertThat(r.code).as("dump with " + lib + ": " + r.err).isZero();
+        assertThat(r.code()).as("dump with " + lib + ": " + r.err()).isZero();
         return out;
     }
 
@@ -100,23 +97,5 @@ class LlamaCppPortingBugsTest {
         var r = Cli.run("compare", a.toString(), b.toString(), "--json");
         assertThat(r.out()).as(r.toString()).startsWith("{");
         return JSON.readTree(r.out());
-    }
-
-    private record Result(int code, String out, String err) {}
-
-    private static Result exec(Path dir, List<String> cmd) throws Exception {
-        var p = new ProcessBuilder(new ArrayList<>(cmd)).directory(dir.toFile()).start();
-        var err = new StringBuilder();
-        var drain = Thread.ofVirtual().start(() -> {
-            try {
-                err.append(new String(p.getErrorStream().readAllBytes(), StandardCharsets.UTF_8));
-            } catch (IOException e) {
-                err.append(e);
-            }
-        });
-        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-        assertThat(p.waitFor(20, TimeUnit.MINUTES)).as(String.join(" ", cmd)).isTrue();
-        drain.join();
-        return new Result(p.exitValue(), out, err.toString());
     }
 }

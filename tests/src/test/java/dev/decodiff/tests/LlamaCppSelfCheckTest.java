@@ -7,11 +7,8 @@ import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.TimeUnit;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -46,40 +43,22 @@ class LlamaCppSelfCheckTest {
 
     @Test
     void aDecodeOnlyBugFailsDecodeVsPrefillAtTheFirstDecodePositionOfTheFirstFullLayer() throws Exception {
-        var cached = exec(List.of(root.resolve("scripts/llamacpp-native.sh").toString(), "--cached"));
-        Assumptions.assumeTrue(cached.code == 0, "llama.cpp's native build is not made: run scripts/llamacpp-native.sh once (about 10 minutes)");
-        var bug = exec(List.of(root.resolve("scripts/llamacpp-native.sh").toString(), "--patch",
+        var cached = Exec.run(root, List.of(root.resolve("scripts/llamacpp-native.sh").toString(), "--cached"));
+        Assumptions.assumeTrue(cached.code() == 0, "llama.cpp's native build is not made: run scripts/llamacpp-native.sh once (about 10 minutes)");
+        var bug = Exec.run(root, List.of(root.resolve("scripts/llamacpp-native.sh").toString(), "--patch",
                 root.resolve("llamacpp/porting-bugs/09-decode-rope-drops-proportional.patch").toString()));
-        assertThat(bug.code).as(bug.err).isZero();
+        assertThat(bug.code()).as(bug.err()).isZero();
         var java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-        var r = exec(List.of(java, "--add-modules", "jdk.incubator.vector", "--enable-native-access=ALL-UNNAMED",
-                "-D" + LlamaCppHome.PROPERTY + "=" + bug.out.strip(), "-Ddecodiff.home=" + root, "-cp", System.getProperty("java.class.path"),
+        var r = Exec.run(root, List.of(java, "--add-modules", "jdk.incubator.vector", "--enable-native-access=ALL-UNNAMED",
+                "-D" + LlamaCppHome.PROPERTY + "=" + bug.out().strip(), "-Ddecodiff.home=" + root, "-cp", System.getProperty("java.class.path"),
                 "dev.decodiff.harness.cli.Main", "selfcheck", "--engine", "llama.cpp", "--json"));
-        assertThat(r.code).as(r.err).isEqualTo(1);
-        JsonNode j = JSON.readTree(r.out);
+        assertThat(r.code()).as(r.err()).isEqualTo(1);
+        JsonNode j = JSON.readTree(r.out());
         assertThat(j.get("prompt_length").asInt()).isEqualTo(19);
         JsonNode first = j.get("checks").get(0);
         assertThat(first.get("check").asText()).isEqualTo("decode-vs-prefill");
         assertThat(first.get("passed").asBoolean()).isFalse();
         assertThat(first.get("position").asInt()).isEqualTo(19);
         assertThat(first.get("point").asText()).isEqualTo("layers.2.attn.q");
-    }
-
-    private record Result(int code, String out, String err) {}
-
-    private static Result exec(List<String> cmd) throws Exception {
-        var p = new ProcessBuilder(new ArrayList<>(cmd)).directory(root.toFile()).start();
-        var err = new StringBuilder();
-        var drain = Thread.ofVirtual().start(() -> {
-            try {
-                err.append(new String(p.getErrorStream().readAllBytes(), StandardCharsets.UTF_8));
-            } catch (java.io.IOException e) {
-                err.append(e);
-            }
-        });
-        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-        assertThat(p.waitFor(20, TimeUnit.MINUTES)).as(String.join(" ", cmd)).isTrue();
-        drain.join();
-        return new Result(p.exitValue(), out, err.toString());
     }
 }

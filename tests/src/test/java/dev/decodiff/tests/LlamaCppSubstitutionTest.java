@@ -11,13 +11,9 @@ import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 
-import java.io.IOException;
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.TimeUnit;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
@@ -102,12 +98,12 @@ class LlamaCppSubstitutionTest {
 
     @Test
     void transformersValuesWrittenIntoABuggyK_eq_vLayerHealItsAttentionOutput() throws Exception {
-        var built = exec(List.of(root.resolve("scripts/llamacpp-native.sh").toString(), "--cached"));
-        Assumptions.assumeTrue(built.code == 0, "llama.cpp's native build is not made: run scripts/llamacpp-native.sh once (about 10 minutes)");
-        var bug = exec(List.of(root.resolve("scripts/llamacpp-native.sh").toString(), "--patch",
+        var built = Exec.run(root, List.of(root.resolve("scripts/llamacpp-native.sh").toString(), "--cached"));
+        Assumptions.assumeTrue(built.code() == 0, "llama.cpp's native build is not made: run scripts/llamacpp-native.sh once (about 10 minutes)");
+        var bug = Exec.run(root, List.of(root.resolve("scripts/llamacpp-native.sh").toString(), "--patch",
                 root.resolve("llamacpp/porting-bugs/01-k-eq-v-value-after-rope.patch").toString()));
-        assertThat(bug.code).as(bug.err).isZero();
-        Path clean = Path.of(built.out.strip()), buggy = Path.of(bug.out.strip());
+        assertThat(bug.code()).as(bug.err()).isZero();
+        Path clean = Path.of(built.out().strip()), buggy = Path.of(bug.out().strip());
         double cleanRel = child(clean, false), buggyRel = child(buggy, false), healedRel = child(buggy, true);
         // clean llama.cpp: only the fp16-GELU drift of layers 0 and 1 reaches layer 2 (a few 1e-4)
         assertThat(cleanRel).as("clean llama.cpp, layers.2.attn.out").isLessThan(2e-3);
@@ -117,11 +113,11 @@ class LlamaCppSubstitutionTest {
 
     private static double child(Path lib, boolean heal) throws Exception {
         var java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
-        var r = exec(List.of(java, "--add-modules", "jdk.incubator.vector", "--enable-native-access=ALL-UNNAMED", "-Ddecodiff.home=" + root,
+        var r = Exec.run(root, List.of(java, "--add-modules", "jdk.incubator.vector", "--enable-native-access=ALL-UNNAMED", "-Ddecodiff.home=" + root,
                 "-cp", System.getProperty("java.class.path"), LlamaCppSubstitutionTest.class.getName(), lib.toString(), root.toString(), Boolean.toString(heal)));
-        assertThat(r.code).as(r.err).isZero();
-        for (String line : r.out.split("\n")) if (line.startsWith("rel=")) return Double.parseDouble(line.substring(4));
-        throw new AssertionError("the child printed no result: " + r.out + r.err);
+        assertThat(r.code()).as(r.err()).isZero();
+        for (String line : r.out().split("\n")) if (line.startsWith("rel=")) return Double.parseDouble(line.substring(4));
+        throw new AssertionError("the child printed no result: " + r.out() + r.err());
     }
 
     static double relL2(float[] a, float[] b) {
@@ -131,23 +127,5 @@ class LlamaCppSubstitutionTest {
             n += (double) b[i] * b[i];
         }
         return Math.sqrt(d / n);
-    }
-
-    private record Result(int code, String out, String err) {}
-
-    private static Result exec(List<String> cmd) throws Exception {
-        var p = new ProcessBuilder(new ArrayList<>(cmd)).directory(root.toFile()).start();
-        var err = new StringBuilder();
-        var drain = Thread.ofVirtual().start(() -> {
-            try {
-                err.append(new String(p.getErrorStream().readAllBytes(), StandardCharsets.UTF_8));
-            } catch (IOException e) {
-                err.append(e);
-            }
-        });
-        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-        assertThat(p.waitFor(20, TimeUnit.MINUTES)).as(String.join(" ", cmd)).isTrue();
-        drain.join();
-        return new Result(p.exitValue(), out, err.toString());
     }
 }
