@@ -11,7 +11,7 @@ import java.util.Map;
  * What local attribution found over a whole comparison: each compared cell's local error, and the precision effects
  * named, each with the cells it explains. {@code exact}: the user asked that precision effects fail too.
  */
-public record Attributed(Map<String, LocalError> cells, List<Effect> effects, List<String> notes, boolean exact) {
+public record Attributed(Map<String, LocalError> cells, List<Effect> effects, boolean exact) {
 
     /** One named precision effect: how many cells it explains, and the first and the largest of them. */
     public record Effect(String explanation, int cells, LocalError first, LocalError largest) {}
@@ -34,7 +34,7 @@ public record Attributed(Map<String, LocalError> cells, List<Effect> effects, Li
             for (var e : es) if (e.local() > largest.local()) largest = e;
             list.add(new Effect(name, es.size(), es.get(0), largest));
         });
-        return new Attributed(byCell, List.copyOf(list), List.copyOf(a.notes()), exact);
+        return new Attributed(byCell, List.copyOf(list), exact);
     }
 
     public LocalError of(int step, String point) { return cells.get(LocalAttribution.key(step, point)); }

@@ -38,7 +38,6 @@ public final class LocalAttribution {
     private final Gemma4Config cfg;
     private final boolean everyCell;
     private final Map<String, LocalError> errors = new LinkedHashMap<>();
-    private final List<String> notes = new ArrayList<>();
 
     private int step, start, T;
     private int[] stepTokens;
@@ -51,6 +50,8 @@ public final class LocalAttribution {
     /** Whole-layer attribution only: per precision, per layer, the K/V rows of every position so far. */
     private final Map<Precision, Map<Integer, Shadow>> shadows = new HashMap<>();
     private Boolean wholeLayers;
+    /** Whole-layer mode: the current layer's out under each shadow precision (what its cell is judged against). */
+    private Map<Precision, float[]> wholeOut = Map.of();
 
     private record Read(int lo, float[] rows) {}
 
@@ -95,16 +96,17 @@ public final class LocalAttribution {
         boolean out = kind.equals(CapturePoints.OUT);
         if (out && wholeLayers == null)
             wholeLayers = !have.containsKey(CapturePoints.layer(layer, CapturePoints.ATTN_OUT)) && !have.containsKey(CapturePoints.layer(layer, CapturePoints.MLP_OUT));
-        if (everyCell || failed || (out && Boolean.TRUE.equals(wholeLayers))) {
+        // whole-layer mode: this step's layer under every precision, appended to its shadow cache, before judging it
+        wholeOut = out ? shadowLayer(layer) : Map.of();
+        if (everyCell || failed) {
             try {
                 var e = attribute(point, kind, layer, c);
-                if (e != null && (everyCell || failed)) errors.put(key(step, point), e);
+                if (e != null) errors.put(key(step, point), e);
             } catch (RuntimeException ex) {
                 // a tensor of another shape than the model's (the comparison reports shapes): not measurable here
                 errors.put(key(step, point), LocalError.unattributed(step, point, FP32.tolerance(point), "its inputs do not have the checkpoint's shapes"));
             }
         }
-        if (out) shadowLayer(layer);
         prune(layer);
     }
 
@@ -118,8 +120,6 @@ public final class LocalAttribution {
     public LocalError error(int step, String point) { return errors.get(key(step, point)); }
 
     public Map<String, LocalError> errors() { return errors; }
-
-    public List<String> notes() { return notes; }
 
     static String key(int step, String point) { return step + "/" + point; }
 
@@ -374,16 +374,24 @@ public final class LocalAttribution {
         if (!have.containsKey(in)) return LocalError.unattributed(step, point, tol, "the candidate has no " + in + ", the layer's input");
         if (!Boolean.TRUE.equals(wholeLayers))
             return LocalError.unattributed(step, point, tol, "the candidate lacks some of the layer's inputs (" + String.join(", ", OpGraph.inputs(cfg, point)) + ")");
-        return judge(point, CapturePoints.OUT, cand, tol, p -> layerFromInput(layer, have.get(in), p, false), null, in,
+        return judge(point, CapturePoints.OUT, cand, tol, wholeOut::get, null, in,
                 "the whole layer from its input residual (the candidate records no q/k/v, attn.out or mlp.out here)");
     }
 
-    /** Appends this step's K/V of the layer (from the candidate's own layer input) to every shadow cache. */
-    private void shadowLayer(int layer) {
-        if (!Boolean.TRUE.equals(wholeLayers)) return;
+    /**
+     * The layer's out under each shadow precision, recomputed from the candidate's own layer input, this step's K/V
+     * appended to every shadow cache on the way; empty outside whole-layer mode or without the input.
+     */
+    private Map<Precision, float[]> shadowLayer(int layer) {
+        if (!Boolean.TRUE.equals(wholeLayers)) return Map.of();
         String in = OpGraph.layerInput(layer);
-        if (!have.containsKey(in)) return;
-        for (var p : shadowPrecisions()) layerFromInput(layer, have.get(in), p, true);
+        if (!have.containsKey(in)) return Map.of();
+        var outs = new HashMap<Precision, float[]>();
+        for (var p : shadowPrecisions()) {
+            float[] o = layerFromInput(layer, have.get(in), p);
+            if (o != null) outs.put(p, o);
+        }
+        return outs;
     }
 
     private static List<Precision> shadowPrecisions() {
@@ -393,24 +401,19 @@ public final class LocalAttribution {
         return l;
     }
 
-    /** The layer recomputed from its input residual over the shadow cache of precision p; commit: append this step. */
-    private float[] layerFromInput(int layer, float[] x, Precision p, boolean commit) {
+    /** The layer recomputed from its input residual over the shadow cache of precision p, this step appended to it. */
+    private float[] layerFromInput(int layer, float[] x, Precision p) {
         var spec = cfg.layer(layer);
         var shadow = shadows.computeIfAbsent(p, k -> new HashMap<>());
         int src = spec.kvSource();
         var qkv = ops.qkv(layer, x, T, start, p);
         var sh = shadow.computeIfAbsent(src, k -> new Shadow());
-        float[] k = sh.k, v = sh.v;
-        int have0 = sh.positions;
         if (!spec.kvShared()) {
-            if (have0 != start) return null;
-            k = concat(sh.k, qkv.k());
-            v = concat(sh.v, qkv.v());
-            if (commit) {
-                sh.append(qkv.k(), qkv.v());
-                sh.positions = start + T;
-            }
+            if (sh.positions != start) return null;
+            sh.append(qkv.k(), qkv.v());
+            sh.positions = start + T;
         } else if (sh.positions != start + T) return null;
+        float[] k = sh.k, v = sh.v;
         int stride = spec.kvHeads() * spec.headDim();
         boolean[] known = new boolean[k.length / stride];
         java.util.Arrays.fill(known, true);
