@@ -93,9 +93,7 @@ public final class LlamaCppSelfCheck {
     }
 
     public SelfCheckResult decodeVsPrefill(int[] tokens, int promptLength) {
-        var splits = new int[1 + tokens.length - promptLength];
-        splits[0] = promptLength;
-        Arrays.fill(splits, 1, splits.length, 1);
+        var splits = SelfCheck.decodeSplits(tokens.length, promptLength);
         return SelfCheck.firstDisagreement("decode-vs-prefill",
                 "prompt prefill + one-token decode steps vs one pass over all " + tokens.length + " tokens", onePass(tokens), record(tokens, splits), TOLERANCE);
     }

@@ -142,10 +142,16 @@ public final class SelfCheck {
         return rec;
     }
 
-    public SelfCheckResult decodeVsPrefill(int[] tokens, int promptLength) {
-        var splits = new int[1 + tokens.length - promptLength];
+    /** The steps of a prompt prefilled in one pass and then decoded one token at a time: {promptLength, 1, 1, …}. */
+    static int[] decodeSplits(int tokens, int promptLength) {
+        var splits = new int[1 + tokens - promptLength];
         splits[0] = promptLength;
         Arrays.fill(splits, 1, splits.length, 1);
+        return splits;
+    }
+
+    public SelfCheckResult decodeVsPrefill(int[] tokens, int promptLength) {
+        var splits = decodeSplits(tokens.length, promptLength);
         var decode = record(tokens, splits);
         return firstDisagreement("decode-vs-prefill",
                 "prompt prefill + one-token decode steps vs one pass over all " + tokens.length + " tokens", onePass(tokens), decode);
