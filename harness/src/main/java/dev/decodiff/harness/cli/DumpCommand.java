@@ -41,7 +41,7 @@ import java.util.function.Predicate;
                 "  decodiff dump --model checkpoints/gemma4-tiny --reference reference-dumps/gemma4-tiny/long --out out/mine",
                 "  decodiff dump --engine llama.cpp --model checkpoints/gemma4-tiny --reference reference-dumps/gemma4-tiny/long --out out/llama"})
 final class DumpCommand implements Callable<Integer> {
-    @Option(names = "--model", required = true, paramLabel = "DIR", description = "Checkpoint folder (config.json + *.safetensors), or a Gemma 4 .gguf file: the engine runs its weights dequantized as ggml does (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K; converted once into a cached float32 folder).")
+    @Option(names = "--model", required = true, paramLabel = "DIR", description = "Checkpoint folder (config.json + *.safetensors), or a Gemma 4 .gguf file: the engine runs its weights dequantized as ggml does (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K; converted once into a cached float32 folder).")
     Path model;
 
     @Option(names = "--out", required = true, paramLabel = "DIR", description = "Output folder (new or empty; see --force).")

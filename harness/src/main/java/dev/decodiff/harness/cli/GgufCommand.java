@@ -1,7 +1,9 @@
 package dev.decodiff.harness.cli;
 
 import dev.decodiff.harness.OutputPaths;
+import dev.decodiff.llamacpp.ffi.LlamaQuantizer;
 import dev.decodiff.llamacpp.gguf.GgmlType;
+import dev.decodiff.llamacpp.gguf.GgufFile;
 import dev.decodiff.llamacpp.gguf.GgufOutputType;
 import dev.decodiff.llamacpp.gguf.HfToGguf;
 import dev.decodiff.llamacpp.gguf.KvSharing;
@@ -26,7 +28,9 @@ final class GgufCommand implements Callable<Integer> {
     Path out;
 
     @Option(names = "--type", paramLabel = "TYPE", defaultValue = "f32",
-            description = "Type of the weight matrices: f32 (default, exact), bf16, f16, q8_0 or q4_0 (ggml's reference quantizers; rows that are no whole number of 32-value blocks stay f16).")
+            description = "Type of the weight matrices: f32 (default, exact), bf16, f16, q8_0 or q4_0 (ggml's reference quantizers; rows that are no whole number of 32-value blocks stay f16), "
+                    + "or q4_k_m / q4_k_s: llama.cpp's own quantizer (llama_model_quantize, as its llama-quantize tool) on the f32 file, with its per-tensor "
+                    + "choices (Q6_K for some matrices; Q5_0, Q5_1 or Q8_0 where a row holds no whole 256-value super-block); needs the llama.cpp library.")
     String type;
 
     @Option(names = "--force", description = "Replace --out if it exists.")
@@ -38,17 +42,20 @@ final class GgufCommand implements Callable<Integer> {
     @Override
     public Integer call() {
         GgufOutputType t;
+        LlamaQuantizer.FileType kQuant = null;
         try {
-            t = GgufOutputType.parse(type);
+            kQuant = java.util.Arrays.stream(LlamaQuantizer.FileType.values()).filter(f -> f.name().equalsIgnoreCase(type)).findFirst().orElse(null);
+            t = kQuant != null ? GgufOutputType.F32 : GgufOutputType.parse(type);
         } catch (IllegalArgumentException e) {
             throw new picocli.CommandLine.ParameterException(spec.commandLine(), e.getMessage());
         }
         OutputPaths.refuseOverlap("--out", out, OutputPaths.withBundledData(model));
         long start = System.nanoTime();
-        var plan = HfToGguf.convert(model, out, t, force);
+        var plan = kQuant == null ? HfToGguf.convert(model, out, t, force) : quantizedByLlamaCpp(kQuant);
         var o = spec.commandLine().getOut();
         var byType = new java.util.TreeMap<GgmlType, Long>();
-        plan.tensors().forEach(p -> byType.merge(p.type(), 1L, Long::sum));
+        if (kQuant == null) plan.tensors().forEach(p -> byType.merge(p.type(), 1L, Long::sum));
+        else GgufFile.read(out).tensors().forEach(p -> byType.merge(p.type(), 1L, Long::sum));
         var types = new java.util.StringJoiner(", ");
         byType.forEach((k, v) -> types.add(v + " " + k));
         boolean vocab = !plan.metadata().get("tokenizer.ggml.model").asString().equals("none");
@@ -64,5 +71,29 @@ final class GgufCommand implements Callable<Integer> {
         }
         o.flush();
         return Main.MATCH;
+    }
+
+    /** The f32 conversion in a temporary file beside --out, then llama.cpp's quantizer into --out (moved there whole). */
+    private dev.decodiff.llamacpp.gguf.Gemma4GgufPlan quantizedByLlamaCpp(LlamaQuantizer.FileType kQuant) {
+        if (!force && java.nio.file.Files.exists(out)) throw new dev.decodiff.llamacpp.gguf.GgufException(out, "already exists; pass --force to replace it");
+        Path dir = out.toAbsolutePath().getParent();
+        Path f32 = null, quantized = null;
+        try {
+            f32 = java.nio.file.Files.createTempFile(dir, out.getFileName().toString(), ".f32.partial");
+            quantized = java.nio.file.Files.createTempFile(dir, out.getFileName().toString(), ".partial");
+            var plan = HfToGguf.convert(model, f32, GgufOutputType.F32, true);
+            LlamaQuantizer.quantize(f32, quantized, kQuant, Runtime.getRuntime().availableProcessors());
+            java.nio.file.Files.move(quantized, out, java.nio.file.StandardCopyOption.ATOMIC_MOVE, java.nio.file.StandardCopyOption.REPLACE_EXISTING);
+            return plan;
+        } catch (java.io.IOException e) {
+            throw new dev.decodiff.llamacpp.gguf.GgufException(out, "cannot write beside it (" + e.getMessage() + "); choose a writable --out");
+        } finally {
+            try {
+                if (f32 != null) java.nio.file.Files.deleteIfExists(f32);
+                if (quantized != null) java.nio.file.Files.deleteIfExists(quantized);
+            } catch (java.io.IOException ignored) {
+                // a leftover .partial beside --out is harmless
+            }
+        }
     }
 }

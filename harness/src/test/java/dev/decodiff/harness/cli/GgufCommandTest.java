@@ -53,7 +53,7 @@ class GgufCommandTest {
         assertThat(checkpoint("gemma4-tiny").resolve("x.gguf")).doesNotExist();
         var type = run("gguf", "--model", checkpoint("gemma4-tiny").toString(), "--out", tmp.resolve("q.gguf").toString(), "--type", "q4_K");
         assertThat(type.code()).isEqualTo(Main.BAD_INPUT);
-        assertThat(type.err()).contains("q4_K").contains("f32, bf16, f16, q8_0 or q4_0");
+        assertThat(type.err()).contains("q4_K").contains("f32, bf16, f16, q8_0, q4_0, q4_k_m or q4_k_s");
     }
 
     @Test
@@ -106,5 +106,40 @@ class GgufCommandTest {
         var r = run("inspect", out.toString());
         assertThat(r.code()).isEqualTo(Main.BAD_INPUT);
         assertThat(r.err()).contains(out.toString()).contains("truncated").hasLineCount(1);
+    }
+
+    @Test
+    void q4_K_MIsLlamaCppsOwnQuantizationWithItsFallbackWhereRowsHoldNoSuperBlock() throws Exception {
+        org.junit.jupiter.api.Assumptions.assumeTrue(dev.decodiff.llamacpp.ffi.LlamaCppHome.available(),
+                "llama.cpp is not set up: run scripts/llamacpp.sh to run the llama.cpp tests");
+        Path out = tmp.resolve("tiny-q4km.gguf");
+        var r = run("gguf", "--model", checkpoint("gemma4-tiny").toString(), "--out", out.toString(), "--type", "q4_k_m");
+        assertThat(r.code()).as(r.err()).isZero();
+        assertThat(r.out()).contains("wrote " + out).contains("Q4_K").contains("Q5_0");
+        var g = GgufFile.read(out);
+        // written by llama.cpp's quantizer: its file type (LLAMA_FTYPE_MOSTLY_Q4_K_M) and its per-tensor choices
+        assertThat(g.get("general.file_type").asLong()).isEqualTo(15);
+        assertThat(g.tensor("blk.0.ffn_down.weight").type()).as("rows of 256: one super-block").isIn(
+                dev.decodiff.llamacpp.gguf.GgmlType.Q4_K, dev.decodiff.llamacpp.gguf.GgmlType.Q6_K);
+        assertThat(g.tensor("blk.0.attn_q.weight").type()).as("rows of 128 fall back").isEqualTo(dev.decodiff.llamacpp.gguf.GgmlType.Q5_0);
+        assertThat(g.tensor("blk.0.attn_norm.weight").type()).isEqualTo(dev.decodiff.llamacpp.gguf.GgmlType.F32);
+        // the blocks hold the checkpoint's weights at 4-5 bits of precision
+        try (var files = dev.decodiff.engine.CheckpointFiles.open(checkpoint("gemma4-tiny"))) {
+            for (String[] pair : new String[][]{{"blk.0.ffn_down.weight", "layers.0.mlp.down_proj.weight"}, {"blk.0.attn_q.weight", "layers.0.self_attn.q_proj.weight"}}) {
+                float[] want = files.get(pair[1]).toFloats(), got = g.floats(pair[0]);
+                double num = 0, den = 0;
+                for (int i = 0; i < want.length; i++) {
+                    num += (got[i] - want[i]) * (double) (got[i] - want[i]);
+                    den += want[i] * (double) want[i];
+                }
+                assertThat(Math.sqrt(num / den)).as(pair[0] + " rel L2 to the checkpoint").isBetween(1e-3, 0.12);
+            }
+        }
+        var existing = run("gguf", "--model", checkpoint("gemma4-tiny").toString(), "--out", out.toString(), "--type", "q4_k_m");
+        assertThat(existing.code()).isEqualTo(Main.BAD_INPUT);
+        assertThat(existing.err()).contains("--force").hasLineCount(1);
+        try (var left = Files.list(tmp)) {
+            assertThat(left.map(p -> p.getFileName().toString())).as("no temporary file left").containsExactly("tiny-q4km.gguf");
+        }
     }
 }

@@ -186,7 +186,7 @@ public final class LayoutProbe {
         }
         var built = new ArrayList<StructLayout>();
         for (StructLayout s : LlamaLayouts.ALL) built.add(rebuild(s, probed, header));
-        return new LlamaLayouts(built.get(0), built.get(1), built.get(2), built.get(3), built.get(4), header.toString());
+        return new LlamaLayouts(built.get(0), built.get(1), built.get(2), built.get(3), built.get(4), built.get(5), header.toString());
     }
 
     private static StructLayout rebuild(StructLayout s, Map<String, long[]> probed, Path header) {

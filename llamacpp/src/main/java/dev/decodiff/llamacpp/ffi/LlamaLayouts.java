@@ -22,13 +22,13 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  * between them kept as padding, so the struct a build's {@code *_default_params} returns passes through whole.
  */
 public record LlamaLayouts(StructLayout modelParams, StructLayout contextParams, StructLayout batch, StructLayout tensor,
-                           StructLayout threadpoolParams, String origin) {
+                           StructLayout threadpoolParams, StructLayout quantizeParams, String origin) {
     /** The structs in the order of {@link #all()}. */
-    public List<StructLayout> all() { return List.of(modelParams, contextParams, batch, tensor, threadpoolParams); }
+    public List<StructLayout> all() { return List.of(modelParams, contextParams, batch, tensor, threadpoolParams, quantizeParams); }
 
     /** The bindings' own layouts: those of the pinned release. */
     public static LlamaLayouts pinned() {
-        return new LlamaLayouts(MODEL_PARAMS, CONTEXT_PARAMS, BATCH, TENSOR, THREADPOOL_PARAMS, "the bindings' layouts of llama.cpp v0.5.0");
+        return new LlamaLayouts(MODEL_PARAMS, CONTEXT_PARAMS, BATCH, TENSOR, THREADPOOL_PARAMS, QUANTIZE_PARAMS, "the bindings' layouts of llama.cpp v0.5.0");
     }
 
     /** {@code struct llama_model_params} (include/llama.h). */
@@ -122,6 +122,30 @@ public record LlamaLayouts(StructLayout modelParams, StructLayout contextParams,
             paddingLayout(2)
     ).withName("ggml_threadpool_params");
 
+    /**
+     * {@code struct llama_model_quantize_params} (include/llama.h): filled by llama_model_quantize_default_params, then
+     * the thread count and the file type set; everything else (output and embedding types left to the file type,
+     * requantizing refused, the output tensor quantized) stays llama.cpp's default, as its llama-quantize tool has it.
+     */
+    public static final StructLayout QUANTIZE_PARAMS = MemoryLayout.structLayout(
+            JAVA_INT.withName("nthread"),
+            JAVA_INT.withName("ftype"),
+            JAVA_INT.withName("output_tensor_type"),
+            JAVA_INT.withName("token_embedding_type"),
+            JAVA_BOOLEAN.withName("allow_requantize"),
+            JAVA_BOOLEAN.withName("quantize_output_tensor"),
+            JAVA_BOOLEAN.withName("only_copy"),
+            JAVA_BOOLEAN.withName("pure"),
+            JAVA_BOOLEAN.withName("keep_split"),
+            JAVA_BOOLEAN.withName("dry_run"),
+            paddingLayout(2),
+            ADDRESS.withName("imatrix"),
+            ADDRESS.withName("kv_overrides"),
+            ADDRESS.withName("tt_overrides"),
+            ADDRESS.withName("prune_layers"),
+            JAVA_LONG.withName("max_buf_size")
+    ).withName("llama_model_quantize_params");
+
     /** {@code struct ggml_tensor} (ggml/include/ggml.h): read in the eval callback for name, type, shape and strides. */
     public static final StructLayout TENSOR = MemoryLayout.structLayout(
             JAVA_INT.withName("type"),
@@ -142,7 +166,7 @@ public record LlamaLayouts(StructLayout modelParams, StructLayout contextParams,
     ).withName("ggml_tensor");
 
     /** The structs above, with the C name of each (the probe and the layout test iterate over these). */
-    public static final List<StructLayout> ALL = List.of(MODEL_PARAMS, CONTEXT_PARAMS, BATCH, TENSOR, THREADPOOL_PARAMS);
+    public static final List<StructLayout> ALL = List.of(MODEL_PARAMS, CONTEXT_PARAMS, BATCH, TENSOR, THREADPOOL_PARAMS, QUANTIZE_PARAMS);
 
     /**
      * The C constants the bindings pass or compare (enum values and macros, under their C names): a build whose
@@ -163,6 +187,7 @@ public record LlamaLayouts(StructLayout modelParams, StructLayout contextParams,
             case ON -> "ENABLED";
             case AUTO -> "AUTO";
         }, (long) fa.value);
+        for (var f : LlamaQuantizer.FileType.values()) c.put("LLAMA_FTYPE_MOSTLY_" + f.name(), (long) f.value);
         c.put("GGML_BACKEND_DEVICE_TYPE_CPU", (long) LlamaLibrary.GGML_BACKEND_DEVICE_TYPE_CPU);
         c.put("GGML_LOG_LEVEL_WARN", (long) LlamaLog.WARN);
         c.put("GGML_LOG_LEVEL_ERROR", (long) LlamaLog.ERROR);

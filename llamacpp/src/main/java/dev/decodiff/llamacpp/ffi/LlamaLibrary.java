@@ -33,7 +33,7 @@ public final class LlamaLibrary {
     final MethodHandle modelDefaultParams, contextDefaultParams, modelLoad, modelFree, initFromModel, free, decode,
             logitsIth, tensorSet, getMemory, memoryClear, memorySeqRm, modelGetVocab, vocabNTokens, modelNEmbd, modelNLayer,
             modelMetaValStr, tensorGet, devCount, devGet, devDescription, systemInfo, devByType, devBackendReg, regProcAddress,
-            threadpoolParamsInit, attachThreadpool;
+            threadpoolParamsInit, attachThreadpool, quantizeDefaultParams, modelQuantize;
 
     private LlamaLibrary(LlamaCppHome home) {
         this.home = home;
@@ -79,6 +79,8 @@ public final class LlamaLibrary {
         regProcAddress = h.get("ggml_backend_reg_get_proc_address", FunctionDescriptor.of(ADDRESS, ADDRESS, ADDRESS));
         threadpoolParamsInit = h.get("ggml_threadpool_params_init", FunctionDescriptor.ofVoid(ADDRESS, JAVA_INT));
         attachThreadpool = h.get("llama_attach_threadpool", FunctionDescriptor.ofVoid(ADDRESS, ADDRESS, ADDRESS));
+        quantizeDefaultParams = h.get("llama_model_quantize_default_params", FunctionDescriptor.of(layouts.quantizeParams()));
+        modelQuantize = h.get("llama_model_quantize", FunctionDescriptor.of(JAVA_INT, ADDRESS, ADDRESS, ADDRESS));
         var logSet = h.get("llama_log_set", FunctionDescriptor.ofVoid(ADDRESS, ADDRESS));
         var loadAll = h.get("ggml_backend_load_all_from_path", FunctionDescriptor.ofVoid(ADDRESS));
         var backendInit = h.get("llama_backend_init", FunctionDescriptor.ofVoid());

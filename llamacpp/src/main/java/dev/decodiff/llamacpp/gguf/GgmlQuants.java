@@ -6,15 +6,22 @@ import java.nio.ByteOrder;
 
 /**
  * ggml's block quantizations, as ggml-common.h lays the blocks out and ggml-quants.c computes them: dequantization
- * of Q8_0, Q4_0, Q4_K and Q6_K to fp32 (operation for operation, so the floats are ggml's own), and the reference
- * quantizers of Q8_0 and Q4_0 (quantize_row_*_ref: what a model file is written with).
+ * of Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K to fp32 (operation for operation, so the floats are ggml's
+ * own), and the reference quantizers of Q8_0 and Q4_0 (quantize_row_*_ref: what a model file is written with).
+ * llama.cpp's quantizer writes the 32-value types wherever a K-quant's 256-value super-block does not fit a row.
  *
  * <ul>
  * <li>Q8_0, 32 values in 34 bytes: fp16 d, 32 × int8 q; x = q·d.
  * <li>Q4_0, 32 values in 18 bytes: fp16 d, 16 bytes of nibbles (low nibble of byte j is value j, high nibble value
  *     j + 16); x = (q − 8)·d.
+ * <li>Q4_1, 32 values in 20 bytes: fp16 d, fp16 m, 16 bytes of nibbles as Q4_0; x = q·d + m.
+ * <li>Q5_0, 32 values in 22 bytes: fp16 d, 4 bytes of fifth bits (bit j of the little-endian word for value j),
+ *     16 bytes of nibbles as Q4_0; x = (q − 16)·d.
+ * <li>Q5_1, 32 values in 24 bytes: fp16 d, fp16 m, fifth bits and nibbles as Q5_0; x = q·d + m.
  * <li>Q4_K, 256 values in 144 bytes: fp16 d, fp16 dmin, 12 bytes of eight 6-bit (scale, min) pairs, 128 bytes of
  *     nibbles; per 64 values the low nibbles of 32 bytes then their high nibbles; x = d·sc·q − dmin·m.
+ * <li>Q5_K, 256 values in 176 bytes: as Q4_K with 32 bytes of fifth bits between the scales and the nibbles (bit
+ *     2i of byte l for value l of the i-th 64-value run's low half, bit 2i+1 for its high half).
  * <li>Q6_K, 256 values in 210 bytes: 128 bytes of low nibbles, 64 bytes of 2-bit high parts, 16 × int8 scales, fp16
  *     d; per 128 values four runs of 32; x = d·sc·(q − 32).
  * </ul>
@@ -23,11 +30,15 @@ public final class GgmlQuants {
     private GgmlQuants() {}
 
     private static final ValueLayout.OfShort I16 = ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+    private static final ValueLayout.OfInt I32 = ValueLayout.JAVA_INT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
+
+    /** The types {@link #dequantize} reads, for messages. */
+    public static final String SUPPORTED = "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K";
 
     /** Whether {@link #dequantize} reads this type. */
     public static boolean dequantizes(GgmlType t) {
         return switch (t) {
-            case F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K -> true;
+            case F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K -> true;
             default -> false;
         };
     }
@@ -40,9 +51,13 @@ public final class GgmlQuants {
             case BF16 -> { for (int i = 0; i < n; i++) out[o + i] = Float.intBitsToFloat((src.get(I16, off + 2L * i) & 0xffff) << 16); }
             case Q8_0 -> { for (long b = 0; b < n / 32; b++) q8_0(src, off + b * 34, out, o + (int) b * 32); }
             case Q4_0 -> { for (long b = 0; b < n / 32; b++) q4_0(src, off + b * 18, out, o + (int) b * 32); }
+            case Q4_1 -> { for (long b = 0; b < n / 32; b++) q4_1(src, off + b * 20, out, o + (int) b * 32); }
+            case Q5_0 -> { for (long b = 0; b < n / 32; b++) q5_0(src, off + b * 22, out, o + (int) b * 32); }
+            case Q5_1 -> { for (long b = 0; b < n / 32; b++) q5_1(src, off + b * 24, out, o + (int) b * 32); }
             case Q4_K -> { for (long b = 0; b < n / 256; b++) q4_K(src, off + b * 144, out, o + (int) b * 256); }
+            case Q5_K -> { for (long b = 0; b < n / 256; b++) q5_K(src, off + b * 176, out, o + (int) b * 256); }
             case Q6_K -> { for (long b = 0; b < n / 256; b++) q6_K(src, off + b * 210, out, o + (int) b * 256); }
-            default -> throw new IllegalArgumentException("cannot dequantize " + t + " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)");
+            default -> throw new IllegalArgumentException("cannot dequantize " + t + " (supported: " + SUPPORTED + ")");
         }
     }
 
@@ -61,6 +76,51 @@ public final class GgmlQuants {
             int q = u8(s, b + 2 + j);
             y[o + j] = ((q & 0x0F) - 8) * d;
             y[o + j + 16] = ((q >>> 4) - 8) * d;
+        }
+    }
+
+    private static void q4_1(MemorySegment s, long b, float[] y, int o) {
+        float d = half(s, b), m = half(s, b + 2);
+        for (int j = 0; j < 16; j++) {
+            int q = u8(s, b + 4 + j);
+            y[o + j] = (q & 0x0F) * d + m;
+            y[o + j + 16] = (q >>> 4) * d + m;
+        }
+    }
+
+    private static void q5_0(MemorySegment s, long b, float[] y, int o) {
+        float d = half(s, b);
+        int qh = s.get(I32, b + 2);
+        for (int j = 0; j < 16; j++) {
+            int q = u8(s, b + 6 + j);
+            y[o + j] = (((q & 0x0F) | (((qh >>> j) << 4) & 0x10)) - 16) * d;
+            y[o + j + 16] = (((q >>> 4) | ((qh >>> (j + 12)) & 0x10)) - 16) * d;
+        }
+    }
+
+    private static void q5_1(MemorySegment s, long b, float[] y, int o) {
+        float d = half(s, b), m = half(s, b + 2);
+        int qh = s.get(I32, b + 4);
+        for (int j = 0; j < 16; j++) {
+            int q = u8(s, b + 8 + j);
+            y[o + j] = ((q & 0x0F) | (((qh >>> j) << 4) & 0x10)) * d + m;
+            y[o + j + 16] = ((q >>> 4) | ((qh >>> (j + 12)) & 0x10)) * d + m;
+        }
+    }
+
+    private static void q5_K(MemorySegment s, long b, float[] y, int o) {
+        float d = half(s, b), min = half(s, b + 2);
+        long sc = b + 4, qh = b + 16, q = b + 48;
+        int is = 0, u1 = 1, u2 = 2;
+        for (int j = 0; j < 256; j += 64) {
+            float d1 = d * scale(s, sc, is), m1 = min * mins(s, sc, is);
+            float d2 = d * scale(s, sc, is + 1), m2 = min * mins(s, sc, is + 1);
+            for (int l = 0; l < 32; l++) y[o++] = d1 * ((u8(s, q + l) & 0xF) + ((u8(s, qh + l) & u1) != 0 ? 16 : 0)) - m1;
+            for (int l = 0; l < 32; l++) y[o++] = d2 * ((u8(s, q + l) >>> 4) + ((u8(s, qh + l) & u2) != 0 ? 16 : 0)) - m2;
+            q += 32;
+            is += 2;
+            u1 <<= 2;
+            u2 <<= 2;
         }
     }
 

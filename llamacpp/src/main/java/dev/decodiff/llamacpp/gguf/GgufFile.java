@@ -178,7 +178,7 @@ public final class GgufFile {
 
     public boolean hasTensor(String name) { return byName.containsKey(name); }
 
-    /** A tensor's data as floats (F32 as is, F16 and BF16 widened exactly, Q8_0 / Q4_0 / Q4_K / Q6_K dequantized as ggml does). */
+    /** A tensor's data as floats (F32 as is, F16 and BF16 widened exactly, ggml's block types dequantized as ggml does). */
     public float[] floats(String name) {
         var t = tensor(name);
         long n = t.elementCount();
@@ -199,8 +199,11 @@ public final class GgufFile {
             case F32 -> buf.asFloatBuffer().get(out);
             case F16 -> { for (int i = 0; i < n; i++) out[i] = Float.float16ToFloat(buf.getShort(2 * i)); }
             case BF16 -> { for (int i = 0; i < n; i++) out[i] = dev.decodiff.metal.BFloat16.widen(buf.getShort(2 * i)); }
-            case Q8_0, Q4_0, Q4_K, Q6_K -> GgmlQuants.dequantize(t.type(), MemorySegment.ofBuffer(buf), 0, n, out, 0);
-            default -> throw new GgufException(path, "tensor '" + name + "' is " + t.type() + "; only F32, F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K can be read as floats");
+            default -> {
+                if (!GgmlQuants.dequantizes(t.type()))
+                    throw new GgufException(path, "tensor '" + name + "' is " + t.type() + "; only " + GgmlQuants.SUPPORTED + " can be read as floats");
+                GgmlQuants.dequantize(t.type(), MemorySegment.ofBuffer(buf), 0, n, out, 0);
+            }
         }
         return out;
     }

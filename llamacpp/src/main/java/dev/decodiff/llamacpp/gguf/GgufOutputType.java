@@ -23,6 +23,6 @@ public enum GgufOutputType {
 
     public static GgufOutputType parse(String s) {
         for (var t : values()) if (t.name().equalsIgnoreCase(s)) return t;
-        throw new IllegalArgumentException("unknown --type '" + s + "' (use f32, bf16, f16, q8_0 or q4_0)");
+        throw new IllegalArgumentException("unknown --type '" + s + "' (use f32, bf16, f16, q8_0, q4_0, q4_k_m or q4_k_s)");
     }
 }

@@ -44,7 +44,7 @@ public final class GgufToCheckpoint {
             throw new GgufException(file, "is not a Gemma 4 GGUF (general.architecture " + (arch == null ? "absent" : arch.describe()) + ")");
         for (var t : g.tensors())
             if (!GgmlQuants.dequantizes(t.type()))
-                throw new GgufException(file, "tensor '" + t.name() + "' is " + t.type() + "; decodiff dequantizes F32, F16, BF16, Q8_0, Q4_0, Q4_K and Q6_K — requantize with one of them");
+                throw new GgufException(file, "tensor '" + t.name() + "' is " + t.type() + "; decodiff dequantizes " + GgmlQuants.SUPPORTED + " — requantize with one of them");
         int L = (int) num(g, a + "block_count");
         int hidden = (int) num(g, a + "embedding_length");
         int headDimFull = (int) num(g, a + "attention.key_length");

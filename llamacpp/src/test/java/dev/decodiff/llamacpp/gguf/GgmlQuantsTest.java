@@ -69,7 +69,8 @@ class GgmlQuantsTest {
     @Test
     void dequantizationGivesGgmlsFloatsBitForBit() throws Throwable {
         int n = 256 * 24;
-        for (var t : new GgmlType[]{GgmlType.Q8_0, GgmlType.Q4_0, GgmlType.Q4_K, GgmlType.Q6_K}) {
+        for (var t : new GgmlType[]{GgmlType.Q8_0, GgmlType.Q4_0, GgmlType.Q4_1, GgmlType.Q5_0, GgmlType.Q5_1,
+                GgmlType.Q4_K, GgmlType.Q5_K, GgmlType.Q6_K}) {
             for (long seed = 1; seed <= 3; seed++) {
                 var blocks = ggmlQuantize(t, weights(n, seed * 7919 + t.id()));
                 var want = ggmlDequantize(t, blocks, n);
