@@ -30,7 +30,23 @@ final class ReferenceCases {
         }
     }
 
+    /** Suffix of the references of the bundled GGUFs: reference-dumps/CK-q4_k_m are of checkpoints/gguf/CK-Q4_K_M.gguf. */
+    static final String GGUF_SUFFIX = "-q4_k_m";
+
+    /**
+     * The checkpoint folder a bundled reference was made from: checkpoints/NAME, or for a GGUF's reference the folder
+     * decodiff makes of checkpoints/gguf/CK-Q4_K_M.gguf.
+     */
     static Path checkpointOf(Path caseDir) {
-        return repoRoot().resolve("checkpoints").resolve(caseDir.getParent().getFileName());
+        String name = caseDir.getParent().getFileName().toString();
+        if (name.endsWith(GGUF_SUFFIX))
+            return dev.decodiff.harness.llamacpp.GgufCheckpointCache.of(ggufOf(caseDir));
+        return repoRoot().resolve("checkpoints").resolve(name);
+    }
+
+    /** The bundled GGUF of a GGUF's reference. */
+    static Path ggufOf(Path caseDir) {
+        String name = caseDir.getParent().getFileName().toString();
+        return repoRoot().resolve("checkpoints/gguf").resolve(name.substring(0, name.length() - GGUF_SUFFIX.length()) + "-Q4_K_M.gguf");
     }
 }

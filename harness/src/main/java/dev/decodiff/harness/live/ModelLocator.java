@@ -54,9 +54,28 @@ public final class ModelLocator {
         return new Located(explicit, check(explicit, identity(explicit), ref, refManifest, allowMismatch));
     }
 
+    /** The bundled GGUF files: checkpoints/gguf/*.gguf. */
+    public static List<Path> bundledGgufs(Path home) {
+        Path root = home.resolve("checkpoints").resolve("gguf");
+        var out = new ArrayList<Path>();
+        if (!Files.isDirectory(root)) return out;
+        try (var s = Files.list(root)) {
+            s.filter(p -> Files.isRegularFile(p) && dev.decodiff.harness.llamacpp.GgufCheckpointCache.isGguf(p)).sorted().forEach(out::add);
+        } catch (IOException e) {
+            throw new BadInputException(root, "cannot list: " + e.getMessage());
+        }
+        return out;
+    }
+
     public static Path bundledFor(Path home, DumpManifest ref, Path refManifest) {
         var m = ref.model();
-        for (Path dir : bundled(home)) {
+        var dirs = new ArrayList<>(bundled(home));
+        // a reference of a GGUF names the folder decodiff makes of it; the bundled GGUFs are converted (once, cached)
+        // only for such a reference
+        var q = ref.producer() == null ? null : ref.producer().quantization();
+        if (q != null && "gguf".equals(q.format()))
+            for (Path g : bundledGgufs(home)) dirs.add(dev.decodiff.harness.llamacpp.GgufCheckpointCache.of(g));
+        for (Path dir : dirs) {
             if (!m.configSha256().equals(CheckpointFiles.sha256(dir.resolve("config.json")))) continue;
             if (m.weightsSha256() == null || m.weightsSha256().equals(identity(dir).weightsSha256())) return dir;
         }
