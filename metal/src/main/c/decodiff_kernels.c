@@ -15,6 +15,7 @@
 #include <cpuid.h>
 #include <immintrin.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -33,7 +34,7 @@
 /* A loop the compiler must unroll (so that arrays of vectors indexed by its counter become registers). */
 #define UNROLLED _Pragma("GCC unroll 16")
 
-int32_t decodiff_abi_version(void) { return 5; }
+int32_t decodiff_abi_version(void) { return 6; }
 
 int32_t decodiff_cpu_supported(void) {
     __builtin_cpu_init();
@@ -797,4 +798,207 @@ KERNEL_AMX float decodiff_amx_loop(int64_t iterations) {
     _tile_stored(0, out, 64);
     _tile_release();
     return out[0];
+}
+
+/*
+ * MLX affine-quantized weights kept packed (4- or 8-bit codes, per group of `group` columns one (scale, bias) pair):
+ * decode and prefill dequantize in registers, w = scale · q + bias, instead of streaming an fp32 copy (four or eight
+ * times the codes' bytes). Each element is computed as fl(fl(scale · q) + bias), the operations and order of
+ * AffineDequantizer, so it is the very fp32 value the dequantized path held (with bf16 or f16 scales the product is
+ * exact and the sum rounds once, so a fused multiply-add gives it too); from there every output has the accumulation
+ * contract above (16 lane accumulators, lanes summed in order). Groups are 32, 64 or 128 columns: a 16-column
+ * vector never straddles two, and a row never has a scalar tail.
+ *
+ * Codes: row r at codes + r · cols · bits / 8, element c at bits [c · bits, (c + 1) · bits) little-endian (MLX's
+ * uint32 words, read as bytes). Pairs: row r, group g at index r · (cols / group) + g, two values (scale, bias) in
+ * `fmt`: AFFINE_F32 (8 bytes a pair), AFFINE_BF16 or AFFINE_F16 (4 bytes).
+ *
+ * 4-bit codes take no integer-to-float conversion: per row and group the sixteen possible weights are one vector (a
+ * lookup table, fl(fl(scale · q) + bias) for q = 0..15) and vpermps picks each lane's by its code. A vpmultishiftqb
+ * on the broadcast 8 code bytes puts code k in the low bits of lane k (vpermps reads only those), so 16 weights cost
+ * two shuffles and one broadcast load before their FMA.
+ */
+#define KERNEL_Q __attribute__((target("avx512f,avx512bw,avx512vbmi,f16c")))
+#define AFFINE_F32 0
+#define AFFINE_BF16 1
+#define AFFINE_F16 2
+
+int32_t decodiff_cpu_affine(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vbmi")
+           && __builtin_cpu_supports("f16c") ? 1 : 0;
+}
+
+KERNEL_Q static inline __attribute__((always_inline)) void affine_pair(const void *pairs, const int fmt, int64_t i, float *s, float *b) {
+    if (fmt == AFFINE_F32) {
+        const float *p = (const float *) pairs + 2 * i;
+        *s = p[0], *b = p[1];
+    } else {
+        const uint16_t *p = (const uint16_t *) pairs + 2 * i;
+        if (fmt == AFFINE_BF16) *s = bf16(p[0]), *b = bf16(p[1]);
+        else *s = _cvtsh_ss(p[0]), *b = _cvtsh_ss(p[1]);
+    }
+}
+
+/* Lane k: the low bits of 32-bit lane k hold 4-bit code k of the broadcast 64-bit word. */
+KERNEL_Q static inline __m512i nibble_control(void) {
+    return _mm512_set_epi64(60LL << 32 | 56, 52LL << 32 | 48, 44LL << 32 | 40, 36LL << 32 | 32,
+                            28LL << 32 | 24, 20LL << 32 | 16, 12LL << 32 | 8, 4LL << 32 | 0);
+}
+
+KERNEL_Q static inline __m512i broadcast8(const uint8_t *p) {
+    int64_t v;
+    memcpy(&v, p, 8);
+    return _mm512_set1_epi64(v);
+}
+
+/* Codes of 16 columns from c (a multiple of 16) of one row as fp32 integers. */
+KERNEL_Q static inline __m512 affine_codes(const uint8_t *row, const int bits, int64_t c) {
+    if (bits == 8) return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *) (row + c))));
+    __m512i n = _mm512_multishift_epi64_epi8(nibble_control(), broadcast8(row + c / 2));
+    return _mm512_cvtepi32_ps(_mm512_and_si512(n, _mm512_set1_epi32(15)));
+}
+
+/*
+ * The matvec's lanes hold the columns of each 16-column step in the order PERM (lane 2i: column i, lane 2i + 1:
+ * column 8 + i), so that one variable shift of the broadcast 8 code bytes puts each lane's 4-bit code in its low bits
+ * (lane 2i reads the low 32 bits, 2i + 1 the high ones, both shifted by 4i): one shift on the vector ALU instead of a
+ * shuffle on the port the vpermps needs. The activations are permuted alike once per call, so every lane still
+ * accumulates its own column class in column order; at the end each row's accumulator is put back in column order
+ * (UNPERM) before its lanes are summed. The bits are those of the unpermuted sum.
+ */
+#define AFFINE_MAX_STACK_COLS 16384
+KERNEL_Q static inline __m512i perm_index(void) { return _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15); }
+KERNEL_Q static inline __m512i unperm_index(void) { return _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15); }
+KERNEL_Q static inline __m512i nibble_shifts(void) { return _mm512_setr_epi32(0, 0, 4, 4, 8, 8, 12, 12, 16, 16, 20, 20, 24, 24, 28, 28); }
+
+/* Scale and bias of pair i broadcast: bf16 pairs from one 32-bit broadcast load (scale in its low half). */
+KERNEL_Q static inline __attribute__((always_inline)) void affine_pair_vectors(const void *pairs, const int fmt, int64_t i, __m512 *s, __m512 *b) {
+    if (fmt == AFFINE_BF16) {
+        int32_t v;
+        memcpy(&v, (const uint16_t *) pairs + 2 * i, 4);
+        __m512i u = _mm512_set1_epi32(v);
+        *s = _mm512_castsi512_ps(_mm512_slli_epi32(u, 16));
+        *b = _mm512_castsi512_ps(_mm512_and_si512(u, _mm512_set1_epi32((int) 0xffff0000u)));
+    } else {
+        float sc, bi;
+        affine_pair(pairs, fmt, i, &sc, &bi);
+        *s = _mm512_set1_ps(sc), *b = _mm512_set1_ps(bi);
+    }
+}
+
+/*
+ * Rows [r, r + nr) (nr <= MATVEC_ROWS, a constant after inlining) of the affine matvec, each row its own accumulator;
+ * rows prefetched one group of rows ahead into L2 as rows8 does. xp: the activations, permuted (4-bit) or not.
+ */
+KERNEL_Q static inline __attribute__((always_inline)) void affine_rows(const uint8_t *codes, const void *pairs, const int fmt, const int bits,
+                                                                     int64_t cols, int64_t group, int64_t r, const int nr, const float *xp, float *y) {
+    const int64_t rb = cols * bits / 8, groups = cols / group, gb = group * bits / 8;
+    const int64_t block = nr * rb, ahead = block * ((PREFETCH_BYTES + block - 1) / block);
+    const uint8_t *b[MATVEC_ROWS];
+    __m512 a[MATVEC_ROWS], lut[MATVEC_ROWS], sv[MATVEC_ROWS], bv[MATVEC_ROWS];
+    /* The LUT in PERM order is the LUT: lane k of it is the weight of code k, whichever column holds that code. */
+    const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512i shifts = nibble_shifts();
+    UNROLLED for (int i = 0; i < nr; i++) b[i] = codes + (r + i) * rb, a[i] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < groups; g++) {
+        const int64_t off = g * gb, c0 = g * group;
+        for (int64_t p = (off + 63) & ~(int64_t) 63; p < off + gb; p += 64)
+            UNROLLED for (int i = 0; i < nr; i++) _mm_prefetch((const char *) (b[i] + ahead + p), _MM_HINT_T1);
+        UNROLLED for (int i = 0; i < nr; i++) {
+            affine_pair_vectors(pairs, fmt, (r + i) * groups + g, &sv[i], &bv[i]);
+            /* with 16-bit scales scale · q is exact, so the fused form rounds as the separate one does */
+            if (bits == 4) lut[i] = fmt == AFFINE_F32 ? _mm512_add_ps(_mm512_mul_ps(sv[i], iota), bv[i]) : _mm512_fmadd_ps(sv[i], iota, bv[i]);
+        }
+        for (int64_t c = c0; c < c0 + group; c += L) {
+            __m512 xv = _mm512_loadu_ps(xp + c);
+            UNROLLED for (int i = 0; i < nr; i++) {
+                __m512 w;
+                if (bits == 4) {
+                    w = _mm512_permutexvar_ps(_mm512_srlv_epi32(broadcast8(b[i] + c / 2), shifts), lut[i]);
+                } else {
+                    __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *) (b[i] + c))));
+                    w = fmt == AFFINE_F32 ? _mm512_add_ps(_mm512_mul_ps(sv[i], q), bv[i]) : _mm512_fmadd_ps(sv[i], q, bv[i]);
+                }
+                a[i] = _mm512_fmadd_ps(w, xv, a[i]);
+            }
+        }
+    }
+    UNROLLED for (int i = 0; i < nr; i++) y[r + i] = sum_lanes(bits == 4 ? _mm512_permutexvar_ps(unperm_index(), a[i]) : a[i]);
+}
+
+#define AFFINE_CASES(call)                                                         \
+    do {                                                                           \
+        if (bits == 4 && fmt == AFFINE_BF16) call(AFFINE_BF16, 4);                 \
+        else if (bits == 4 && fmt == AFFINE_F16) call(AFFINE_F16, 4);              \
+        else if (bits == 4) call(AFFINE_F32, 4);                                   \
+        else if (fmt == AFFINE_BF16) call(AFFINE_BF16, 8);                         \
+        else if (fmt == AFFINE_F16) call(AFFINE_F16, 8);                           \
+        else call(AFFINE_F32, 8);                                                  \
+    } while (0)
+
+#define AFFINE_MATVEC(F, B)                                                                                        \
+    do {                                                                                                           \
+        int64_t r = from;                                                                                          \
+        for (; r + MATVEC_ROWS <= to; r += MATVEC_ROWS) affine_rows(codes, pairs, F, B, cols, group, r, MATVEC_ROWS, xp, y); \
+        for (; r < to; r++) affine_rows(codes, pairs, F, B, cols, group, r, 1, xp, y);                             \
+    } while (0)
+
+/* y[r] = W[r]·x for r in [from, to); bits 4 or 8, group 32, 64 or 128 (dividing cols), fmt as above. */
+KERNEL_Q void decodiff_matvec_affine(const uint8_t *codes, const void *pairs, int32_t fmt, int32_t bits, int64_t cols, int32_t group,
+                                     int32_t from, int32_t to, const float *x, float *y) {
+    float stack[bits == 4 && cols <= AFFINE_MAX_STACK_COLS ? cols : 1] __attribute__((aligned(64)));
+    float *heap = bits == 4 && cols > AFFINE_MAX_STACK_COLS ? malloc(cols * sizeof(float)) : NULL;
+    const float *xp = x;
+    if (bits == 4) {
+        float *p = heap ? heap : stack;
+        if (!p) return; /* no memory for the permuted activations: cannot happen below the stack limit */
+        for (int64_t c = 0; c < cols; c += L) _mm512_storeu_ps(p + c, _mm512_permutexvar_ps(perm_index(), _mm512_loadu_ps(x + c)));
+        xp = p;
+    }
+    AFFINE_CASES(AFFINE_MATVEC);
+    free(heap);
+}
+
+/* Columns [c0, c0 + n) of rows [r, r + ROWS) dequantized into wp, interleaved per 16 columns (as pack_rows). */
+KERNEL_Q static void affine_pack_rows(const uint8_t *codes, const void *pairs, int fmt, int bits, int64_t cols, int64_t group,
+                                      int64_t r, int64_t c0, int64_t n, float *wp) {
+    const int64_t rb = cols * bits / 8, groups = cols / group;
+    for (int i = 0; i < ROWS; i++) {
+        const uint8_t *row = codes + (r + i) * rb;
+        float s = 0, o = 0;
+        for (int64_t c = 0; c < n; c += L) {
+            int64_t col = c0 + c;
+            if (c == 0 || col % group == 0) affine_pair(pairs, fmt, (r + i) * groups + col / group, &s, &o);
+            __m512 q = affine_codes(row, bits, col);
+            _mm512_store_ps(wp + c * ROWS + i * L, _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(s), q), _mm512_set1_ps(o)));
+        }
+    }
+}
+
+/*
+ * Y[t·rows + r] = W[r]·X[t] for r in [from, to), t < tokens: decodiff_matmul_bf16's blocking with the four rows of
+ * each column block dequantized (instead of widened) into the packed fp32 block; bits as that GEMM's and as the
+ * matvec's. scratch: decodiff_matmul_scratch_floats(cols, tokens) floats.
+ */
+KERNEL_Q void decodiff_matmul_affine(const uint8_t *codes, const void *pairs, int32_t fmt, int32_t bits, int32_t group, int64_t cols,
+                                     int32_t rows, int32_t from, int32_t to, const float *x, int32_t tokens, float *y, float *scratch) {
+    gemm_scratch s = carve(scratch, tokens);
+    int64_t bound = cols, tiled = tokens - tokens % TILE_TOKENS;
+    pack_tiles(x, cols, bound, tokens, s.xp);
+    int64_t end = to - (to - from) % ROWS;
+    for (int64_t r = from; r < end; r += ROWS) {
+        for (int64_t c0 = 0; c0 < bound; c0 += COL_BLOCK) {
+            int64_t n = bound - c0 < COL_BLOCK ? bound - c0 : COL_BLOCK, t = 0, last = c0 + n == bound;
+            affine_pack_rows(codes, pairs, fmt, bits, cols, group, r, c0, n, s.wp);
+            for (; t < tiled; t += TILE_TOKENS) {
+                tile4x6(s.wp, s.xp + t * bound + c0 * TILE_TOKENS, n, s.acc + t * ROWS * L, c0 == 0);
+                if (last) sum_tile(s.acc, y, rows, r, t);
+            }
+            for (; t < tokens; t++) tile4x1(s.wp, x + t * cols + c0, n, s.acc + t * ROWS * L, c0 == 0);
+        }
+        finish_rows(NULL, cols, bound, rows, r, x, bound > 0 ? tiled - tiled % 4 : 0, tokens, y, s.acc);
+    }
+    for (int t = 0; t < tokens; t++)
+        decodiff_matvec_affine(codes, pairs, fmt, bits, cols, group, (int32_t) end, to, x + (int64_t) t * cols, y + (int64_t) t * rows);
 }

@@ -7,6 +7,7 @@ import dev.decodiff.engine.quant.QuantizedTensors;
 import dev.decodiff.metal.SafetensorsException;
 import dev.decodiff.metal.SafetensorsFile;
 import dev.decodiff.metal.TensorView;
+import dev.decodiff.metal.WeightMatrix;
 
 import java.io.IOException;
 import java.io.InputStream;
@@ -26,8 +27,9 @@ import java.util.TreeSet;
  * The safetensors shards of a Hugging Face checkpoint folder, memory-mapped, with the text model's weight
  * prefix resolved ("model." from Gemma4ForCausalLM, "model.language_model." from the multimodal class,
  * "language_model.model." from mlx-vlm / mlx-lm conversions). An MLX-quantized checkpoint (config.json's
- * "quantization") has its packed weights dequantized to fp32 here, once: {@link #all()} is what the engine reads,
- * {@link #stored()} what the files hold.
+ * "quantization") has its 4- and 8-bit matrices kept as codes ({@link #matrix} gives them packed, see
+ * {@link QuantizedTensors}) and its other quantized weights dequantized to fp32 here, once: {@link #matrix} and
+ * {@link #get} are what the engine reads, {@link #stored()} what the files hold, {@link #all()} every tensor as fp32.
  */
 public final class CheckpointFiles implements AutoCloseable {
     private final Path dir;
@@ -36,6 +38,9 @@ public final class CheckpointFiles implements AutoCloseable {
     private final String prefix;
     private final MlxQuantization declared;
     private Map<String, TensorView> byName;
+    private Map<String, QuantizedTensors.PackedTensor> packed = Map.of();
+    /** Packed tensors dequantized on request (a tool reading them as fp32 through {@link #get} or {@link #all()}). */
+    private final Map<String, TensorView> expanded = new LinkedHashMap<>();
     private QuantizationSummary quantization;
     private Arena dequantized;
 
@@ -98,6 +103,7 @@ public final class CheckpointFiles implements AutoCloseable {
                 var r = QuantizedTensors.resolve(dir, stored, declared, arena);
                 quantization = r.summary();
                 dequantized = arena;
+                packed = r.packed();
                 byName = r.tensors();
             } catch (RuntimeException | Error e) {
                 arena.close();
@@ -150,8 +156,60 @@ public final class CheckpointFiles implements AutoCloseable {
 
     public String prefix() { return prefix; }
 
-    /** Every tensor as the engine reads it (quantized weights dequantized to fp32; their scales and biases gone). */
-    public Map<String, TensorView> all() { return resolved(); }
+    /**
+     * Every tensor as fp32 or its stored float type (quantized weights dequantized; their scales and biases gone):
+     * for tools that read tensors (GGUF export). Matrices kept packed are dequantized for it, once; the engine reads
+     * them with {@link #matrix} instead.
+     */
+    public synchronized Map<String, TensorView> all() {
+        var all = resolved();
+        if (packed.isEmpty()) return all;
+        var out = new LinkedHashMap<String, TensorView>();
+        for (var t : stored.values()) {
+            var v = all.get(t.name());
+            if (v != null) out.put(t.name(), v);
+            else if (packed.containsKey(t.name())) out.put(t.name(), expand(t.name()));
+        }
+        return out;
+    }
+
+    private synchronized TensorView expand(String name) {
+        return expanded.computeIfAbsent(name, n -> packed.get(n).dequantized(dequantized));
+    }
+
+    /**
+     * A text-model matrix by its name below the prefix, [rows, cols] (its tensor's leading dimensions folded into
+     * rows), the tensor checked against {@code shape}: MLX affine codes kept packed, or the float tensor's view.
+     */
+    public WeightMatrix matrix(String name, int rows, int cols, long... shape) {
+        resolved();
+        var p = packed.get(prefix + name);
+        if (p == null) p = packed.get(name);
+        if (p == null) return WeightMatrix.of(get(name, shape), rows, cols);
+        if (!java.util.Arrays.equals(p.shape(), shape))
+            throw new CheckpointException(dir + ": tensor '" + p.name() + "' has shape " + java.util.Arrays.toString(p.shape()) + ", config.json implies "
+                    + java.util.Arrays.toString(shape));
+        if (p.rows() != rows || p.cols() != cols)
+            throw new IllegalArgumentException("tensor '" + p.name() + "' " + java.util.Arrays.toString(p.shape()) + " is not [" + rows + ", " + cols + "]");
+        return p.matrix();
+    }
+
+    /** {@link #matrix} of a 2-D tensor [rows, cols]. */
+    public WeightMatrix matrix(String name, long rows, long cols) {
+        return matrix(name, Math.toIntExact(rows), Math.toIntExact(cols), rows, cols);
+    }
+
+    /** Bytes the matrices kept packed hold: their codes, scales and biases. */
+    public long packedBytes() {
+        resolved();
+        return packed.values().stream().mapToLong(p -> p.matrix().bytes()).sum();
+    }
+
+    /** Names of the matrices kept packed (MLX affine codes), as the files name them. */
+    public java.util.Set<String> packedNames() {
+        resolved();
+        return packed.keySet();
+    }
 
     /** Every tensor as the files store it. */
     public Map<String, TensorView> stored() { return stored; }
@@ -185,6 +243,8 @@ public final class CheckpointFiles implements AutoCloseable {
         var all = resolved();
         var t = all.get(prefix + name);
         if (t == null) t = all.get(name);
+        if (t == null && packed.containsKey(prefix + name)) t = expand(prefix + name);
+        if (t == null && packed.containsKey(name)) t = expand(name);
         if (t == null) throw new CheckpointException(dir + ": missing tensor '" + prefix + name + "' — the checkpoint does not match its config.json");
         if (shape.length > 0 && !java.util.Arrays.equals(t.shape(), shape))
             throw new CheckpointException(dir + ": tensor '" + t.name() + "' has shape " + t.shapeString() + ", config.json implies "

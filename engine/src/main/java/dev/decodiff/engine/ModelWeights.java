@@ -15,21 +15,21 @@ public record ModelWeights(WeightMatrix embed, WeightMatrix lmHead, float[] fina
 
     public static ModelWeights load(CheckpointFiles f, Gemma4Config c) {
         int H = c.hidden(), V = c.vocabSize(), L = c.numLayers(), P = c.pleDim(), nh = c.numHeads();
-        var embed = WeightMatrix.of(f.get("embed_tokens.weight", V, H));
+        var embed = f.matrix("embed_tokens.weight", V, H);
         WeightMatrix lmHead;
         if (c.tieWordEmbeddings()) lmHead = embed;
         else {
             String head = f.headName();
             if (head == null)
                 throw new CheckpointException(f.dir() + ": tie_word_embeddings is false but lm_head.weight is missing");
-            lmHead = WeightMatrix.of(f.get(head, V, H));
+            lmHead = f.matrix(head, V, H);
         }
         float[] finalNorm = vec(f, "norm.weight", H);
         WeightMatrix pleEmbed = null, pleProj = null;
         float[] pleNorm = null;
         if (P > 0) {
-            pleEmbed = WeightMatrix.of(f.get("embed_tokens_per_layer.weight", c.pleVocab(), (long) L * P));
-            pleProj = WeightMatrix.of(f.get("per_layer_model_projection.weight", (long) L * P, H));
+            pleEmbed = f.matrix("embed_tokens_per_layer.weight", c.pleVocab(), (long) L * P);
+            pleProj = f.matrix("per_layer_model_projection.weight", (long) L * P, H);
             pleNorm = vec(f, "per_layer_projection_norm.weight", P);
         }
         var layers = new ArrayList<LayerWeights>();
@@ -37,14 +37,14 @@ public record ModelWeights(WeightMatrix embed, WeightMatrix lmHead, float[] fina
             String p = "layers." + spec.index() + ".";
             int d = spec.headDim(), kv = spec.kvHeads(), I = spec.intermediate();
             String a = p + "self_attn.";
-            var q = WeightMatrix.of(f.get(a + "q_proj.weight", (long) nh * d, H));
-            var o = WeightMatrix.of(f.get(a + "o_proj.weight", H, (long) nh * d));
+            var q = f.matrix(a + "q_proj.weight", (long) nh * d, H);
+            var o = f.matrix(a + "o_proj.weight", H, (long) nh * d);
             WeightMatrix k = null, v = null;
             float[] kNorm = null, kBias = null, vBias = null;
             if (!spec.kvShared()) {
-                k = WeightMatrix.of(f.get(a + "k_proj.weight", (long) kv * d, H));
+                k = f.matrix(a + "k_proj.weight", (long) kv * d, H);
                 kNorm = vec(f, a + "k_norm.weight", d);
-                if (!spec.kEqV()) v = WeightMatrix.of(f.get(a + "v_proj.weight", (long) kv * d, H));
+                if (!spec.kEqV()) v = f.matrix(a + "v_proj.weight", (long) kv * d, H);
                 if (c.attentionBias()) {
                     kBias = vec(f, a + "k_proj.bias", (long) kv * d);
                     if (!spec.kEqV()) vBias = vec(f, a + "v_proj.bias", (long) kv * d);
@@ -61,17 +61,15 @@ public record ModelWeights(WeightMatrix embed, WeightMatrix lmHead, float[] fina
                 if (!f.has(p + "experts.gate_up_proj") && f.has(p + "experts.switch_glu.gate_proj.weight"))
                     throw new CheckpointException(f.dir() + ": layer " + spec.index() + " stores its experts as MLX's switch_glu (gate_proj, up_proj, down_proj); "
                             + "this engine reads the Hugging Face layout (experts.gate_up_proj, experts.down_proj) — convert the model from its Hugging Face checkpoint");
-                var gu = f.get(p + "experts.gate_up_proj", E, 2L * Im, H);
-                var dn = f.get(p + "experts.down_proj", E, H, Im);
                 var gateUp = new WeightMatrix[E];
                 var down = new WeightMatrix[E];
-                var guAll = WeightMatrix.of(gu, E * 2 * Im, H);
-                var dnAll = WeightMatrix.of(dn, E * H, Im);
+                var guAll = f.matrix(p + "experts.gate_up_proj", E * 2 * Im, H, E, 2L * Im, H);
+                var dnAll = f.matrix(p + "experts.down_proj", E * H, Im, E, H, Im);
                 for (int e = 0; e < E; e++) {
                     gateUp[e] = guAll.slice(e * 2 * Im, 2 * Im);
                     down[e] = dnAll.slice(e * H, H);
                 }
-                moe = new LayerWeights.Moe(WeightMatrix.of(f.get(p + "router.proj.weight", E, H)), vec(f, p + "router.scale", H),
+                moe = new LayerWeights.Moe(f.matrix(p + "router.proj.weight", E, H), vec(f, p + "router.scale", H),
                         vec(f, p + "router.per_expert_scale", E), gateUp, down,
                         vec(f, p + "pre_feedforward_layernorm_2.weight", H), vec(f, p + "post_feedforward_layernorm_1.weight", H),
                         vec(f, p + "post_feedforward_layernorm_2.weight", H));
@@ -80,10 +78,10 @@ public record ModelWeights(WeightMatrix embed, WeightMatrix lmHead, float[] fina
                     vec(f, p + "input_layernorm.weight", H), vec(f, p + "post_attention_layernorm.weight", H),
                     vec(f, p + "pre_feedforward_layernorm.weight", H), vec(f, p + "post_feedforward_layernorm.weight", H),
                     scalar.getFloat(0), q, k, v, o, qBias, kBias, vBias, oBias, vec(f, a + "q_norm.weight", d), kNorm,
-                    WeightMatrix.of(f.get(p + "mlp.gate_proj.weight", I, H)), WeightMatrix.of(f.get(p + "mlp.up_proj.weight", I, H)),
-                    WeightMatrix.of(f.get(p + "mlp.down_proj.weight", H, I)), moe,
-                    P > 0 ? WeightMatrix.of(f.get(p + "per_layer_input_gate.weight", P, H)) : null,
-                    P > 0 ? WeightMatrix.of(f.get(p + "per_layer_projection.weight", H, P)) : null,
+                    f.matrix(p + "mlp.gate_proj.weight", I, H), f.matrix(p + "mlp.up_proj.weight", I, H),
+                    f.matrix(p + "mlp.down_proj.weight", H, I), moe,
+                    P > 0 ? f.matrix(p + "per_layer_input_gate.weight", P, H) : null,
+                    P > 0 ? f.matrix(p + "per_layer_projection.weight", H, P) : null,
                     P > 0 ? vec(f, p + "post_per_layer_input_norm.weight", H) : null));
         }
         return new ModelWeights(embed, lmHead, finalNorm, pleEmbed, pleProj, pleNorm, List.copyOf(layers));

@@ -1,7 +1,6 @@
 package dev.decodiff.engine;
 
 import dev.decodiff.metal.HugePageMemory;
-import dev.decodiff.metal.WeightMatrix;
 
 import java.io.IOException;
 import java.lang.foreign.Arena;
@@ -65,14 +64,14 @@ public final class WeightResidency implements AutoCloseable {
 
     /** Places {@code mapped}'s streamed matrices as {@code mode} says; the result lives until {@link #close}. */
     public static Placed place(ModelWeights mapped, Mode mode) {
-        // the mapped matrices' bytes, the slab they fill (each starting on ALIGN), and the bytes already in anonymous
-        // memory (a quantized checkpoint's weights, dequantized at load): those stay where they are, never copied twice
+        // the mapped matrices' bytes (a packed matrix's codes), the slab they fill (each starting on ALIGN), and the bytes
+        // already in anonymous memory (quantized weights dequantized at load): those stay where they are, never copied twice
         long[] sizes = new long[3];
         mapped.withStreamedMatrices(m -> {
             if (m.data().isMapped()) {
-                sizes[0] += m.bytes();
-                sizes[1] += align(m.bytes());
-            } else sizes[2] += m.bytes();
+                sizes[0] += m.dataBytes();
+                sizes[1] += align(m.dataBytes());
+            } else sizes[2] += m.dataBytes();
             return m;
         });
         long bytes = sizes[0];
@@ -97,13 +96,13 @@ public final class WeightResidency implements AutoCloseable {
             long[] next = {0};
             var placed = mapped.withStreamedMatrices(m -> {
                 if (!m.data().isMapped()) return m;
-                MemorySegment dst = slab.asSlice(next[0], m.bytes());
-                MemorySegment.copy(m.data(), 0, dst, 0, m.bytes());
+                MemorySegment dst = slab.asSlice(next[0], m.dataBytes());
+                MemorySegment.copy(m.data(), 0, dst, 0, m.dataBytes());
                 // The copy faulted the file's pages into this process; drop them (they stay in the page cache) so the
                 // weights are not counted twice in its resident set.
                 if (m.data().isMapped()) m.data().unload();
-                next[0] += align(m.bytes());
-                return new WeightMatrix(m.name(), m.dtype(), m.rows(), m.cols(), dst);
+                next[0] += align(m.dataBytes());
+                return m.withData(dst); // a packed matrix's codes; its scales and biases are already in anonymous memory
             });
             return new Placed(placed, new WeightResidency(arena, true, "resident in anonymous memory on huge pages (" + gb + " copied from the checkpoint files)"));
         } catch (RuntimeException | OutOfMemoryError e) {

@@ -34,13 +34,15 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  */
 public final class NativeKernels {
     static final String RESOURCE = "/native/linux-x86_64/libdecodiff_kernels.so";
-    private static final int ABI = 5;
+    private static final int ABI = 6;
 
     private static final MethodHandle MATVEC;
     private static final MethodHandle MATMUL;
     private static final MethodHandle STREAM;
     /** The AVX512-BF16 GEMM of --matmul bf16, or null where the CPU lacks those instructions. */
     private static final MethodHandle MATMUL_BF16DOT;
+    /** The matvec and GEMM on MLX affine 4-/8-bit codes, or null where the CPU lacks AVX512-VBMI or F16C. */
+    private static final MethodHandle MATVEC_AFFINE, MATMUL_AFFINE;
     /** The AMX tile GEMM, its activation packers and its peak loop, or null where the CPU or the kernel refuses AMX. */
     private static final MethodHandle MATMUL_AMX, AMX_PACK_X, AMX_PACK_XR, AMX_PACKED_SHORTS, AMX_SCRATCH_SHORTS, AMX_LOOP;
     /** Columns of one K slice of the AMX GEMM (its chunks of tokens are sized for a slice's activations). */
@@ -54,7 +56,7 @@ public final class NativeKernels {
     private static final String STATUS;
 
     static {
-        MethodHandle mv = null, mm = null, sr = null, dot = null, scratch = null;
+        MethodHandle mv = null, mm = null, sr = null, dot = null, scratch = null, mvq = null, mmq = null;
         MethodHandle amx = null, packX = null, packXr = null, packedShorts = null, amxScratch = null, amxLoop = null;
         int sliceColumns = 0;
         String status, amxStatus = "";
@@ -80,6 +82,12 @@ public final class NativeKernels {
                 if ((int) linker.downcallHandle(find(lookup, "decodiff_cpu_bf16dot"), FunctionDescriptor.of(JAVA_INT)).invokeExact() == 1)
                     dot = linker.downcallHandle(find(lookup, "decodiff_matmul_bf16dot"),
                             FunctionDescriptor.ofVoid(ADDRESS, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, ADDRESS, ADDRESS), critical);
+                if ((int) linker.downcallHandle(find(lookup, "decodiff_cpu_affine"), FunctionDescriptor.of(JAVA_INT)).invokeExact() == 1) {
+                    mvq = linker.downcallHandle(find(lookup, "decodiff_matvec_affine"),
+                            FunctionDescriptor.ofVoid(ADDRESS, ADDRESS, JAVA_INT, JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, ADDRESS), critical);
+                    mmq = linker.downcallHandle(find(lookup, "decodiff_matmul_affine"),
+                            FunctionDescriptor.ofVoid(ADDRESS, ADDRESS, JAVA_INT, JAVA_INT, JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, ADDRESS, ADDRESS), critical);
+                }
                 status = "native avx512 (FFM)";
                 if (amxOff) {
                     amxStatus = "; AMX off (-Ddecodiff.amx=off)";
@@ -109,6 +117,8 @@ public final class NativeKernels {
         SCRATCH_FLOATS = scratch;
         STREAM = off ? null : sr;
         MATMUL_BF16DOT = off ? null : dot;
+        MATVEC_AFFINE = off ? null : mvq;
+        MATMUL_AFFINE = off ? null : mmq;
         MATMUL_AMX = off ? null : amx;
         AMX_PACK_X = packX;
         AMX_PACK_XR = packXr;
@@ -145,6 +155,32 @@ public final class NativeKernels {
             MATVEC.invokeExact(w, (long) cols, from, to, x, y);
         } catch (Throwable t) {
             throw new IllegalStateException("native matvec failed", t);
+        }
+    }
+
+    /**
+     * Whether MLX affine 4- and 8-bit matrices run packed on the native kernels here (AVX-512 with VBMI and F16C); where
+     * they cannot, the loader dequantizes them to fp32 instead.
+     */
+    public static boolean affineAvailable() { return MATVEC_AFFINE != null; }
+
+    /** y[r] = W[r]·x for r in [from, to) of an affine matrix: codes, (scale, bias) pairs of {@code pairType}, as decodiff_kernels.c says. */
+    static void matvecAffine(MemorySegment codes, MemorySegment pairs, int pairType, int bits, int cols, int group, int from, int to,
+                             MemorySegment x, MemorySegment y) {
+        try {
+            MATVEC_AFFINE.invokeExact(codes, pairs, pairType, bits, (long) cols, group, from, to, x, y);
+        } catch (Throwable t) {
+            throw new IllegalStateException("native affine matvec failed", t);
+        }
+    }
+
+    /** As {@link #matmulBf16} on an affine matrix (scratch from {@link #matmulScratch}). */
+    static void matmulAffine(MemorySegment codes, MemorySegment pairs, int pairType, int bits, int group, int cols, int rows, int from, int to,
+                             MemorySegment x, int tokens, MemorySegment y, MemorySegment scratch) {
+        try {
+            MATMUL_AFFINE.invokeExact(codes, pairs, pairType, bits, group, (long) cols, rows, from, to, x, tokens, y, scratch);
+        } catch (Throwable t) {
+            throw new IllegalStateException("native affine matmul failed", t);
         }
     }
 

@@ -15,12 +15,37 @@ import java.util.Objects;
 /**
  * A row-major [rows, cols] weight matrix in its stored dtype (usually a memory-mapped view), multiplied
  * against fp32 activations with fp32 accumulation: y = x·Wᵀ, the convention of torch's Linear.
+ *
+ * <p>With {@code affine} set, {@code data} holds MLX affine codes (dtype U32, the packed words as the checkpoint stores
+ * them) and {@code affine} their per-group scales and biases: every kernel reads element (r, c) as the fp32 value
+ * fl(fl(scale·q) + bias), dequantized in registers, so the results have the bits of the same kernels over the
+ * dequantized fp32 matrix while decode streams only the codes and pairs.
  */
-public record WeightMatrix(String name, DType dtype, int rows, int cols, MemorySegment data) {
+public record WeightMatrix(String name, DType dtype, int rows, int cols, MemorySegment data, AffineGroups affine) {
     public WeightMatrix {
         // The native kernels trust these sizes: a short segment must fail here, not read past its end.
-        if (rows < 0 || cols < 0 || data.byteSize() < (long) rows * cols * dtype.bytes())
-            throw new IllegalArgumentException("tensor '" + name + "': " + data.byteSize() + " bytes cannot hold [" + rows + ", " + cols + "] " + dtype);
+        if (affine == null ? rows < 0 || cols < 0 || data.byteSize() < (long) rows * cols * dtype.bytes()
+                : rows < 0 || cols < 0 || dtype != DType.U32 || cols % affine.groupSize() != 0 || data.byteSize() < rows * affine.rowBytes(cols)
+                || affine.pairs().byteSize() < rows * affine.pairRowBytes(cols))
+            throw new IllegalArgumentException("tensor '" + name + "': " + data.byteSize() + " bytes cannot hold [" + rows + ", " + cols + "] "
+                    + (affine == null ? dtype : affine.bits() + "-bit codes in groups of " + affine.groupSize() + " with " + affine.pairs().byteSize() + " bytes of scales and biases"));
+    }
+
+    public WeightMatrix(String name, DType dtype, int rows, int cols, MemorySegment data) {
+        this(name, dtype, rows, cols, data, null);
+    }
+
+    /** An MLX affine matrix: codes as stored (row-major), scales and biases as {@code affine} holds them. */
+    public static WeightMatrix affine(String name, int rows, int cols, MemorySegment codes, AffineGroups affine) {
+        return new WeightMatrix(name, DType.U32, rows, cols, codes, affine);
+    }
+
+    /** Whether this matrix holds affine codes (see the class comment). */
+    public boolean packed() { return affine != null; }
+
+    /** The same matrix reading its codes or elements from {@code data} (a copy of {@link #dataBytes()} bytes). */
+    public WeightMatrix withData(MemorySegment data) {
+        return new WeightMatrix(name, dtype, rows, cols, data, affine);
     }
 
     private static final VectorSpecies<Float> F = FloatVector.SPECIES_512;
@@ -77,16 +102,32 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
 
     /** The [rows, cols] matrix stored at rows [rowStart, rowStart+rows) of this one (e.g. one expert of a stacked tensor). */
     public WeightMatrix slice(int rowStart, int nRows) {
-        long rowBytes = (long) cols * dtype.bytes();
+        long rowBytes = affine != null ? affine.rowBytes(cols) : (long) cols * dtype.bytes();
         return new WeightMatrix(name + "[" + rowStart + ":" + (rowStart + nRows) + "]", dtype, nRows, cols,
-                data.asSlice(rowStart * rowBytes, nRows * rowBytes));
+                data.asSlice(rowStart * rowBytes, nRows * rowBytes), affine == null ? null : affine.slice(cols, rowStart, nRows));
     }
 
-    public long bytes() { return (long) rows * cols * dtype.bytes(); }
+    /** Bytes one pass over the matrix reads: its elements, or its codes plus their scales and biases. */
+    public long bytes() { return affine == null ? dataBytes() : dataBytes() + rows * affine.pairRowBytes(cols); }
+
+    /** Bytes of {@link #data()} the matrix spans: its elements, or its codes. */
+    public long dataBytes() { return affine == null ? (long) rows * cols * dtype.bytes() : rows * affine.rowBytes(cols); }
+
+    /** Whether the native kernels take this matrix (bf16, or affine codes where the CPU has the affine kernels). */
+    private boolean nativeKernel() {
+        return affine != null ? NativeKernels.affineAvailable() : dtype == DType.BF16 && NativeKernels.available();
+    }
+
+    /** Rows [from, to) of the native matvec. */
+    private void nativeRows(MemorySegment xs, MemorySegment ys, int from, int to) {
+        if (affine != null)
+            NativeKernels.matvecAffine(data, affine.pairs(), affine.nativeType(), affine.bits(), cols, affine.groupSize(), from, to, xs, ys);
+        else NativeKernels.matvecBf16(data, cols, from, to, xs, ys);
+    }
 
     /** y[yOff + r] = W[r]·x[xOff ..] for every row r. */
     public void matvec(float[] x, int xOff, float[] y, int yOff) {
-        if (dtype == DType.BF16 && NativeKernels.available()) matvecNative(x, xOff, y, yOff);
+        if (nativeKernel()) matvecNative(x, xOff, y, yOff);
         else matvecJava(x, xOff, y, yOff);
     }
 
@@ -104,8 +145,8 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
         Objects.checkFromIndexSize(yOff, rows, y.length);
         var xs = MemorySegment.ofArray(x).asSlice(xOff * 4L, cols * 4L);
         var ys = MemorySegment.ofArray(y).asSlice(yOff * 4L, rows * 4L);
-        if (GUIDED_MATVEC) Parallel.forRangeGuided(rows, 64, (from, to) -> NativeKernels.matvecBf16(data, cols, from, to, xs, ys));
-        else Parallel.forRange(rows, 64, chunksPerThread(), (from, to) -> NativeKernels.matvecBf16(data, cols, from, to, xs, ys));
+        if (GUIDED_MATVEC) Parallel.forRangeGuided(rows, 64, (from, to) -> nativeRows(xs, ys, from, to));
+        else Parallel.forRange(rows, 64, chunksPerThread(), (from, to) -> nativeRows(xs, ys, from, to));
     }
 
     /**
@@ -125,14 +166,14 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
         // b's rows are numbered from the first multiple of the grain after a's; a chunk may hold rows of both.
         int grain = 64, bStart = (a.rows + grain - 1) / grain * grain;
         Parallel.forRangeGuided(bStart + b.rows, grain, (from, to) -> {
-            if (from < a.rows) NativeKernels.matvecBf16(a.data, a.cols, from, Math.min(to, a.rows), xs, as);
-            if (to > bStart) NativeKernels.matvecBf16(b.data, b.cols, Math.max(from, bStart) - bStart, to - bStart, xs, bs);
+            if (from < a.rows) a.nativeRows(xs, as, from, Math.min(to, a.rows));
+            if (to > bStart) b.nativeRows(xs, bs, Math.max(from, bStart) - bStart, to - bStart);
         });
     }
 
     /** Whether {@link #matvecBoth} can take a and b. */
     public static boolean canShareMatvec(WeightMatrix a, WeightMatrix b) {
-        return a.dtype == DType.BF16 && b.dtype == DType.BF16 && a.cols == b.cols && NativeKernels.available();
+        return a.nativeKernel() && b.nativeKernel() && a.cols == b.cols;
     }
 
     /**
@@ -180,7 +221,7 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
      */
     public void matmulFma(float[] x, int tokens, float[] y) {
         if (tokens == 1) matvec(x, 0, y, 0);
-        else if (dtype == DType.BF16 && NativeKernels.available()) matmulNative(x, tokens, y);
+        else if (nativeKernel()) matmulNative(x, tokens, y);
         else matmulJava(x, tokens, y);
     }
 
@@ -233,6 +274,10 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
     }
 
     private void requireNative() {
+        if (affine != null) {
+            if (!NativeKernels.affineAvailable()) throw new IllegalStateException("native affine kernels are not in use: " + NativeKernels.status());
+            return;
+        }
         if (dtype != DType.BF16) throw new IllegalStateException("native kernels take bf16 weights, '" + name + "' is " + dtype);
         if (!NativeKernels.available()) throw new IllegalStateException("native kernels are not in use: " + NativeKernels.status());
     }
@@ -247,7 +292,11 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
         requireNative();
         Objects.checkFromIndexSize(0, tokens * cols, x.length);
         Objects.checkFromIndexSize(0, tokens * rows, y.length);
-        nativeChunks(MemorySegment.ofArray(x), 4, tokens, y, NativeKernels::matmulBf16);
+        if (affine != null) {
+            var a = affine;
+            nativeChunks(MemorySegment.ofArray(x), 4, tokens, y, (w, c, n, from, to, xs, t, ys, scratch) ->
+                    NativeKernels.matmulAffine(w, a.pairs(), a.nativeType(), a.bits(), a.groupSize(), c, n, from, to, xs, t, ys, scratch));
+        } else nativeChunks(MemorySegment.ofArray(x), 4, tokens, y, NativeKernels::matmulBf16);
     }
 
     /** One native GEMM over rows [from, to) of a token chunk (x: the chunk's activations, y: its outputs). */
@@ -489,6 +538,7 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
     }
 
     public float get(int r, int c) {
+        if (affine != null) return affine.get(data, cols, r, c);
         long i = (long) r * cols + c;
         return switch (dtype) {
             case F32 -> data.getAtIndex(F32, i);
@@ -508,6 +558,13 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
     }
 
     private FloatVector load(long elem) {
+        if (affine != null) {
+            // the Java kernels on affine codes (where the native ones are off): element by element, as get
+            var tmp = new float[L];
+            int r = (int) (elem / cols), c = (int) (elem % cols);
+            for (int k = 0; k < L; k++) tmp[k] = affine.get(data, cols, r, c + k);
+            return FloatVector.fromArray(F, tmp, 0);
+        }
         return switch (dtype) {
             case F32 -> FloatVector.fromMemorySegment(F, data, elem * 4, LE);
             case BF16 -> {

@@ -89,7 +89,7 @@ class QuantizedCheckpointBadInputTest {
     void theCommittedCheckpointLoads() throws Exception {
         var r = Cli.run("inspect", variant(q -> {}, t -> {}).toString());
         assertThat(r.code()).as(r.toString()).isZero();
-        assertThat(r.out()).contains("quantized  MLX 4-bit, group 64, affine; 1 per-tensor override; 41 tensors dequantized")
+        assertThat(r.out()).contains("quantized  MLX 4-bit, group 64, affine; 1 per-tensor override; 41 tensors kept packed (dequantized in the kernels)")
                 .contains("4-bit, group 64: 40 tensors").contains("8-bit, group 64: 1 tensor")
                 .contains("override " + P + "layers.0.mlp.down_proj: 8-bit, group 64");
     }

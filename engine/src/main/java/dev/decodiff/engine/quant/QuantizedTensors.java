@@ -1,11 +1,15 @@
 package dev.decodiff.engine.quant;
 
 import dev.decodiff.engine.CheckpointException;
+import dev.decodiff.metal.AffineGroups;
 import dev.decodiff.metal.DType;
 import dev.decodiff.metal.HugePageMemory;
+import dev.decodiff.metal.NativeKernels;
 import dev.decodiff.metal.TensorView;
+import dev.decodiff.metal.WeightMatrix;
 
 import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
 import java.nio.file.Path;
 import java.util.Arrays;
 import java.util.LinkedHashMap;
@@ -15,10 +19,13 @@ import java.util.TreeMap;
 
 /**
  * Resolves an MLX checkpoint's quantized tensors: every text module with {@code M.scales} (as MLX's loader decides)
- * has its packed {@code M.weight} dequantized once into fp32 with {@code M.scales} and {@code M.biases}, at the bits
- * and group size config.json gives it (its override, else the defaults). The result maps names as the file does,
- * with {@code M.weight} now fp32 and the scales and biases gone. Media towers are left as they are (text decoding
- * never reads them). Anything inconsistent is refused with the tensor's name: never a silent fallback.
+ * has its packed {@code M.weight} read with {@code M.scales} and {@code M.biases}, at the bits and group size
+ * config.json gives it (its override, else the defaults). 4- and 8-bit matrices stay packed where the native affine
+ * kernels run ({@link Resolved#packed}: the codes as mapped, the scales and biases interleaved into one (scale, bias)
+ * pair per group, in their own dtype), and the kernels dequantize them in registers; other bit widths (and every
+ * width where those kernels cannot run) are dequantized once into fp32 ({@link Resolved#tensors}, {@code M.weight}
+ * now fp32). Either way the scales and biases are gone from the map. Media towers are left as they are (text
+ * decoding never reads them). Anything inconsistent is refused with the tensor's name: never a silent fallback.
  */
 public final class QuantizedTensors {
     private QuantizedTensors() {}
@@ -26,7 +33,44 @@ public final class QuantizedTensors {
     /** Top-level modules of the multimodal checkpoints that text decoding ignores. */
     private static final Set<String> MEDIA = Set.of("vision_tower", "audio_tower", "embed_vision", "embed_audio", "multi_modal_projector");
 
-    public record Resolved(Map<String, TensorView> tensors, QuantizationSummary summary) {}
+    /**
+     * tensors: every tensor the engine reads as a float view (dequantized ones included); packed: the matrices kept as
+     * codes, by weight name.
+     */
+    public record Resolved(Map<String, TensorView> tensors, Map<String, PackedTensor> packed, QuantizationSummary summary) {}
+
+    /**
+     * An affine matrix kept as its codes: {@code codes} the stored U32 tensor, {@code shape} the float tensor it stands
+     * for, {@code groups} its scales and biases. {@link #rows()} × {@link #cols()} is that tensor as a matrix (leading
+     * dimensions folded into rows).
+     */
+    public record PackedTensor(String name, long[] shape, TensorView codes, AffineGroups groups) {
+        public long cols() { return shape[shape.length - 1]; }
+
+        public long rows() { return codes.elementCount() * 32 / groups.bits() / cols(); }
+
+        public WeightMatrix matrix() { return WeightMatrix.affine(name, (int) rows(), (int) cols(), codes.data(), groups); }
+
+        /** The fp32 tensor (a copy in {@code arena}), as the dequantizing loader makes it. */
+        public TensorView dequantized(Arena arena) {
+            long bytes = rows() * cols() * 4;
+            var seg = arena.allocate(bytes, 64);
+            var m = matrix();
+            dev.decodiff.metal.Parallel.forRange((int) rows(), 64, (from, to) -> {
+                var row = new float[(int) cols()];
+                for (int r = from; r < to; r++) {
+                    m.row(r, row, 0);
+                    MemorySegment.copy(row, 0, seg, java.lang.foreign.ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(java.nio.ByteOrder.LITTLE_ENDIAN), r * cols() * 4, row.length);
+                }
+            });
+            return new TensorView(name, DType.F32, shape.clone(), seg);
+        }
+    }
+
+    /** Whether 4- and 8-bit matrices are kept packed here (-Ddecodiff.quantized=dequantize turns it off, for comparing the two). */
+    public static boolean keepsPacked() {
+        return NativeKernels.affineAvailable() && !"dequantize".equalsIgnoreCase(System.getProperty("decodiff.quantized", "packed"));
+    }
 
     public static boolean isMedia(String name) {
         for (String part : name.split("\\.")) if (MEDIA.contains(part)) return true;
@@ -51,7 +95,9 @@ public final class QuantizedTensors {
                         + ".weight'); fix the module path (as the checkpoint names its tensors) or remove the key");
         }
         var out = new LinkedHashMap<String, TensorView>();
+        var packed = new LinkedHashMap<String, PackedTensor>();
         var specs = new TreeMap<String, MlxQuantization.Spec>();
+        boolean keep = keepsPacked();
         for (var t : stored.values()) {
             String name = t.name();
             if (isMedia(name)) {
@@ -87,14 +133,16 @@ public final class QuantizedTensors {
                 throw new CheckpointException(dir + ": tensor '" + name + "' is quantized ('" + m + ".scales') but '" + m + ".biases' is missing; "
                         + "affine quantization needs both — re-convert the checkpoint");
             var spec = ov != null ? ov.spec() : q.defaults();
-            out.put(name, dequantize(dir, t, scales, biases, spec, ov != null, arena));
+            long[] shape = checkedShape(dir, t, scales, biases, spec, ov != null);
+            if (keep && (spec.bits() == 4 || spec.bits() == 8)) packed.put(name, pack(t, shape, scales, biases, spec, arena));
+            else out.put(name, dequantize(t, shape, scales, biases, spec, arena));
             specs.put(name, spec);
         }
-        return new Resolved(out, new QuantizationSummary(q, specs));
+        return new Resolved(out, packed, new QuantizationSummary(q, specs, packed.keySet()));
     }
 
-    private static TensorView dequantize(Path dir, TensorView w, TensorView scales, TensorView biases, MlxQuantization.Spec spec,
-                                         boolean overridden, Arena arena) {
+    /** The float shape the packed tensor stands for, after every check of it against its scales, biases and spec. */
+    private static long[] checkedShape(Path dir, TensorView w, TensorView scales, TensorView biases, MlxQuantization.Spec spec, boolean overridden) {
         String name = w.name();
         String fix = overridden ? "fix its override in config.json's quantization" : "fix config.json's quantization or add a per-tensor override for it";
         if (w.dtype() != DType.U32)
@@ -124,12 +172,40 @@ public final class QuantizedTensors {
         for (int i = 0; i < ws.length - 1; i++) rows *= ws[i];
         if (rows * cols > Integer.MAX_VALUE || rows > Integer.MAX_VALUE)
             throw new CheckpointException(dir + ": tensor '" + name + "' has " + rows * cols + " elements, more than one fp32 matrix may hold here");
+        long[] shape = ws.clone();
+        shape[shape.length - 1] = cols;
+        return shape;
+    }
+
+    private static TensorView dequantize(TensorView w, long[] shape, TensorView scales, TensorView biases, MlxQuantization.Spec spec, Arena arena) {
+        long cols = shape[shape.length - 1], rows = scales.elementCount() * spec.groupSize() / cols;
         long bytes = rows * cols * 4;
         // on huge pages where the machine has them: decode streams these as it would a resident copy (WeightResidency)
         var seg = bytes >= (2 << 20) && HugePageMemory.available() ? HugePageMemory.allocate(bytes, arena) : arena.allocate(bytes, 64);
-        AffineDequantizer.dequantize(w.data(), scales, biases, bits, g, (int) rows, (int) cols, seg);
-        long[] shape = ws.clone();
-        shape[shape.length - 1] = cols;
-        return new TensorView(name, DType.F32, shape, seg);
+        AffineDequantizer.dequantize(w.data(), scales, biases, spec.bits(), spec.groupSize(), (int) rows, (int) cols, seg);
+        return new TensorView(w.name(), DType.F32, shape, seg);
+    }
+
+    /**
+     * The codes left where they are (mapped; WeightResidency may copy them with the float matrices) and the scales and
+     * biases interleaved into one pair per group in their dtype (bf16 and f16 widen exactly, so the pair is the
+     * checkpoint's values): one small stream beside the codes instead of two.
+     */
+    private static PackedTensor pack(TensorView w, long[] shape, TensorView scales, TensorView biases, MlxQuantization.Spec spec, Arena arena) {
+        DType type = scales.dtype() == biases.dtype() ? scales.dtype() : DType.F32;
+        long n = scales.elementCount(), e = type.bytes();
+        var pairs = arena.allocate(Math.max(2 * n * e, 1), 64);
+        if (type == DType.F32) {
+            var f = java.lang.foreign.ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(java.nio.ByteOrder.LITTLE_ENDIAN);
+            for (long i = 0; i < n; i++) {
+                pairs.setAtIndex(f, 2 * i, scales.getFloat(i));
+                pairs.setAtIndex(f, 2 * i + 1, biases.getFloat(i));
+            }
+        } else
+            for (long i = 0; i < n; i++) {
+                MemorySegment.copy(scales.data(), i * e, pairs, 2 * i * e, e);
+                MemorySegment.copy(biases.data(), i * e, pairs, (2 * i + 1) * e, e);
+            }
+        return new PackedTensor(w.name(), shape, w, new AffineGroups(spec.bits(), spec.groupSize(), type, pairs));
     }
 }

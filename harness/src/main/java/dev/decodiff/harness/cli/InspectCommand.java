@@ -147,13 +147,16 @@ final class InspectCommand implements Callable<Integer> {
         for (String c : q.countsBySpec()) out.println("    " + c);
         for (String o : q.overrides()) out.println("    override " + o);
         var kept = new ArrayList<String>();
-        for (var t : files.all().values())
-            if (t.rank() == 2 && !q.tensors().containsKey(t.name()) && !dev.decodiff.engine.quant.QuantizedTensors.isMedia(t.name()))
+        for (var t : files.stored().values())
+            if (t.rank() == 2 && t.dtype().isFloat() && !q.tensors().containsKey(t.name()) && !t.name().endsWith(".scales")
+                    && !t.name().endsWith(".biases") && !dev.decodiff.engine.quant.QuantizedTensors.isMedia(t.name()))
                 kept.add(t.name() + " " + t.dtype() + " " + t.shapeString());
         for (int i = 0; i < kept.size() && i < 12; i++) out.println("    not quantized " + kept.get(i));
         if (kept.size() > 12) out.println("    not quantized … and " + (kept.size() - 12) + " more");
-        long fp32 = q.tensors().keySet().stream().mapToLong(n -> files.all().get(n).data().byteSize()).sum();
-        out.println("    the engine holds them as fp32: " + human(fp32));
+        long packed = files.packedBytes();
+        long fp32 = q.tensors().keySet().stream().filter(n -> !q.packed().contains(n)).mapToLong(n -> files.get(n).data().byteSize()).sum();
+        if (packed > 0) out.println("    the engine holds " + q.packed().size() + " packed: " + human(packed) + " of codes, scales and biases");
+        if (fp32 > 0 || packed == 0) out.println("    the engine holds " + (q.tensors().size() - q.packed().size()) + " as fp32: " + human(fp32));
     }
 
     private void file(PrintWriter out, Path f) {
