@@ -22,13 +22,18 @@ public final class Gemma4Ops {
     private final Gemma4Config cfg;
     private final ModelWeights w;
     private final Gemma4Model model;
+    private final StoredTypes stored;
     private volatile float[] geluTable;
 
     public Gemma4Ops(Gemma4Model model) {
         this.model = model;
         this.cfg = model.config();
         this.w = model.weights();
+        this.stored = StoredTypes.read(model.directory(), w);
     }
+
+    /** Whether the folder says which ggml type each matrix had (a GGUF's folder), so quantized inputs follow each one's. */
+    public boolean knowsStoredTypes() { return stored.known(); }
 
     public Gemma4Config config() { return cfg; }
 
@@ -365,13 +370,13 @@ public final class Gemma4Ops {
             for (int e = 0; e < E; e++) {
                 if (!chosen[e]) continue;
                 var ep = p.withMatmulInput(p.experts());
-                float[] in = matmulInput(ut, ep);
+                float[] in = matmulInput(m.gateUp()[e], ut, ep);
                 m.gateUp()[e].matmul(in, 1, gu);
                 act(gu, p);
                 float[] gate = java.util.Arrays.copyOf(gu, Im), upv = java.util.Arrays.copyOfRange(gu, Im, 2 * Im);
                 geluTimes(gate, upv, 0, Im, p);
                 System.arraycopy(gate, 0, act, 0, Im);
-                m.down()[e].matmul(matmulInput(act, ep), 1, y);
+                m.down()[e].matmul(matmulInput(m.down()[e], act, ep), 1, y);
                 act(y, p);
                 for (int j = 0; j < H; j++) out[t * H + j] = f.round(out[t * H + j] + f.round(weight[e] * y[j]));
             }
@@ -432,7 +437,7 @@ public final class Gemma4Ops {
     /** logits [V] of the last row of final_norm: the tied head, then the soft-cap. */
     public float[] logits(float[] finalNorm, int T, Precision p) {
         int H = cfg.hidden();
-        float[] last = matmulInput(java.util.Arrays.copyOfRange(finalNorm, (T - 1) * H, T * H), p);
+        float[] last = matmulInput(w.lmHead(), java.util.Arrays.copyOfRange(finalNorm, (T - 1) * H, T * H), p);
         float[] logits = new float[cfg.vocabSize()];
         w.lmHead().matvec(last, 0, logits, 0);
         act(logits, p);
@@ -452,22 +457,47 @@ public final class Gemma4Ops {
         return a;
     }
 
-    private static float[] matmulInput(float[] x, Precision p) {
+    /** The input of matrix {@code m} (rows of its column count), converted where the precision says so. */
+    private float[] matmulInput(WeightMatrix m, float[] x, Precision p) {
         float[] in = p.matmulInput() == Format.F32 ? x : p.matmulInput().round(x.clone());
-        return p.q8Input() ? q8Activations(in, in.length) : in;
+        if (!p.q8Input()) return in;
+        return switch (stored.of(m)) {
+            case NONE -> in;
+            case Q8_0, Q8_1 -> q8Activations(in, m.cols());
+            case Q8_K -> q8KActivations(in, m.cols());
+        };
     }
 
-    /** A matmul input of rows of {@code cols} values, quantized row by row where the precision says so. */
-    private static float[] matmulInput(float[] x, int cols, Precision p) {
-        float[] in = p.matmulInput() == Format.F32 ? x : p.matmulInput().round(x.clone());
-        return p.q8Input() ? q8Activations(in, cols) : in;
+    /**
+     * A matmul input as ggml-cpu quantizes it for K-quant weights (quantize_row_q8_K): per block of 256 along each
+     * row, with max the value of largest |x| (its sign kept, the first of equals), iscale = −127/max,
+     * q = min(127, round-half-even(iscale·x)), read back as q · (1/iscale) — an fp32 scale, not fp16.
+     */
+    public static float[] q8KActivations(float[] x, int cols) {
+        final int QK = 256;
+        if (cols % QK != 0 || x.length % cols != 0) return x; // no K-quant has such rows
+        float[] out = new float[x.length];
+        for (int b = 0; b < x.length; b += QK) {
+            float amax = 0, max = 0;
+            for (int i = 0; i < QK; i++) {
+                float ax = Math.abs(x[b + i]);
+                if (ax > amax) {
+                    amax = ax;
+                    max = x[b + i];
+                }
+            }
+            if (amax == 0) continue;
+            float iscale = -127f / max, d = 1 / iscale;
+            for (int i = 0; i < QK; i++) out[b + i] = Math.min(127, (int) Format.rint(iscale * x[b + i])) * d; // an int8 code: no -0
+        }
+        return out;
     }
 
     /**
      * A matmul input as ggml-cpu quantizes it for quantized weights (quantize_row_q8_0, its vectorized form): per block
      * of 32 along each row, q = round-half-even(x · 127/max|x|), read back as q · fp16(max|x|/127).
      */
-    static float[] q8Activations(float[] x, int cols) {
+    public static float[] q8Activations(float[] x, int cols) {
         if (cols % dev.decodiff.engine.KvType.BLOCK != 0 || x.length % cols != 0) return x; // ggml would not quantize such rows either
         float[] out = new float[x.length];
         for (int b = 0; b < x.length; b += dev.decodiff.engine.KvType.BLOCK) {
@@ -475,14 +505,14 @@ public final class Gemma4Ops {
             for (int i = 0; i < dev.decodiff.engine.KvType.BLOCK; i++) amax = Math.max(amax, Math.abs(x[b + i]));
             float id = amax != 0 ? 127f / amax : 0f;
             float d = Float.float16ToFloat(Float.floatToFloat16(amax / 127f));
-            for (int i = 0; i < dev.decodiff.engine.KvType.BLOCK; i++) out[b + i] = Format.rint(x[b + i] * id) * d;
+            for (int i = 0; i < dev.decodiff.engine.KvType.BLOCK; i++) out[b + i] = (int) Format.rint(x[b + i] * id) * d;
         }
         return out;
     }
 
-    private static float[] linear(WeightMatrix m, float[] x, int T, float[] bias, Precision p) {
+    private float[] linear(WeightMatrix m, float[] x, int T, float[] bias, Precision p) {
         float[] y = new float[T * m.rows()];
-        m.matmul(matmulInput(x, m.cols(), p), T, y);
+        m.matmul(matmulInput(m, x, p), T, y);
         if (bias != null) for (int t = 0; t < T; t++) VectorMath.add(y, t * bias.length, bias, 0, bias.length);
         return act(y, p);
     }

@@ -22,8 +22,10 @@ import java.util.ArrayList;
  * @param pleGateInput the format the per-layer-input gate's matmul input is converted to, where it differs from the
  *                    other matmuls' (its matrix is narrow — P rows — and ggml multiplies it on its vec-dot path,
  *                    which converts the input to the weights' type even where its GEMM path does not)
- * @param q8Input     every matmul's input quantized to q8_0 blocks (32 values, one fp16 scale) along its row, as ggml
- *                    does for quantized weights (Q8_0, Q4_0, the K-quants: their vec-dot type)
+ * @param q8Input     every matmul's input quantized along its row as ggml does for that matrix's quantized type (its
+ *                    vec-dot type, {@link StoredTypes}): q8_0 blocks (32 values, one fp16 scale) for Q4_0, Q5_0, Q8_0
+ *                    (and Q4_1, Q5_1's q8_1), q8_K blocks (256 values, one fp32 scale) for the K-quants; float
+ *                    matrices untouched. Where the folder does not say the types, every matrix is taken as q8_0's
  */
 public record Precision(Format activations, Format matmulInput, boolean geluTable, KvStore keys, KvStore values, Attention attention,
                         Format expertInput, Format pleGateInput, boolean q8Input) {
@@ -104,7 +106,7 @@ public record Precision(Format activations, Format matmulInput, boolean geluTabl
             parts.add("the experts' matmul inputs rounded to " + expertInput.id() + " (as for " + expertInput.id() + " expert weights)");
         if (pleGateInput != Format.F32 && pleGateInput != matmulInput)
             parts.add("the per-layer-input gate's matmul input rounded to " + pleGateInput.id() + " (its narrow matrix on ggml's vec-dot path)");
-        if (q8Input) parts.add("matmul inputs quantized to q8_0 (as for quantized weights)");
+        if (q8Input) parts.add("matmul inputs quantized to the weights' vec-dot blocks (q8_0 for 32-value types, q8_K for K-quants)");
         if (geluTable) parts.add("GELU through an fp16 table");
         if (keys != KvStore.F32 && keys == values) parts.add("K/V stored as " + keys.id());
         else {

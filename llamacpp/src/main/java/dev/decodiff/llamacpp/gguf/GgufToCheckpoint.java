@@ -20,11 +20,12 @@ import java.util.TreeMap;
  * {@link Gemma4GgufPlan}: layer types from the sliding-window pattern, the full layers' partial rotation from
  * rope_freqs, k_eq_v from full layers without attn_v, a tied head when output.weight is absent). config.json also
  * records the GGUF it came from ("decodiff_gguf": its sha256 and matrix types), so the folder's hashes depend only
- * on the GGUF's bytes.
+ * on the GGUF's bytes; {@value dev.decodiff.engine.ops.StoredTypes#FILE} beside it names each matrix's ggml type (not
+ * hashed), for the precision hypothesis of ggml's quantized matmul inputs.
  */
 public final class GgufToCheckpoint {
     /** Changes whenever the folders this writes change; a cache of converted folders keys on it. */
-    public static final int REVISION = 1;
+    public static final int REVISION = 2;
     public static final String SOURCE_KEY = "decodiff_gguf";
 
     private GgufToCheckpoint() {}
@@ -127,6 +128,12 @@ public final class GgufToCheckpoint {
             }
             Files.deleteIfExists(dir.resolve("model.safetensors.spill"));
             json.writeValue(dir.resolve("config.json").toFile(), c);
+            var stored = new TreeMap<String, String>();
+            for (var t : g.tensors()) {
+                String hf = Gemma4TensorNames.hfName(t.name());
+                if (t.ne().length >= 2 && hf != null) stored.put(hf, t.type().name());
+            }
+            json.writeValue(dir.resolve(dev.decodiff.engine.ops.StoredTypes.FILE).toFile(), stored);
         } catch (IOException e) {
             throw new GgufException(dir, "cannot write the checkpoint of " + file + ": " + e.getMessage(), e);
         }

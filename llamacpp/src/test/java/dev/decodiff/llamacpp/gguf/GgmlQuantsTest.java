@@ -135,4 +135,29 @@ class GgmlQuantsTest {
             assertThat(g.tensor("blk.0.attn_norm.weight").type()).isEqualTo(GgmlType.F32);
         }
     }
+
+    /**
+     * The precision hypothesis of ggml's matmul input for K-quant weights (the engine's op graph) against ggml's own
+     * quantize_row_q8_K_ref then dequantize_row_q8_K: the same floats bit for bit, a negative extreme, ties and an
+     * all-zero block included.
+     */
+    @Test
+    void theEnginesQ8_KInputIsGgmlsQuantizeAndDequantizeOfQ8_K() throws Throwable {
+        int n = 256 * 12;
+        for (long seed = 21; seed <= 23; seed++) {
+            var x = weights(n, seed);
+            x[700] = -3.5f; // block 2's extreme is negative: iscale = -127/max flips the sign
+            x[1030] = 1f; x[1031] = -1f; // equal magnitudes: the first is the block's max
+            var blocks = ARENA.allocate(292L * n / 256);
+            fn("quantize_row_q8_K_ref").invoke(ARENA.allocateFrom(ValueLayout.JAVA_FLOAT, x), blocks, (long) n);
+            var dst = ARENA.allocate(ValueLayout.JAVA_FLOAT, n);
+            fn("dequantize_row_q8_K").invoke(blocks, dst, (long) n);
+            var want = dst.toArray(ValueLayout.JAVA_FLOAT);
+            var got = dev.decodiff.engine.ops.Gemma4Ops.q8KActivations(x, 512);
+            for (int i = 0; i < n; i++)
+                assertThat(Float.floatToRawIntBits(got[i])).as("seed %d value %d: %s vs ggml %s (x %s)", seed, i, got[i], want[i], x[i])
+                        .isEqualTo(Float.floatToRawIntBits(want[i]));
+            assertThat(got[700]).isEqualTo(-3.5f);
+        }
+    }
 }

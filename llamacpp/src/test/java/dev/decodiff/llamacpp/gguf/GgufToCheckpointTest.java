@@ -83,9 +83,9 @@ class GgufToCheckpointTest {
         var g = GgufFile.read(gguf);
         var infos = new java.util.ArrayList<GgufWriter.Tensor>();
         for (var t : g.tensors()) {
-            // the attention output of layer 1 as Q5_K: a ggml type decodiff does not dequantize
+            // the attention output of layer 1 as Q3_K: a ggml type decodiff does not dequantize
             boolean odd = t.name().equals("blk.1.attn_output.weight");
-            var type = odd ? GgmlType.Q5_K : t.type();
+            var type = odd ? GgmlType.Q3_K : t.type();
             long[] ne = odd ? new long[]{256, 64} : t.ne();
             float[] v = odd ? null : g.floats(t.name());
             long bytes = type.rowBytes(ne[0]) * (ne.length > 1 ? ne[1] : 1);
@@ -98,11 +98,11 @@ class GgufToCheckpointTest {
                 }
             }));
         }
-        Path bad = tmp.resolve("q5k.gguf");
+        Path bad = tmp.resolve("q3k.gguf");
         GgufWriter.write(bad, g.metadata(), infos, false);
         var thrown = org.assertj.core.api.Assertions.catchThrowable(() -> GgufToCheckpoint.convert(GgufFile.read(bad), "0".repeat(64), tmp.resolve("out")));
         assertThat(thrown).isInstanceOf(GgufException.class)
-                .hasMessageContaining("tensor 'blk.1.attn_output.weight' is Q5_K").hasMessageContaining("requantize");
+                .hasMessageContaining("tensor 'blk.1.attn_output.weight' is Q3_K").hasMessageContaining("requantize");
         assertThat(tmp.resolve("out")).doesNotExist();
     }
 

@@ -1,0 +1,96 @@
+package dev.decodiff.tests;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.decodiff.llamacpp.ffi.LlamaCppHome;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+import java.nio.file.Path;
+import java.util.ArrayList;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * llama.cpp (the library itself) on a quantized GGUF against decodiff's reference of the same weights: what is left
+ * is llama.cpp's own arithmetic, and attribution must name it with no cell unexplained. ggml quantizes each matmul's
+ * input to its weights' vec-dot type — q8_K blocks of 256 for the K-quants (ffn_down, the full layers' attn_output),
+ * q8_0 blocks of 32 for the Q5_0 / Q8_0 matrices the quantizer falls back to on 128-wide rows — and GELU goes through
+ * its fp16 table. A hypothesis that quantized every input to q8_0 leaves the K-quant matrices' cells unexplained.
+ */
+class LlamaCppQuantizedTest {
+    static final ObjectMapper JSON = new ObjectMapper();
+    static Path root;
+
+    @TempDir
+    Path tmp;
+
+    @BeforeAll
+    static void setUp() {
+        Assumptions.assumeTrue(LlamaCppHome.configured() || LlamaCppHome.available(), "llama.cpp is not set up: run scripts/llamacpp.sh");
+        root = ReferenceCases.repoRoot();
+        System.setProperty("decodiff.home", root.toString());
+    }
+
+    static JsonNode json(Cli r) throws Exception {
+        assertThat(r.out()).as(r.toString()).startsWith("{");
+        return JSON.readTree(r.out());
+    }
+
+    /** The verdict's attributed cells: all exact or precision; returns the explanations of the precision ones, by point kind. */
+    static java.util.Map<String, java.util.Set<String>> assertEveryCellExplained(JsonNode j) {
+        assertThat(j.get("verdict").asText()).as(j.get("verdict_text").asText()).isEqualTo("precision");
+        var cells = j.get("attribution").get("cells");
+        assertThat(cells.size()).as("every compared cell is attributed").isEqualTo(j.get("cells").asInt());
+        var byKind = new java.util.TreeMap<String, java.util.Set<String>>();
+        for (var c : cells) {
+            assertThat(c.get("status").asText()).as(c.toString()).isIn("exact", "precision");
+            if (c.get("status").asText().equals("precision")) {
+                String p = c.get("point").asText();
+                byKind.computeIfAbsent(p.replaceFirst("^layers\\.\\d+\\.", ""), k -> new java.util.TreeSet<>()).add(c.get("explanation").asText());
+            }
+        }
+        return byKind;
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @ValueSource(strings = {"gemma4-tiny", "gemma4-tiny-moe", "gemma4-tiny-ple-e2b"})
+    void llamaCppOnTheQ4_KGgufIsPrecisionWithItsVecDotInputsAndGeluTableNamed(String ck) throws Exception {
+        Path ref = root.resolve("reference-dumps/" + ck + "-q4_k_m/long");
+        Path gguf = ReferenceCases.ggufOf(ref);
+        var r = Cli.run("compare", ref.toString(), "--engine", "llama.cpp", "--gguf", gguf.toString(), "--json");
+        assertThat(r.code()).as(r.toString()).isZero();
+        var j = json(r);
+        assertThat(j.get("tokens").get("flip").asInt()).isZero();
+        var byKind = assertEveryCellExplained(j);
+        var names = new ArrayList<String>();
+        for (var e : j.get("attribution").get("precision_effects")) names.add(e.get("explanation").asText());
+        assertThat(names).anyMatch(n -> n.startsWith("matmul inputs quantized to the weights' vec-dot blocks"));
+        // the MLP output (its down_proj a K-quant: q8_K inputs) is reproduced with the GELU table, the projections by
+        // their inputs' q8_0 blocks
+        assertThat(byKind.get("mlp.out")).isNotEmpty().allMatch(e -> e.contains("vec-dot") && e.contains("GELU through an fp16 table"));
+        assertThat(byKind.get("attn.q")).isNotEmpty().allMatch(e -> e.contains("vec-dot"));
+        if (ck.contains("moe")) assertThat(byKind.get("moe.out")).isNotEmpty().allMatch(e -> e.contains("vec-dot"));
+        // the effect is what quantization of the inputs adds: 1e-3 … 5e-2 at an op, far above fp32 noise
+        for (var c : j.get("attribution").get("cells"))
+            if (c.get("point").asText().equals("layers.0.mlp.out") && c.get("step").asInt() == 0)
+                assertThat(c.get("local_rel_l2").asDouble()).isBetween(1e-3, 5e-2);
+    }
+
+    @Test
+    void aQ4_0GgufAgainstDecodiffsOwnReferenceOfItIsPrecisionToo() throws Exception {
+        Path gguf = tmp.resolve("tiny-q4_0.gguf"), ref = tmp.resolve("q4_0-ref");
+        var c = Cli.run("gguf", "--model", root.resolve("checkpoints/gemma4-tiny").toString(), "--out", gguf.toString(), "--type", "q4_0");
+        assertThat(c.code()).as(c.toString()).isZero();
+        var d = Cli.run("dump", "--model", gguf.toString(), "--tokens", "2,367,598,689,870,760,435,434,308,358,337", "-n", "6", "--out", ref.toString());
+        assertThat(d.code()).as(d.toString()).isZero();
+        var r = Cli.run("compare", ref.toString(), "--engine", "llama.cpp", "--gguf", gguf.toString(), "--model", gguf.toString(), "--json");
+        assertThat(r.code()).as(r.toString()).isZero();
+        var byKind = assertEveryCellExplained(json(r));
+        assertThat(byKind.get("attn.q")).isNotEmpty().allMatch(e -> e.contains("vec-dot"));
+    }
+}
