@@ -372,11 +372,13 @@ public final class Gemma4Ops {
                 var ep = p.withMatmulInput(p.experts());
                 float[] in = matmulInput(m.gateUp()[e], ut, ep);
                 m.gateUp()[e].matmul(in, 1, gu);
+                minimumTerm(m.gateUp()[e], ut, 1, gu, ep);
                 act(gu, p);
                 float[] gate = java.util.Arrays.copyOf(gu, Im), upv = java.util.Arrays.copyOfRange(gu, Im, 2 * Im);
                 geluTimes(gate, upv, 0, Im, p);
                 System.arraycopy(gate, 0, act, 0, Im);
                 m.down()[e].matmul(matmulInput(m.down()[e], act, ep), 1, y);
+                minimumTerm(m.down()[e], act, 1, y, ep);
                 act(y, p);
                 for (int j = 0; j < H; j++) out[t * H + j] = f.round(out[t * H + j] + f.round(weight[e] * y[j]));
             }
@@ -469,6 +471,46 @@ public final class Gemma4Ops {
     }
 
     /**
+     * What ggml's Q4_1 / Q5_1 dot products with q8_1 inputs add beyond the dequantized product: a weight block
+     * w = q·d + m meets an input block through d·d'·Σq·q' + m·s', where s' is the input block's sum stored in fp16
+     * (s' = fp16(d'₃₂·Σq'), d'₃₂ = max|x|/127 before its own fp16 rounding) rather than the Σ d'·q' of the dequantized
+     * input. So each output gains m·(s' − fp16(d'₃₂)·Σq') per block; m is the block's minimum weight (the quantizer
+     * gives the minimum the code 0).
+     */
+    /** {@link #q8_1MinimumTerm} where the precision quantizes inputs and the matrix's vec-dot type is q8_1. */
+    private void minimumTerm(WeightMatrix m, float[] x, int T, float[] y, Precision p) {
+        if (p.q8Input() && stored.of(m) == StoredTypes.VecDot.Q8_1)
+            q8_1MinimumTerm(m, p.matmulInput() == Format.F32 ? x : p.matmulInput().round(x.clone()), T, y);
+    }
+
+    private static void q8_1MinimumTerm(WeightMatrix m, float[] x, int T, float[] y) {
+        final int QK = dev.decodiff.engine.KvType.BLOCK;
+        int cols = m.cols(), rows = m.rows(), nb = cols / QK;
+        if (cols % QK != 0) return;
+        float[] delta = new float[T * nb];
+        for (int t = 0; t < T; t++)
+            for (int b = 0; b < nb; b++) {
+                int o = t * cols + b * QK;
+                float amax = 0;
+                for (int i = 0; i < QK; i++) amax = Math.max(amax, Math.abs(x[o + i]));
+                float d = amax / 127f, id = amax != 0 ? 127f / amax : 0f;
+                int sum = 0;
+                for (int i = 0; i < QK; i++) sum += (int) Format.rint(x[o + i] * id);
+                float s = Float.float16ToFloat(Float.floatToFloat16(d * sum));
+                delta[t * nb + b] = s - Float.float16ToFloat(Float.floatToFloat16(d)) * sum;
+            }
+        float[] row = new float[cols];
+        for (int r = 0; r < rows; r++) {
+            m.row(r, row, 0);
+            for (int b = 0; b < nb; b++) {
+                float min = Float.POSITIVE_INFINITY;
+                for (int i = 0; i < QK; i++) min = Math.min(min, row[b * QK + i]);
+                for (int t = 0; t < T; t++) y[t * rows + r] += min * delta[t * nb + b];
+            }
+        }
+    }
+
+    /**
      * A matmul input as ggml-cpu quantizes it for K-quant weights (quantize_row_q8_K): per block of 256 along each
      * row, with max the value of largest |x| (its sign kept, the first of equals), iscale = −127/max,
      * q = min(127, round-half-even(iscale·x)), read back as q · (1/iscale) — an fp32 scale, not fp16.
@@ -513,6 +555,7 @@ public final class Gemma4Ops {
     private float[] linear(WeightMatrix m, float[] x, int T, float[] bias, Precision p) {
         float[] y = new float[T * m.rows()];
         m.matmul(matmulInput(m, x, p), T, y);
+        minimumTerm(m, x, T, y, p);
         if (bias != null) for (int t = 0; t < T; t++) VectorMath.add(y, t * bias.length, bias, 0, bias.length);
         return act(y, p);
     }
