@@ -126,7 +126,8 @@ public final class GgufFile {
             } catch (ArithmeticException e) {
                 throw new GgufException(path, "tensor '" + name + "' of shape " + info.shapeString() + " has more elements than int64 holds");
             } catch (IllegalArgumentException e) {
-                throw new GgufException(path, "tensor '" + name + "': " + e.getMessage());
+                throw new GgufException(path, "tensor '" + name + "': " + e.getMessage()
+                        + "; ggml never writes such a tensor, so the file is damaged or not a GGUF of ggml's layout — convert or quantize it again");
             }
             if (offset < 0 || offset % alignment != 0)
                 throw new GgufException(path, "tensor '" + name + "' starts at data offset " + Long.toUnsignedString(offset) + ", not a multiple of the alignment " + alignment);

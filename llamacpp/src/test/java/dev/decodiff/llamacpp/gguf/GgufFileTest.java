@@ -123,6 +123,11 @@ class GgufFileTest {
         int w = tensorInfoStart + 8 + 1; // after the name "w": n_dims
         assertRefused(patchU32(w, 5), "5 dimensions", m -> assertThat(m).contains("'w' has 5 dimensions"));
         assertRefused(patchU32(w + 4 + 16, 99), "type 99", m -> assertThat(m).contains("'w' has ggml type id 99"));
+        // rows of 3 values cannot hold a Q5_0 block (32) or a Q4_K super-block (256)
+        assertRefused(patchU32(w + 4 + 16, GgmlType.Q5_0.id()), "Q5_0 rows of 3", m -> assertThat(m).contains("'w'")
+                .contains("Q5_0 rows need a multiple of 32 elements, got 3").contains("damaged"));
+        assertRefused(patchU32(w + 4 + 16, GgmlType.Q4_K.id()), "Q4_K rows of 3", m -> assertThat(m).contains("'w'")
+                .contains("Q4_K rows need a multiple of 256 elements, got 3"));
         assertRefused(patchU64(w + 4 + 16 + 4, 8), "misaligned", m -> assertThat(m).contains("not a multiple of the alignment 32"));
         assertRefused(patchU64(w + 4, 1L << 62), "huge dimension", m -> assertThat(m).contains("'w'"));
         assertRefused(patchU64(w + 4 + 16 + 4, 32), "overlap", m -> assertThat(m).contains("overlap"));
