@@ -44,6 +44,8 @@ public final class Gemma4Model implements AutoCloseable {
         var files = CheckpointFiles.open(dir);
         try {
             var mapped = ModelWeights.load(files, config);
+            // the per-layer table is looked up a row per token: readahead around each row would read most of it
+            if (mapped.pleEmbed() != null) mapped.pleEmbed().adviseLookups(null);
             return new Gemma4Model(dir, config, files, WeightResidency.place(mapped, placement));
         } catch (RuntimeException e) {
             files.close();

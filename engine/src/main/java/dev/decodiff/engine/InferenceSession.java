@@ -183,15 +183,52 @@ public final class InferenceSession {
         return run(tokens);
     }
 
+    /**
+     * {@link #forward}, handing {@code atPrefix} on the way the session's state as it would stand had this call fed only
+     * its first {@code prefix} tokens: the caches before the call with this pass's own keys and values of those
+     * positions committed, no position computed twice. Each position's rows are computed on their own (every GEMM row
+     * and attention row of a multi-token step is independent of the others), so a session restored from that state and
+     * fed the remaining tokens — two or more of them — computes for them the bits this pass computed, with f32 caches:
+     * an encoded cache hands back its own rounding of the rows this pass read unencoded.
+     */
+    public float[] forward(int[] tokens, int prefix, java.util.function.Consumer<KvSnapshot> atPrefix) {
+        if (prefix < 1 || prefix >= tokens.length)
+            throw new IllegalArgumentException("a state after " + prefix + " of a call's " + tokens.length + " tokens is no state within it");
+        prefixState = atPrefix;
+        prefixLength = prefix;
+        try {
+            return forward(tokens);
+        } finally {
+            prefixState = null;
+        }
+    }
+
+    private java.util.function.Consumer<KvSnapshot> prefixState;
+    private int prefixLength;
+
+    /** The state after the first n rows of the step that began at start: copies of the caches with those rows committed. */
+    private KvSnapshot stateWithin(int start, int n) {
+        var copies = new LayerCache[caches.length];
+        for (int i = 0; i < caches.length; i++) {
+            if (caches[i] == null) continue;
+            copies[i] = caches[i].copy();
+            copies[i].commit(start, n, stepK[i], stepV[i]);
+        }
+        return new KvSnapshot(model.directory(), options.keyType(), options.valueType(), copies, Arrays.copyOf(history, start + n));
+    }
+
     /** Fault decode-recompute: throw the caches away and re-read every earlier token, as a naive engine does. */
     private void recomputeHistory() {
         int end = position, savedStep = step;
         Probe saved = probe;
+        var savedState = prefixState;
         probe = null;
+        prefixState = null;
         resetCaches();
         position = 0;
         run(Arrays.copyOf(history, end));
         probe = saved;
+        prefixState = savedState;
         step = savedStep;
     }
 
@@ -224,6 +261,7 @@ public final class InferenceSession {
         }
         capture(CapturePoints.LOGITS, new int[]{logits.length}, logits, logits.length);
 
+        if (prefixState != null) prefixState.accept(stateWithin(start, prefixLength));
         for (var spec : cfg.layers()) {
             int i = spec.index();
             if (!spec.kvShared()) caches[i].commit(start, T, stepK[i], stepV[i]);
@@ -244,8 +282,10 @@ public final class InferenceSession {
         float tokScale = faults.pleNoTableScale() ? 1f : (float) Math.sqrt(P);
         float combine = faults.pleNoCombine() ? 1f : (float) StrictMath.pow(2.0, -0.5);
         float[] tok = new float[LP];
+        if (T > 1) w.pleEmbed().adviseLookups(tokens); // the prompt's rows read ahead together, not one fault at a time
         for (int t = 0; t < T; t++) {
             w.pleEmbed().row(tokens[t], tok, 0);
+            releasePleRows();
             for (int j = 0; j < LP; j++) tok[j] *= tokScale;
             int base = t * LP;
             for (int j = 0; j < LP; j++) proj[base + j] *= projScale;
@@ -255,6 +295,21 @@ public final class InferenceSession {
         capture(CapturePoints.PLE, new int[]{T, L, P}, proj, proj.length);
         return proj;
     }
+
+    /**
+     * Each row read from the per-layer table (gigabytes, in the checkpoint's mapping) can map a whole large page-cache
+     * folio into this process (2 MB where readahead made one), far more than the row: a 4,096-token prompt of E2B's
+     * 4.7 GB table left 3.5 GB of it resident. Every {@value #PLE_ROWS_MAPPED} rows those pages are let go (they stay
+     * in the page cache), so the table adds at most that many folios to the resident set.
+     */
+    private void releasePleRows() {
+        if (++pleRowsMapped < PLE_ROWS_MAPPED) return;
+        pleRowsMapped = 0;
+        if (w.pleEmbed().data().isMapped()) w.pleEmbed().data().unload();
+    }
+
+    private static final int PLE_ROWS_MAPPED = 64;
+    private int pleRowsMapped;
 
     private void decoderLayer(LayerSpec spec, float[] x, float[] ple, int T, int start) {
         int H = cfg.hidden(), i = spec.index();
@@ -538,9 +593,10 @@ public final class InferenceSession {
     /**
      * The MoE branch (spec §2.6) on the post-attention residual r: router, top-k experts, weighted sum. Tokens are
      * routed first; then each expert multiplies all the tokens routed to it in one GEMM (a matvec per token read
-     * the expert's weights once per token). The GEMM gives each token the bits of its matvec, and experts are
-     * visited in index order, so every token still adds its experts' contributions in expert-index order, as
-     * transformers does: the same bits as one token at a time.
+     * the expert's weights once per token). On the FMA kernels the GEMM gives each token the bits of its matvec, and
+     * experts are visited in index order, so every token still adds its experts' contributions in expert-index order,
+     * as transformers does: the same bits as one token at a time. On AMX tiles (a prefill's default) a token's bits are
+     * the tiles', routed alone or with others, so they do not depend on the rest of the step either.
      */
     private float[] moe(LayerWeights.Moe m, float[] r, int T) {
         int H = cfg.hidden(), E = cfg.numExperts(), K = cfg.topKExperts(), Im = cfg.moeIntermediate();
@@ -584,10 +640,14 @@ public final class InferenceSession {
                 y = new float[n * H];
             }
             for (int k = 0; k < n; k++) System.arraycopy(u, routed[e][k] * H, x, k * H, H);
-            m.gateUp()[e].matmul(x, n, gu, matmul);
+            // in a multi-token step one token alone takes the kernel of many, so its bits do not depend on how many
+            // tokens the step routed beside it (a state within the step resumes with the same bits)
+            if (T > 1) m.gateUp()[e].matmulAnyTokens(x, n, gu, matmul);
+            else m.gateUp()[e].matmul(x, n, gu, matmul);
             for (int k = 0; k < n; k++)
                 for (int j = 0; j < Im; j++) act[k * Im + j] = VectorMath.geluTanh(gu[k * 2 * Im + j]) * gu[k * 2 * Im + Im + j];
-            m.down()[e].matmul(act, n, y, matmul);
+            if (T > 1) m.down()[e].matmulAnyTokens(act, n, y, matmul);
+            else m.down()[e].matmul(act, n, y, matmul);
             for (int k = 0; k < n; k++) {
                 int t = routed[e][k];
                 VectorMath.axpy(weight[t * E + e], y, k * H, out, t * H, H);

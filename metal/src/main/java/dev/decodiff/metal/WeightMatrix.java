@@ -125,6 +125,21 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
         else NativeKernels.matvecBf16(data, cols, from, to, xs, ys);
     }
 
+    /**
+     * For a table read a row at a time from a file mapping (a lookup, not a stream): the kernel is told to read each
+     * fault's own page only ({@link MappedPages#random}), and, when {@code rows} is given, to start reading those rows
+     * now ({@link MappedPages#willNeed}), so a prompt's lookups wait for the rows they read and no more. Advice only.
+     */
+    public void adviseLookups(int[] rows) {
+        if (!data.isMapped()) return;
+        if (rows == null) {
+            MappedPages.random(data);
+            return;
+        }
+        long rowBytes = (long) cols * dtype.bytes();
+        for (int r : rows) if (r >= 0 && r < this.rows) MappedPages.willNeed(data.asSlice(r * rowBytes, rowBytes));
+    }
+
     /** y[yOff + r] = W[r]·x[xOff ..] for every row r. */
     public void matvec(float[] x, int xOff, float[] y, int yOff) {
         if (nativeKernel()) matvecNative(x, xOff, y, yOff);
@@ -350,6 +365,22 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
         float[] rounded = new float[xb.length];
         for (int i = 0; i < xb.length; i++) rounded[i] = BFloat16.widen(xb[i]);
         matmul(rounded, tokens, y);
+    }
+
+    /**
+     * {@link #matmul(float[], int, float[], MatmulPrecision)} whose kernel does not depend on how many tokens come:
+     * where a multi-token call runs on AMX tiles, a single token does too, so each token gets the bits any
+     * multi-token call gives it (an expert that a prefill routes one token to, beside experts routed many).
+     */
+    public void matmulAnyTokens(float[] x, int tokens, float[] y, MatmulPrecision precision) {
+        boolean amx = tokens == 1 && dtype == DType.BF16 && precision != MatmulPrecision.FP32_FMA && NativeKernels.amxAvailable();
+        if (!amx) {
+            matmul(x, tokens, y, precision);
+            return;
+        }
+        Objects.checkFromIndexSize(0, cols, x.length);
+        Objects.checkFromIndexSize(0, rows, y.length);
+        amxChunks(MemorySegment.ofArray(x), precision == MatmulPrecision.BF16, 1, y);
     }
 
     /** {@link #matvec} at the given precision, as {@link #matmul(float[], int, float[], MatmulPrecision)}. */

@@ -30,7 +30,8 @@ import java.util.function.Consumer;
                 + "and what a one-shot `decodiff run` costs (a fresh JVM's prefill against the same prefill warm, and its wall time), "
                 + "on a random Gemma 4 checkpoint synthesized once and cached (default: a 1.06 B-parameter model, 2.1 GB in bf16)."},
         footer = {"", "Examples:", "  decodiff bench", "  decodiff bench --size small --json", "  decodiff bench --size default,layers=6",
-                "  decodiff bench --size e2b --core", "  decodiff bench --against llama.cpp", "  decodiff bench --size e2b --compare-rss 4096"})
+                "  decodiff bench --size e2b --core", "  decodiff bench --against llama.cpp", "  decodiff bench --size e2b --compare-rss 4096",
+                "  decodiff bench --size e2b --compare-time 4096 --keep-reference"})
 public final class BenchCommand implements Callable<Integer> {
     @Option(names = "--size", paramLabel = "SPEC", defaultValue = "default",
             description = "Preset (default = 1.06 B params/2.1 GB, small ≈ 100 MB; e2b = Gemma 4 E2B's geometry with PLE and KV sharing, ≈ 4.6 B "
@@ -72,7 +73,15 @@ public final class BenchCommand implements Callable<Integer> {
                     + "Prints the peak RSS, what it is made of (checkpoint pages, reference pages, anonymous memory), the most heap used and the time.")
     Integer compareRss;
 
-    @Option(names = "--keep-reference", description = "With --compare-rss: keep the reference dump in the cache folder for the next run (and reuse one kept before).")
+    @Option(names = "--compare-time", paramLabel = "N",
+            description = "Measure only a live compare of an N-token prompt (e.g. 4096) on this model exactly as a user runs it, observer check "
+                    + "included: `decodiff compare` in its own JVM with the launcher's flags and default heap, against the same reference as "
+                    + "--compare-rss. Prints the wall and CPU time split into its parts (load, prefill, decode, reference reads, staging, compare "
+                    + "kernels, attribution, the observer check, report), the load average it ran under, and the peak RSS.")
+    Integer compareTime;
+
+    @Option(names = "--keep-reference", description = "With --compare-rss or --compare-time: keep the reference dump in the cache folder for the next run "
+            + "(and reuse one kept before).")
     boolean keepReference;
 
     @picocli.CommandLine.Spec
@@ -91,16 +100,24 @@ public final class BenchCommand implements Callable<Integer> {
             err.print(Fmt.format("bench [%5.1f s] %s%n", BenchSetup.secondsSince(began), s));
             err.flush();
         };
-        if (compareRss != null && compareRss < 1) throw new BadInputException("--compare-rss takes a prompt length of at least 1 token");
-        if (keepReference && compareRss == null) throw new BadInputException("--keep-reference goes with --compare-rss");
-        if (compareRss != null && against != null)
-            throw new BadInputException("--compare-rss measures only a compare's memory; run --against " + against + " as a bench of its own");
+        if (compareRss != null && compareRss < 1) throw new BadInputException("--compare-rss takes a prompt length of at least 1 token, got " + compareRss);
+        if (compareTime != null && compareTime < 1) throw new BadInputException("--compare-time takes a prompt length of at least 1 token, got " + compareTime);
+        if (compareRss != null && compareTime != null)
+            throw new BadInputException("--compare-rss and --compare-time each run a live compare of their own; give one of them");
+        Integer liveCompare = compareRss != null ? compareRss : compareTime;
+        String which = compareRss != null ? "--compare-rss" : "--compare-time";
+        if (keepReference && liveCompare == null) throw new BadInputException("--keep-reference goes with --compare-rss or --compare-time");
+        if (liveCompare != null && against != null)
+            throw new BadInputException(which + " measures only a live compare; run --against " + against + " as a bench of its own");
+        if (liveCompare != null && core) throw new BadInputException(which + " measures only a live compare; --core is a bench of its own");
         Path root = cache != null ? cache : BenchCheckpoint.defaultCacheRoot();
         Path dir = BenchCheckpoint.ensure(bs, root, log);
         Path work = Files.createTempDirectory("decodiff-bench-");
-        if (compareRss != null) {
+        if (liveCompare != null) {
             try {
-                var r = CompareRss.measure(bs, dir, compareRss, root.resolve(bs.key() + ".compare-rss-" + compareRss), keepReference, work, log);
+                // one cache folder for both options: the reference is the same dump
+                var r = CompareRss.measure(bs, dir, liveCompare, compareTime != null, root.resolve(bs.key() + ".compare-rss-" + liveCompare), keepReference,
+                        work, log);
                 var out = spec.commandLine().getOut();
                 if (json) out.println(new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT).writeValueAsString(r.json(bs)));
                 else r.print(bs, out);

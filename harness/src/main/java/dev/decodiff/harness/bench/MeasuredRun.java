@@ -2,6 +2,7 @@ package dev.decodiff.harness.bench;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.sun.management.GarbageCollectionNotificationInfo;
+import dev.decodiff.harness.PartClock;
 import dev.decodiff.harness.cli.Main;
 
 import javax.management.NotificationEmitter;
@@ -33,9 +34,13 @@ public final class MeasuredRun {
         var maxLive = new AtomicLong();
         watchGcs(maxHeap, maxLive);
         var thread = Thread.ofPlatform().daemon().name("decodiff-rss-sampler").start(() -> sampler.run(maxHeap));
+        double jvmStart = ManagementFactory.getRuntimeMXBean().getUptime() / 1e3, cpu0 = PartClock.processCpuS();
+        String load0 = loadAverage();
+        PartClock.reset();
         long t0 = System.nanoTime();
         int code = Main.execute(Arrays.copyOfRange(args, 3, args.length));
-        double wall = BenchSetup.secondsSince(t0);
+        double wall = BenchSetup.secondsSince(t0), cpu = PartClock.processCpuS() - cpu0;
+        var parts = PartClock.snapshot();
         sampler.stop();
         thread.join();
         maxHeap.accumulateAndGet(heapUsed(), Math::max);
@@ -43,6 +48,16 @@ public final class MeasuredRun {
         var o = new ObjectMapper().createObjectNode();
         o.put("exit", code);
         o.put("wall_s", wall);
+        o.put("cpu_s", cpu);
+        o.put("jvm_start_s", jvmStart);
+        o.put("load_average_start", load0);
+        o.put("load_average_end", loadAverage());
+        var p = o.putObject("parts");
+        parts.forEach((name, spent) -> {
+            var e = p.putObject(name);
+            e.put("wall_s", spent.wallS());
+            e.put("cpu_s", spent.cpuS());
+        });
         // VmHWM, unless a sample saw more: the kernel's resident-set counters lag /proc/self/smaps by up to a few hundred KB
         o.put("peak_rss_bytes", Math.max(RssSampler.statusBytes("VmHWM:"), peak.total()));
         o.put("sampled_peak_rss_bytes", peak.total());
@@ -57,6 +72,16 @@ public final class MeasuredRun {
         o.put("heap_limit_bytes", Runtime.getRuntime().maxMemory());
         Files.writeString(result, o.toPrettyString());
         System.exit(code);
+    }
+
+    /** /proc/loadavg's 1-, 5- and 15-minute load averages ("" where there is none). */
+    static String loadAverage() {
+        try {
+            String[] f = Files.readString(Path.of("/proc/loadavg")).trim().split("\\s+");
+            return f[0] + " " + f[1] + " " + f[2];
+        } catch (IOException | RuntimeException e) {
+            return "";
+        }
     }
 
     /** Heap in use now, all heap pools together. */

@@ -1,6 +1,7 @@
 package dev.decodiff.harness.cli;
 
 import dev.decodiff.harness.OutputPaths;
+import dev.decodiff.harness.PartClock;
 import dev.decodiff.engine.Gemma4Model;
 import dev.decodiff.harness.BadInputException;
 import dev.decodiff.harness.compare.Comparison;
@@ -73,17 +74,33 @@ final class CompareCommand implements Callable<Integer> {
     @Option(names = "--no-attribution", description = "Judge by accumulated error alone: the first cell over tolerance is the divergence, with no local attribution.")
     boolean noAttribution;
 
-    @Option(names = "--no-observer-check", description = "Live run only: skip the second, probe-free run that checks the probes change nothing.")
+    @Option(names = "--no-observer-check", description = "Live run only: skip the probe-free run that checks the probes change nothing.")
     boolean noObserverCheck;
+
+    @Option(names = "--full-observer-check", description = {"Live run only: re-run every step whole without probes. By default a step longer than "
+            + LiveCandidate.REPLAYED + " positions (a long prompt) re-runs only its last " + LiveCandidate.REPLAYED + " without probes, resumed from the probed",
+            "pass's own keys and values of the earlier ones, so the prompt is not computed twice; an effect of the probes confined to those earlier",
+            "positions' values is then not seen (the report says which positions were re-run)."})
+    boolean fullObserverCheck;
 
     @Spec
     CommandSpec spec;
 
     @Override
     public Integer call() {
+        try (var part = PartClock.enter("other")) {
+            return compare();
+        }
+    }
+
+    private int compare() {
         NumericOptions.finiteAtLeast("--near-tie", nearTie, 0);
         Path refDir = referenceArgs.dir();
         output.checkTargets(OutputPaths.withBundledData(refDir, candidate, referenceArgs.model()));
+        if (noObserverCheck && fullObserverCheck) throw new BadInputException("--no-observer-check and --full-observer-check contradict each other; give one");
+        if (fullObserverCheck && (candidate != null || llamaCpp.isLlamaCpp()))
+            throw new BadInputException("--full-observer-check applies to a live run of decodiff's engine; drop it"
+                    + (candidate != null ? ", or drop CANDIDATE to run the engine" : " for --engine llama.cpp"));
         var ref = referenceArgs.open();
         var profile = referenceArgs.profile(ref);
         if (spec.commandLine().getParseResult().hasMatchedOption("--near-tie")) profile = profile.withNearTie(nearTie);
@@ -107,7 +124,9 @@ final class CompareCommand implements Callable<Integer> {
             result = live(ref, profile);
         }
         var r = result;
-        output.deliver(spec, () -> JsonReport.render(r), () -> TerminalReport.render(r, Terminal.colourStdout()), () -> HtmlReport.render(r));
+        try (var part = PartClock.enter("report")) {
+            output.deliver(spec, () -> JsonReport.render(r), () -> TerminalReport.render(r, Terminal.colourStdout()), () -> HtmlReport.render(r));
+        }
         return result.exitCode();
     }
 
@@ -136,16 +155,24 @@ final class CompareCommand implements Callable<Integer> {
 
     private ComparisonResult live(DumpReader ref, ToleranceProfile profile) {
         var notes = new ArrayList<String>();
-        var located = referenceArgs.locateModel(ref);
+        dev.decodiff.harness.live.ModelLocator.Located located;
+        try (var part = PartClock.enter("checkpoint_identity")) {
+            located = referenceArgs.locateModel(ref);
+        }
         if (located.note() != null) notes.add(located.note());
         Path modelDir = located.dir();
         var options = engine.options();
-        try (var m = Gemma4Model.load(modelDir)) {
+        Gemma4Model loaded;
+        try (var part = PartClock.enter("load")) {
+            loaded = Gemma4Model.load(modelDir);
+        }
+        try (var m = loaded) {
             var rm = ref.manifest();
             maxPositions.check(modelDir.resolve("config.json"), m.config().maxPositions(), (long) rm.promptLength() + ref.stepCount() - 1,
                     "the reference's prompt (" + rm.promptLength() + " tokens) and " + ref.stepCount() + " steps", "compare a shorter reference");
             try (var bar = new ProgressBar("running " + modelDir.getFileName(), ref.stepCount());
-                 var source = LiveCandidate.forPoints(m, options, rm, ref.allPoints(), !noObserverCheck)) {
+                 var source = LiveCandidate.forPoints(m, options, rm, ref.allPoints(), noObserverCheck ? LiveCandidate.ObserverCheck.OFF
+                         : fullObserverCheck ? LiveCandidate.ObserverCheck.WHOLE : LiveCandidate.ObserverCheck.LAST_POSITIONS)) {
                 var opt = new Comparison.Options(profile, referenceArgs.allowMismatch(), bar::update);
                 // decodiff's own forward is these ops: attribute only what is over tolerance
                 if (!noAttribution && located.note() == null) opt = opt.withAttribution(new dev.decodiff.harness.compare.attribution.LocalAttribution(m, false), exact);

@@ -3,6 +3,7 @@ package dev.decodiff.harness.compare;
 import dev.decodiff.harness.report.Fmt;
 import dev.decodiff.engine.CapturePoints;
 import dev.decodiff.harness.BadInputException;
+import dev.decodiff.harness.PartClock;
 import dev.decodiff.harness.dump.DumpManifest;
 import dev.decodiff.harness.dump.DumpReader;
 import dev.decodiff.harness.dump.ReadRows;
@@ -131,7 +132,10 @@ public final class Comparison {
         int[] fed = ref.manifest().tokenArray();
         try (var closer = new StepCloser(); var staging = new NativeStaging()) {
             for (int s = 0; s < steps; s++) {
-                StepTensors r = ref.readStep(s), c = null;
+                StepTensors r, c = null;
+                try (var part = PartClock.enter("reference_reads")) {
+                    r = ref.readStep(s);
+                }
                 try {
                     var stepCells = new ArrayList<CellStats>();
                     if (attribution != null) {
@@ -245,25 +249,14 @@ public final class Comparison {
         var seen = new HashSet<String>();
         var kept = new TensorView[1];
         String origin = live.describe() + ", step " + s;
+        ReadAhead ahead;
+        try (var part = PartClock.enter("reference_reads")) {
+            ahead = ReadAhead.of(r);
+        }
         var end = live.stream(s, ct -> {
-            String p = ct.name();
-            seen.add(p);
-            if (!r.points().contains(p)) {
-                onlyCand.add(p);
-                if (opt.attribution() != null) opt.attribution().accept(p, ct, false);
-                return;
+            try (var part = PartClock.enter("compare")) {
+                compareStreamed(s, r, ct, opt, notes, staging, stepCells, seen, onlyCand, rows, kept, origin, ahead);
             }
-            var mapped = r.tensor(p);
-            var pair = rows.align(p, mapped, ct, notes);
-            var rt = pair[0];
-            var cv = pair[1];
-            var sums = Arrays.equals(rt.shape(), cv.shape()) && rt.dtype() == cv.dtype()
-                    ? StepSums.of(new TensorView[]{rt}, new TensorView[]{staging.stage(cv)})[0] : null;
-            var cell = cell(s, p, rt, cv, r.origin(), origin, opt.profile().tolerance(p), opt.allowMismatch(), notes, sums);
-            stepCells.add(cell);
-            if (opt.attribution() != null) opt.attribution().accept(p, ct, cell.failed());
-            if (cell.failed() && (kept[0] == null || CAUSAL.compare(p, kept[0].name()) < 0)) kept[0] = ct;
-            releasePages(mapped);
         });
         for (String p : r.points()) if (!seen.contains(p)) onlyRef.add(p);
         var order = new HashMap<String, Integer>();
@@ -271,6 +264,49 @@ public final class Comparison {
         for (int i = 0; i < causal.size(); i++) order.put(causal.get(i), i);
         stepCells.sort(Comparator.comparingInt(c -> order.get(c.point())));
         return new StreamedStep(r, kept[0], end);
+    }
+
+    /** One tensor of a streamed step against its mapped reference: its cell, its attribution, its pages let go. */
+    private static void compareStreamed(int s, StepTensors r, TensorView ct, Options opt, List<String> notes, NativeStaging staging,
+                                        List<CellStats> stepCells, Set<String> seen, Set<String> onlyCand, Rows rows, TensorView[] kept,
+                                        String origin, ReadAhead ahead) {
+        String p = ct.name();
+        seen.add(p);
+        if (!r.points().contains(p)) {
+            onlyCand.add(p);
+            if (opt.attribution() != null) {
+                try (var part = PartClock.enter("attribution")) {
+                    opt.attribution().accept(p, ct, false);
+                }
+            }
+            return;
+        }
+        TensorView mapped;
+        try (var part = PartClock.enter("reference_reads")) {
+            if (ahead != null) ahead.after(p);
+            mapped = r.tensor(p);
+            if (mapped.data().isMapped()) mapped.data().load(); // its pages read in here, so the kernels' time is theirs alone
+        }
+        var pair = rows.align(p, mapped, ct, notes);
+        var rt = pair[0];
+        var cv = pair[1];
+        CellKernel.Sums sums = null;
+        if (Arrays.equals(rt.shape(), cv.shape()) && rt.dtype() == cv.dtype()) {
+            TensorView staged;
+            try (var part = PartClock.enter("staging")) {
+                staged = staging.stage(cv);
+            }
+            sums = StepSums.of(new TensorView[]{rt}, new TensorView[]{staged})[0];
+        }
+        var cell = cell(s, p, rt, cv, r.origin(), origin, opt.profile().tolerance(p), opt.allowMismatch(), notes, sums);
+        stepCells.add(cell);
+        if (opt.attribution() != null) {
+            try (var part = PartClock.enter("attribution")) {
+                opt.attribution().accept(p, ct, cell.failed());
+            }
+        }
+        if (cell.failed() && (kept[0] == null || CAUSAL.compare(p, kept[0].name()) < 0)) kept[0] = ct;
+        releasePages(mapped);
     }
 
     /**

@@ -30,9 +30,10 @@ class BenchLocaleTest {
         Supplier<String> json = () -> report.json().toPrettyString();
         Supplier<String> key = () -> BenchSpec.E2B.key() + " " + BenchSpec.MOE_26B_A4B.key();
         Supplier<String> describe = () -> BenchSpec.E2B.describe();
-        var usage = new CompareRss.Usage(1234.5, 6_543_210_000L, 6_500_000_000L, 4_612_345_000L, 1_234_500L, 41_000_000L, 1_850_000_000L,
+        var parts = java.util.List.of(new CompareRss.Part("prefill", 1012.25, 1900.5), new CompareRss.Part("observer_check", 98.5, 190.25));
+        var usage = new CompareRss.Usage(1234.5, 2345.75, 1.5, "3.10 2.50 2.00 → 3.50 2.75 2.10", parts, 6_543_210_000L, 6_500_000_000L, 4_612_345_000L, 1_234_500L, 41_000_000L, 1_850_000_000L,
                 12_582_912L, 2_100_000_000L, 1_650_000_000L, 310_000_000L, 6_320_000_000L);
-        var rss = new CompareRss(4096, 10_250_000_000L, usage, usage);
+        var rss = new CompareRss(4096, 10_250_000_000L, true, "none", usage, usage);
         Supplier<String> rssText = () -> {
             var w = new StringWriter();
             rss.print(BenchSpec.E2B, new PrintWriter(w, true));
@@ -46,7 +47,8 @@ class BenchLocaleTest {
             assertThat(t).contains("  decode @ctx 512           14.40  (min   13.25, max   15.75, n=8) tok/s");
             assertThat(d).contains("vocab 262,144");
             assertThat(k).contains("-v262144-");
-            assertThat(r).contains("a 4,096-token prompt").contains("peak RSS   6.54 GB");
+            assertThat(r).contains("a 4,096-token prompt").contains("peak RSS   6.54 GB")
+                    .contains("prefill                     1012.3 s wall  1900.5 CPU-s   81.0 % of the CPU time");
             for (var l : new Locale[]{Locale.GERMANY, Locale.forLanguageTag("ar-EG"), Locale.forLanguageTag("hi-IN-u-nu-deva")}) {
                 Locale.setDefault(l);
                 assertThat(text.get()).as("text in %s", l).isEqualTo(t);
