@@ -140,6 +140,15 @@ def quantize(w, bits, group):
     return pack(q, bits), scale, bias, q
 
 
+def quantize_rows(w, bits, group, rows=16384):
+    """quantize() of a 2-D w a block of rows at a time (groups are independent: the same result, a fraction of the
+    temporaries; a 262,144-row embedding otherwise needs several GB of them)."""
+    if w.ndim != 2 or w.shape[0] <= rows:
+        return quantize(w, bits, group)[:3]
+    parts = [quantize(w[r:r + rows], bits, group)[:3] for r in range(0, w.shape[0], rows)]
+    return tuple(np.concatenate([p[k] for p in parts]) for k in range(3))
+
+
 def dequantize(packed, scales, biases, bits, group):
     """fp32: scale*q + bias per group (the product exact, one rounding in the sum)."""
     cols = packed.shape[-1] * 32 // bits
@@ -223,7 +232,7 @@ def convert(sdir, odir, bits, group, overrides):
         m = mod[: -len(".weight")] if mod.endswith(".weight") else None
         b, g = overrides.get(m, (bits, group))
         if quantizable(key, dtype, a) and a.shape[-1] % g == 0:
-            pk, s, bi, _ = quantize(as_f32(dtype, a), b, g)
+            pk, s, bi = quantize_rows(as_f32(dtype, a), b, g)
             out[full] = ("U32", pk)
             out[PREFIX + m + ".scales"] = ("BF16", s)
             out[PREFIX + m + ".biases"] = ("BF16", bi)

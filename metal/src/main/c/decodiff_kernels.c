@@ -888,36 +888,37 @@ KERNEL_Q static inline __attribute__((always_inline)) void affine_pair_vectors(c
 }
 
 /*
- * Rows [r, r + nr) (nr <= MATVEC_ROWS, a constant after inlining) of the affine matvec, each row its own accumulator;
- * rows prefetched one group of rows ahead into L2 as rows8 does. xp: the activations, permuted (4-bit) or not.
+ * Rows [r, r + nr) (nr <= MATVEC_ROWS, a constant after inlining: AFFINE_ROWS) of the affine matvec, each row its own
+ * accumulator; rows prefetched at least PREFETCH_BYTES ahead into L2 as rows8 does. xp: the activations, permuted (4-bit) or not.
  */
 KERNEL_Q static inline __attribute__((always_inline)) void affine_rows(const uint8_t *codes, const void *pairs, const int fmt, const int bits,
-                                                                     int64_t cols, int64_t group, int64_t r, const int nr, const float *xp, float *y) {
+                                                                     int64_t cols, const int64_t group, int64_t r, const int nr, const float *xp, float *y) {
     const int64_t rb = cols * bits / 8, groups = cols / group, gb = group * bits / 8;
     const int64_t block = nr * rb, ahead = block * ((PREFETCH_BYTES + block - 1) / block);
-    const uint8_t *b[MATVEC_ROWS];
+    const uint8_t *b = codes + r * rb;
     __m512 a[MATVEC_ROWS], lut[MATVEC_ROWS], sv[MATVEC_ROWS], bv[MATVEC_ROWS];
     /* The LUT in PERM order is the LUT: lane k of it is the weight of code k, whichever column holds that code. */
     const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     const __m512i shifts = nibble_shifts();
-    UNROLLED for (int i = 0; i < nr; i++) b[i] = codes + (r + i) * rb, a[i] = _mm512_setzero_ps();
-    for (int64_t g = 0; g < groups; g++) {
-        const int64_t off = g * gb, c0 = g * group;
-        for (int64_t p = (off + 63) & ~(int64_t) 63; p < off + gb; p += 64)
-            UNROLLED for (int i = 0; i < nr; i++) _mm_prefetch((const char *) (b[i] + ahead + p), _MM_HINT_T1);
+    UNROLLED for (int i = 0; i < nr; i++) a[i] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < groups; g++, b += gb, xp += group) {
+        /* one prefetch per row and 64 bytes of codes, at the groups that start a cache line's worth */
+        if (gb >= 64 || (g * gb) % 64 == 0)
+            UNROLLED for (int i = 0; i < nr; i++)
+                UNROLLED for (int64_t p = 0; p < (gb > 64 ? gb : 64); p += 64) _mm_prefetch((const char *) (b + i * rb + ahead + p), _MM_HINT_T1);
         UNROLLED for (int i = 0; i < nr; i++) {
             affine_pair_vectors(pairs, fmt, (r + i) * groups + g, &sv[i], &bv[i]);
             /* with 16-bit scales scale · q is exact, so the fused form rounds as the separate one does */
             if (bits == 4) lut[i] = fmt == AFFINE_F32 ? _mm512_add_ps(_mm512_mul_ps(sv[i], iota), bv[i]) : _mm512_fmadd_ps(sv[i], iota, bv[i]);
         }
-        for (int64_t c = c0; c < c0 + group; c += L) {
+        UNROLLED for (int64_t c = 0; c < group; c += L) {
             __m512 xv = _mm512_loadu_ps(xp + c);
             UNROLLED for (int i = 0; i < nr; i++) {
                 __m512 w;
                 if (bits == 4) {
-                    w = _mm512_permutexvar_ps(_mm512_srlv_epi32(broadcast8(b[i] + c / 2), shifts), lut[i]);
+                    w = _mm512_permutexvar_ps(_mm512_srlv_epi32(broadcast8(b + i * rb + c / 2), shifts), lut[i]);
                 } else {
-                    __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *) (b[i] + c))));
+                    __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *) (b + i * rb + c))));
                     w = fmt == AFFINE_F32 ? _mm512_add_ps(_mm512_mul_ps(sv[i], q), bv[i]) : _mm512_fmadd_ps(sv[i], q, bv[i]);
                 }
                 a[i] = _mm512_fmadd_ps(w, xv, a[i]);
@@ -927,21 +928,37 @@ KERNEL_Q static inline __attribute__((always_inline)) void affine_rows(const uin
     UNROLLED for (int i = 0; i < nr; i++) y[r + i] = sum_lanes(bits == 4 ? _mm512_permutexvar_ps(unperm_index(), a[i]) : a[i]);
 }
 
-#define AFFINE_CASES(call)                                                         \
-    do {                                                                           \
-        if (bits == 4 && fmt == AFFINE_BF16) call(AFFINE_BF16, 4);                 \
-        else if (bits == 4 && fmt == AFFINE_F16) call(AFFINE_F16, 4);              \
-        else if (bits == 4) call(AFFINE_F32, 4);                                   \
-        else if (fmt == AFFINE_BF16) call(AFFINE_BF16, 8);                         \
-        else if (fmt == AFFINE_F16) call(AFFINE_F16, 8);                           \
-        else call(AFFINE_F32, 8);                                                  \
+/*
+ * Rows per pass: fewer than the bf16 matvec's eight. With eight, the codes came in at 6.9 GB/s (4-bit) and 7.4 GB/s
+ * (8-bit) against 10.6-11.1 for the streaming reader, as if reading and arithmetic took turns; with four 4-bit rows
+ * 8.5 GB/s, two 8.8, three 8.2; with two 8-bit rows 10.3-10.5, one 9.8-10.0, four 8.7 (one thread, CPU time, a
+ * 1 GB matrix of 1536 columns on huge pages, group 64). In cache four 4-bit rows run at 24 elements/ns against 22
+ * for two (one FMA chain per row: two rows leave the FMA latency exposed), so four for 4-bit, two for 8-bit.
+ */
+#define AFFINE_ROWS(B) ((B) == 4 ? 4 : 2)
+
+#define AFFINE_GROUPS(F, B, call)                    \
+    do {                                             \
+        if (group == 32) call(F, B, 32);             \
+        else if (group == 64) call(F, B, 64);        \
+        else call(F, B, 128);                        \
     } while (0)
 
-#define AFFINE_MATVEC(F, B)                                                                                        \
+#define AFFINE_CASES(call)                                                         \
+    do {                                                                           \
+        if (bits == 4 && fmt == AFFINE_BF16) AFFINE_GROUPS(AFFINE_BF16, 4, call);  \
+        else if (bits == 4 && fmt == AFFINE_F16) AFFINE_GROUPS(AFFINE_F16, 4, call); \
+        else if (bits == 4) AFFINE_GROUPS(AFFINE_F32, 4, call);                    \
+        else if (fmt == AFFINE_BF16) AFFINE_GROUPS(AFFINE_BF16, 8, call);          \
+        else if (fmt == AFFINE_F16) AFFINE_GROUPS(AFFINE_F16, 8, call);            \
+        else AFFINE_GROUPS(AFFINE_F32, 8, call);                                   \
+    } while (0)
+
+#define AFFINE_MATVEC(F, B, G)                                                                                     \
     do {                                                                                                           \
         int64_t r = from;                                                                                          \
-        for (; r + MATVEC_ROWS <= to; r += MATVEC_ROWS) affine_rows(codes, pairs, F, B, cols, group, r, MATVEC_ROWS, xp, y); \
-        for (; r < to; r++) affine_rows(codes, pairs, F, B, cols, group, r, 1, xp, y);                             \
+        for (; r + AFFINE_ROWS(B) <= to; r += AFFINE_ROWS(B)) affine_rows(codes, pairs, F, B, cols, G, r, AFFINE_ROWS(B), xp, y); \
+        for (; r < to; r++) affine_rows(codes, pairs, F, B, cols, G, r, 1, xp, y);                                 \
     } while (0)
 
 /* y[r] = W[r]·x for r in [from, to); bits 4 or 8, group 32, 64 or 128 (dividing cols), fmt as above. */

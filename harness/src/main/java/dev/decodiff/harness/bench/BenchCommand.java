@@ -30,7 +30,7 @@ import java.util.function.Consumer;
                 + "and what a one-shot `decodiff run` costs (a fresh JVM's prefill against the same prefill warm, and its wall time), "
                 + "on a random Gemma 4 checkpoint synthesized once and cached (default: a 1.06 B-parameter model, 2.1 GB in bf16)."},
         footer = {"", "Examples:", "  decodiff bench", "  decodiff bench --size small --json", "  decodiff bench --size default,layers=6",
-                "  decodiff bench --size e2b --core", "  decodiff bench --against llama.cpp", "  decodiff bench --size e2b --compare-rss 4096",
+                "  decodiff bench --size e2b --core", "  decodiff bench --against llama.cpp", "  decodiff bench --quantized 4,8 --decode-steps 16", "  decodiff bench --size e2b --compare-rss 4096",
                 "  decodiff bench --size e2b --compare-time 4096 --keep-reference"})
 public final class BenchCommand implements Callable<Integer> {
     @Option(names = "--size", paramLabel = "SPEC", defaultValue = "default",
@@ -73,6 +73,13 @@ public final class BenchCommand implements Callable<Integer> {
                     + "Prints the peak RSS, what it is made of (checkpoint pages, reference pages, anonymous memory), the most heap used and the time.")
     Integer compareRss;
 
+    @Option(names = "--quantized", paramLabel = "BITS",
+            description = "Measure only decode of the bench model's MLX affine conversions at these bit widths (4 and/or 8, e.g. 4,8; "
+                    + "made once with checkpoints/make_mlx_checkpoints.py convert, NumPy, and cached beside it) against the bf16 model: all loaded "
+                    + "at once, one step of each in turn (--decode-steps rounds) after a 128-token prompt; prints each one's tok/s, CPU time per "
+                    + "token, weight bytes per token against the best read pass, the resident memory its load added, and its speed over bf16.")
+    String quantized;
+
     @Option(names = "--compare-time", paramLabel = "N",
             description = "Measure only a live compare of an N-token prompt (e.g. 4096) on this model exactly as a user runs it, observer check "
                     + "included: `decodiff compare` in its own JVM with the launcher's flags and default heap, against the same reference as "
@@ -110,8 +117,19 @@ public final class BenchCommand implements Callable<Integer> {
         if (liveCompare != null && against != null)
             throw new BadInputException(which + " measures only a live compare; run --against " + against + " as a bench of its own");
         if (liveCompare != null && core) throw new BadInputException(which + " measures only a live compare; --core is a bench of its own");
+        if (quantized != null && (liveCompare != null || against != null || core))
+            throw new BadInputException("--quantized measures only the quantized decode; run --compare-rss, --compare-time, --against or --core as a bench of its own");
+        int[] bits = quantized == null ? null : QuantizedDecode.bits(quantized);
         Path root = cache != null ? cache : BenchCheckpoint.defaultCacheRoot();
         Path dir = BenchCheckpoint.ensure(bs, root, log);
+        if (bits != null) {
+            var r = QuantizedDecode.measure(bs, dir, bits, decodeSteps, log);
+            var out = spec.commandLine().getOut();
+            if (json) out.println(new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT).writeValueAsString(r.json()));
+            else r.print(out);
+            out.flush();
+            return 0;
+        }
         Path work = Files.createTempDirectory("decodiff-bench-");
         if (liveCompare != null) {
             try {
