@@ -12,9 +12,14 @@ What MLX (mlx-lm / mlx-vlm) writes for a Gemma 4 model, reproduced from its docu
     [j*bits, (j+1)*bits) of the row's bytes; 3-, 5- and 6-bit codes cross byte and word boundaries);
     "M.weight" becomes the packed uint32 tensor [rows, cols*bits/32], "M.scales" and "M.biases" [rows, cols/group].
   * other tensors (norms, layer_scalar, rows the group does not divide) stay bf16.
+  * MoE experts in mlx-lm's SwitchGLU layout: Hugging Face's fused "experts.gate_up_proj" [E, 2*I, H] split into
+    "experts.switch_glu.gate_proj.weight" and "...up_proj.weight" [E, I, H] (the first and second half of each
+    expert's rows), "experts.down_proj" [E, H, I] renamed "experts.switch_glu.down_proj.weight"; these 3-D weights
+    are quantized like the 2-D ones (per expert row), codes [E, rows, cols*bits/32], scales/biases [E, rows, cols/group].
 
 Usage:
-  make_mlx_checkpoints.py models          # writes checkpoints/gemma4-tiny-mlx4, -mlx8, gemma4-tiny-ple-mlx4
+  make_mlx_checkpoints.py models          # writes checkpoints/gemma4-tiny-mlx4, -mlx8, gemma4-tiny-ple-mlx4,
+                                          # gemma4-tiny-moe-mlx4
   make_mlx_checkpoints.py convert SRC OUT [--bits 4] [--group-size 64]
                                           # any float Gemma4ForCausalLM folder in the MLX layout
   make_mlx_checkpoints.py packing OUT     # a fixture of every bits x group size: packed, scales, biases, codes,
@@ -45,7 +50,11 @@ MODELS = [
     ("gemma4-tiny", "gemma4-tiny-mlx4", 4, 64, {"layers.0.mlp.down_proj": (8, 64)}),
     ("gemma4-tiny", "gemma4-tiny-mlx8", 8, 64, {"layers.2.self_attn.q_proj": (4, 32)}),
     ("gemma4-tiny-ple", "gemma4-tiny-ple-mlx4", 4, 64, {"layers.4.mlp.gate_proj": (8, 128)}),
+    # the router in 8 bits, as mixed-precision MoE conversions keep it
+    ("gemma4-tiny-moe", "gemma4-tiny-moe-mlx4", 4, 64, {"layers.1.router.proj": (8, 64)}),
 ]
+GLU = ".experts.switch_glu."
+
 PREFIX = "language_model.model."
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -206,8 +215,40 @@ def sha256_file(path):
 
 
 def quantizable(name, dtype, a):
-    """Linear and Embedding weights: 2-D ".weight" tensors (norm weights are 1-D)."""
-    return name.endswith(".weight") and a.ndim == 2 and dtype in ("BF16", "F32", "F16")
+    """Linear and Embedding weights: 2-D ".weight" tensors (norm weights are 1-D), and SwitchGLU's 3-D expert stacks."""
+    return name.endswith(".weight") and (a.ndim == 2 or (a.ndim == 3 and GLU in name)) and dtype in ("BF16", "F32", "F16")
+
+
+def to_switch_glu(tensors):
+    """Hugging Face's fused experts -> mlx-lm's SwitchGLU names (gate and up: the halves of each expert's rows)."""
+    out = {}
+    for key, (dtype, a) in tensors.items():
+        if key.endswith(".experts.gate_up_proj"):
+            base = key[: -len(".experts.gate_up_proj")]
+            half = a.shape[-2] // 2
+            out[base + GLU + "gate_proj.weight"] = (dtype, np.ascontiguousarray(a[..., :half, :]))
+            out[base + GLU + "up_proj.weight"] = (dtype, np.ascontiguousarray(a[..., half:, :]))
+        elif key.endswith(".experts.down_proj"):
+            out[key[: -len(".experts.down_proj")] + GLU + "down_proj.weight"] = (dtype, a)
+        else:
+            out[key] = (dtype, a)
+    return out
+
+
+def from_switch_glu(tensors):
+    """The inverse, for a plain Gemma4ForCausalLM folder: gate and up concatenated back along the rows."""
+    out = {}
+    for key, v in tensors.items():
+        if GLU in key:
+            base = key[: key.index(GLU)]
+            if key.endswith("gate_proj.weight"):
+                g, u = v[1], tensors[base + GLU + "up_proj.weight"][1]
+                out[base + ".experts.gate_up_proj"] = (v[0], np.concatenate([g, u], axis=-2))
+            elif key.endswith("down_proj.weight"):
+                out[base + ".experts.down_proj"] = v
+        else:
+            out[key] = v
+    return out
 
 
 def make_model(src, name, bits, group, overrides):
@@ -221,6 +262,7 @@ def convert(sdir, odir, bits, group, overrides):
     for f in sorted(os.listdir(sdir)):
         if f.endswith(".safetensors"):
             tensors.update(read_safetensors(os.path.join(sdir, f)))
+    tensors = to_switch_glu(tensors)
     quant = {"group_size": group, "bits": bits, "mode": "affine"}
     for m, (b, g) in overrides.items():
         quant[PREFIX + m] = {"group_size": g, "bits": b}
@@ -324,7 +366,7 @@ def dequantized_tensors(cfg, tensors):
         else:
             w = as_f32(dtype, a)
         out["model." + key[len(PREFIX):]] = ("F32", w)
-    return out
+    return from_switch_glu(out)
 
 
 def cmd_dequantize(args):

@@ -86,7 +86,7 @@ public final class Gemma4Model implements AutoCloseable {
             if (l.pleGate() != null) b += l.pleGate().bytes() + l.pleProjection().bytes();
             if (l.moe() != null) {
                 b += l.moe().router().bytes();
-                b += (long) config.topKExperts() * (l.moe().gateUp()[0].bytes() + l.moe().down()[0].bytes());
+                b += (long) config.topKExperts() * (l.moe().gate()[0].bytes() + l.moe().up()[0].bytes() + l.moe().down()[0].bytes());
             }
         }
         if (weights.pleModelProjection() != null) b += weights.pleModelProjection().bytes();

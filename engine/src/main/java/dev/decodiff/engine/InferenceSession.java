@@ -629,23 +629,27 @@ public final class InferenceSession {
             VectorMath.rmsNorm(r, t * H, H, m.preFeedforwardNorm2(), eps, u, t * H);
         }
         float[] out = new float[T * H];
-        float[] x = new float[0], gu = new float[0], act = new float[0], y = new float[0];
+        float[] x = new float[0], g = new float[0], act = new float[0], y = new float[0];
         for (int e = 0; e < E; e++) {
             int n = count[e];
             if (n == 0) continue;
             if (x.length < n * H) {
                 x = new float[n * H];
-                gu = new float[n * 2 * Im];
+                g = new float[n * Im];
                 act = new float[n * Im];
                 y = new float[n * H];
             }
             for (int k = 0; k < n; k++) System.arraycopy(u, routed[e][k] * H, x, k * H, H);
             // in a multi-token step one token alone takes the kernel of many, so its bits do not depend on how many
             // tokens the step routed beside it (a state within the step resumes with the same bits)
-            if (T > 1) m.gateUp()[e].matmulAnyTokens(x, n, gu, matmul);
-            else m.gateUp()[e].matmul(x, n, gu, matmul);
-            for (int k = 0; k < n; k++)
-                for (int j = 0; j < Im; j++) act[k * Im + j] = VectorMath.geluTanh(gu[k * 2 * Im + j]) * gu[k * 2 * Im + Im + j];
+            if (T > 1) {
+                m.gate()[e].matmulAnyTokens(x, n, g, matmul);
+                m.up()[e].matmulAnyTokens(x, n, act, matmul);
+            } else {
+                m.gate()[e].matmul(x, n, g, matmul);
+                m.up()[e].matmul(x, n, act, matmul);
+            }
+            for (int k = 0; k < n * Im; k++) act[k] = VectorMath.geluTanh(g[k]) * act[k];
             if (T > 1) m.down()[e].matmulAnyTokens(act, n, y, matmul);
             else m.down()[e].matmul(act, n, y, matmul);
             for (int k = 0; k < n; k++) {

@@ -13,8 +13,11 @@ public record LayerWeights(
         Moe moe,
         WeightMatrix pleGate, WeightMatrix pleProjection, float[] plePostNorm) {
 
-    /** Router and experts of the MoE branch; experts are stacked [E, rows, cols] views. */
+    /**
+     * Router and experts of the MoE branch; each expert's gate [Im, H], up [Im, H] and down [H, Im] are views of the
+     * stacked tensors (Hugging Face's fused gate_up_proj, or MLX's switch_glu gate_proj / up_proj).
+     */
     public record Moe(WeightMatrix router, float[] routerScale, float[] perExpertScale,
-                      WeightMatrix[] gateUp, WeightMatrix[] down,
+                      WeightMatrix[] gate, WeightMatrix[] up, WeightMatrix[] down,
                       float[] preFeedforwardNorm2, float[] postFeedforwardNorm1, float[] postFeedforwardNorm2) {}
 }

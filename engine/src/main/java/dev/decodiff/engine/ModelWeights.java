@@ -58,19 +58,33 @@ public record ModelWeights(WeightMatrix embed, WeightMatrix lmHead, float[] fina
             LayerWeights.Moe moe = null;
             if (c.moe()) {
                 int E = c.numExperts(), Im = c.moeIntermediate();
-                if (!f.has(p + "experts.gate_up_proj") && f.has(p + "experts.switch_glu.gate_proj.weight"))
-                    throw new CheckpointException(f.dir() + ": layer " + spec.index() + " stores its experts as MLX's switch_glu (gate_proj, up_proj, down_proj); "
-                            + "this engine reads the Hugging Face layout (experts.gate_up_proj, experts.down_proj) — convert the model from its Hugging Face checkpoint");
-                var gateUp = new WeightMatrix[E];
+                var gate = new WeightMatrix[E];
+                var up = new WeightMatrix[E];
                 var down = new WeightMatrix[E];
-                var guAll = f.matrix(p + "experts.gate_up_proj", E * 2 * Im, H, E, 2L * Im, H);
-                var dnAll = f.matrix(p + "experts.down_proj", E * H, Im, E, H, Im);
-                for (int e = 0; e < E; e++) {
-                    gateUp[e] = guAll.slice(e * 2 * Im, 2 * Im);
-                    down[e] = dnAll.slice(e * H, H);
+                // MLX (mlx-lm's SwitchGLU) splits Hugging Face's fused gate_up_proj [E, 2·Im, H] into gate_proj and
+                // up_proj [E, Im, H] (the first and second half of each expert's rows) and renames down_proj
+                String glu = p + "experts.switch_glu.";
+                boolean mlx = !f.has(p + "experts.gate_up_proj") && f.has(glu + "gate_proj.weight");
+                WeightMatrix dnAll;
+                if (mlx) {
+                    var gAll = f.matrix(glu + "gate_proj.weight", E * Im, H, E, Im, H);
+                    var uAll = f.matrix(glu + "up_proj.weight", E * Im, H, E, Im, H);
+                    dnAll = f.matrix(glu + "down_proj.weight", E * H, Im, E, H, Im);
+                    for (int e = 0; e < E; e++) {
+                        gate[e] = gAll.slice(e * Im, Im);
+                        up[e] = uAll.slice(e * Im, Im);
+                    }
+                } else {
+                    var guAll = f.matrix(p + "experts.gate_up_proj", E * 2 * Im, H, E, 2L * Im, H);
+                    dnAll = f.matrix(p + "experts.down_proj", E * H, Im, E, H, Im);
+                    for (int e = 0; e < E; e++) {
+                        gate[e] = guAll.slice(e * 2 * Im, Im);
+                        up[e] = guAll.slice(e * 2 * Im + Im, Im);
+                    }
                 }
+                for (int e = 0; e < E; e++) down[e] = dnAll.slice(e * H, H);
                 moe = new LayerWeights.Moe(f.matrix(p + "router.proj.weight", E, H), vec(f, p + "router.scale", H),
-                        vec(f, p + "router.per_expert_scale", E), gateUp, down,
+                        vec(f, p + "router.per_expert_scale", E), gate, up, down,
                         vec(f, p + "pre_feedforward_layernorm_2.weight", H), vec(f, p + "post_feedforward_layernorm_1.weight", H),
                         vec(f, p + "post_feedforward_layernorm_2.weight", H));
             }
@@ -99,13 +113,15 @@ public record ModelWeights(WeightMatrix embed, WeightMatrix lmHead, float[] fina
             LayerWeights.Moe moe = null;
             if (l.moe() != null) {
                 var m = l.moe();
-                var gateUp = new WeightMatrix[m.gateUp().length];
+                var gate = new WeightMatrix[m.gate().length];
+                var up = new WeightMatrix[m.up().length];
                 var down = new WeightMatrix[m.down().length];
-                for (int e = 0; e < gateUp.length; e++) {
-                    gateUp[e] = p.apply(m.gateUp()[e]);
+                for (int e = 0; e < gate.length; e++) {
+                    gate[e] = p.apply(m.gate()[e]);
+                    up[e] = p.apply(m.up()[e]);
                     down[e] = p.apply(m.down()[e]);
                 }
-                moe = new LayerWeights.Moe(p.apply(m.router()), m.routerScale(), m.perExpertScale(), gateUp, down,
+                moe = new LayerWeights.Moe(p.apply(m.router()), m.routerScale(), m.perExpertScale(), gate, up, down,
                         m.preFeedforwardNorm2(), m.postFeedforwardNorm1(), m.postFeedforwardNorm2());
             }
             out.add(new LayerWeights(l.inputNorm(), l.postAttentionNorm(), l.preFeedforwardNorm(), l.postFeedforwardNorm(),

@@ -161,23 +161,53 @@ class QuantizedCheckpointBadInputTest {
         assertRefused(ck, "is part of a quantized weight but config.json has no 'quantization'");
     }
 
-    @Test
-    void mlxSwitchGluExpertsAreRefusedNamingTheLayout() throws Exception {
+    /** The float MoE checkpoint with its experts renamed and split as mlx-lm's SwitchGLU stores them ({@code halves}) or not. */
+    private Path switchGlu(String name, boolean halves) throws Exception {
         Path src = ReferenceCases.repoRoot().resolve("checkpoints/gemma4-tiny-moe");
-        Path dst = Files.createDirectories(tmp.resolve("moe-switch-glu"));
+        Path dst = Files.createDirectories(tmp.resolve(name));
         Files.copy(src.resolve("config.json"), dst.resolve("config.json"));
         var map = new LinkedHashMap<String, Raw>();
         try (var f = SafetensorsFile.open(src.resolve("model.safetensors"))) {
             for (var t : f.tensors().values()) {
+                byte[] b = t.data().toArray(ValueLayout.JAVA_BYTE);
+                if (halves && t.name().endsWith("experts.gate_up_proj")) {
+                    // [E, 2·Im, H]: each expert's first Im rows are its gate, the next Im its up projection
+                    long[] sh = t.shape();
+                    int E = (int) sh[0], rows = (int) sh[1] / 2, rowBytes = (int) (sh[2] * t.dtype().bytes());
+                    byte[] g = new byte[b.length / 2], u = new byte[b.length / 2];
+                    for (int e = 0; e < E; e++) {
+                        System.arraycopy(b, (2 * e) * rows * rowBytes, g, e * rows * rowBytes, rows * rowBytes);
+                        System.arraycopy(b, (2 * e + 1) * rows * rowBytes, u, e * rows * rowBytes, rows * rowBytes);
+                    }
+                    long[] half = {sh[0], rows, sh[2]};
+                    String base = t.name().replace("experts.gate_up_proj", "experts.switch_glu.");
+                    map.put(base + "gate_proj.weight", new Raw(t.dtype().safetensorsName(), half, g));
+                    map.put(base + "up_proj.weight", new Raw(t.dtype().safetensorsName(), half, u));
+                    continue;
+                }
                 String n = t.name().replace("experts.gate_up_proj", "experts.switch_glu.gate_proj.weight")
                         .replace("experts.down_proj", "experts.switch_glu.down_proj.weight");
-                map.put(n, new Raw(t.dtype().safetensorsName(), t.shape(), t.data().toArray(ValueLayout.JAVA_BYTE)));
+                map.put(n, new Raw(t.dtype().safetensorsName(), t.shape(), b));
             }
         }
         write(dst.resolve("model.safetensors"), map);
-        var r = Cli.run("run", "--model", dst.toString(), "--tokens", "2,3", "-n", "1", "--ids");
+        return dst;
+    }
+
+    @Test
+    void mlxSwitchGluExpertsRunAsTheFusedOnesAndAStackOfTheWrongShapeIsRefusedNamingIt() throws Exception {
+        // the same weights in mlx-lm's layout: transformers' reference of the fused checkpoint matches
+        Path glu = switchGlu("moe-switch-glu", true);
+        var m = Cli.run("compare", ReferenceCases.repoRoot().resolve("reference-dumps/gemma4-tiny-moe/long").toString(), "--model", glu.toString(),
+                "--allow-mismatch", "--no-observer-check", "--json");
+        assertThat(m.code()).as(m.toString()).isZero();
+        var j = new com.fasterxml.jackson.databind.ObjectMapper().readTree(m.out());
+        assertThat(j.get("verdict").asText()).as(j.get("verdict_text").asText()).isEqualTo("match");
+        assertThat(j.get("only_in_reference")).isEmpty();
+        // gate_proj holding both halves and no up_proj: refused with the tensor named
+        var r = Cli.run("run", "--model", switchGlu("moe-fused-as-gate", false).toString(), "--tokens", "2,3", "-n", "1", "--ids");
         assertThat(r.code()).as(r.toString()).isEqualTo(Main.BAD_INPUT);
         assertThat(r.err().strip().lines().count()).isEqualTo(1);
-        assertThat(r.err()).contains("layer 0 stores its experts as MLX's switch_glu", "experts.gate_up_proj", "convert the model");
+        assertThat(r.err()).contains("experts.switch_glu.gate_proj.weight");
     }
 }

@@ -18,7 +18,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 /**
  * decodiff on an MLX-quantized checkpoint against transformers on the same weights dequantized (by NumPy, on the
  * device: checkpoints/make_mlx_checkpoints.py references): MATCH at the fp32 tolerances, step by step and layer by
- * layer. A dump of a quantized checkpoint records its quantization; float weights against a quantized reference
+ * layer — the MoE one with its experts in mlx-lm's SwitchGLU layout (gate_proj, up_proj, down_proj stacks, 4-bit)
+ * that the script fuses back into Hugging Face's gate_up_proj for transformers. A dump of a quantized checkpoint records its quantization; float weights against a quantized reference
  * are a different model and refused unless --allow-mismatch.
  */
 class QuantizedReferenceTest {
@@ -38,7 +39,7 @@ class QuantizedReferenceTest {
         var cases = ReferenceCases.fp32Cases().stream().filter(p -> p.getParent().getFileName().toString().contains("-mlx")).toList();
         assertThat(cases).extracting(p -> p.getParent().getFileName() + "/" + p.getFileName()).containsExactly(
                 "gemma4-tiny-mlx4/long", "gemma4-tiny-mlx4/short", "gemma4-tiny-mlx8/long", "gemma4-tiny-mlx8/short",
-                "gemma4-tiny-ple-mlx4/long", "gemma4-tiny-ple-mlx4/short");
+                "gemma4-tiny-moe-mlx4/long", "gemma4-tiny-moe-mlx4/short", "gemma4-tiny-ple-mlx4/long", "gemma4-tiny-ple-mlx4/short");
         return cases;
     }
 

@@ -348,7 +348,7 @@ public final class Gemma4Ops {
         // GGUF converters keep the router's matrix in F32 whatever the type, so a half-precision matmul input is not its
         float[] logits = linear(m.router(), z, T, null, p.withMatmulInput(Format.F32).withQ8Input(false));
         float[] out = new float[T * H];
-        float[] gu = new float[2 * Im], act = new float[Im], y = new float[H];
+        float[] act = new float[Im], y = new float[H];
         for (int t = 0; t < T; t++) {
             int o = t * E;
             VectorMath.softmax(logits, o, E);
@@ -370,11 +370,13 @@ public final class Gemma4Ops {
             for (int e = 0; e < E; e++) {
                 if (!chosen[e]) continue;
                 var ep = p.withMatmulInput(p.experts());
-                float[] in = matmulInput(m.gateUp()[e], ut, ep);
-                m.gateUp()[e].matmul(in, 1, gu);
-                minimumTerm(m.gateUp()[e], ut, 1, gu, ep);
-                act(gu, p);
-                float[] gate = java.util.Arrays.copyOf(gu, Im), upv = java.util.Arrays.copyOfRange(gu, Im, 2 * Im);
+                float[] gate = new float[Im], upv = new float[Im];
+                m.gate()[e].matmul(matmulInput(m.gate()[e], ut, ep), 1, gate);
+                minimumTerm(m.gate()[e], ut, 1, gate, ep);
+                m.up()[e].matmul(matmulInput(m.up()[e], ut, ep), 1, upv);
+                minimumTerm(m.up()[e], ut, 1, upv, ep);
+                act(gate, p);
+                act(upv, p);
                 geluTimes(gate, upv, 0, Im, p);
                 System.arraycopy(gate, 0, act, 0, Im);
                 m.down()[e].matmul(matmulInput(m.down()[e], act, ep), 1, y);

@@ -88,7 +88,8 @@ public final class StoredTypes {
             put(out, l.pleProjection(), names, p + "per_layer_projection.weight");
             if (l.moe() != null) {
                 put(out, l.moe().router(), names, p + "router.proj.weight");
-                for (var e : l.moe().gateUp()) put(out, e, names, p + "experts.gate_up_proj");
+                for (var e : l.moe().gate()) put(out, e, names, p + "experts.gate_up_proj");
+                for (var e : l.moe().up()) put(out, e, names, p + "experts.gate_up_proj");
                 for (var e : l.moe().down()) put(out, e, names, p + "experts.down_proj");
             }
         }

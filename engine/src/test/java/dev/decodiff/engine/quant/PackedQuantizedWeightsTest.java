@@ -48,7 +48,7 @@ class PackedQuantizedWeightsTest {
     }
 
     @ParameterizedTest
-    @CsvSource({"gemma4-tiny-mlx4,4", "gemma4-tiny-mlx8,8", "gemma4-tiny-ple-mlx4,4"})
+    @CsvSource({"gemma4-tiny-mlx4,4", "gemma4-tiny-mlx8,8", "gemma4-tiny-ple-mlx4,4", "gemma4-tiny-moe-mlx4,4"})
     void packedWeightsGiveTheBitsOfTheDequantizedWeights(String name, int bits) {
         assumeThat(NativeKernels.affineAvailable()).as(NativeKernels.status()).isTrue();
         var checkpoint = Path.of("..", "checkpoints", name);

@@ -83,7 +83,8 @@ record ReadBandwidth(Figure javaGbs, Figure nativeGbs, Figure mappedGbs, Figure 
                 if (m != null) out.add(m.data());
             if (l.moe() != null) {
                 out.add(l.moe().router().data());
-                for (var m : l.moe().gateUp()) out.add(m.data());
+                for (var m : l.moe().gate()) out.add(m.data());
+                for (var m : l.moe().up()) out.add(m.data());
                 for (var m : l.moe().down()) out.add(m.data());
             }
         }
