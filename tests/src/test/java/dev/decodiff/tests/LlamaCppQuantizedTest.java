@@ -100,5 +100,18 @@ class LlamaCppQuantizedTest {
         var byKind = assertEveryCellExplained(json(r));
         assertThat(byKind.get("attn.q")).isNotEmpty().allMatch(e -> e.contains("vec-dot"));
         assertThat(byKind.get("attn.v")).isNotEmpty().allMatch(e -> e.contains("vec-dot"));
+        // without --gguf llama.cpp runs the GGUF the reference's folder was made from, not a conversion of its floats
+        var own = Cli.run("compare", ref.toString(), "--engine", "llama.cpp", "--model", gguf.toString(), "--json", "--no-attribution");
+        assertThat(own.code()).as(own.toString()).isEqualTo(1);
+        var oj = json(own);
+        assertThat(oj.get("candidate").asText()).contains(gguf.toString()).doesNotContain("converted");
+        assertThat(oj.get("first_divergence").get("rel_l2").asDouble()).as("the same divergence as with --gguf").isGreaterThan(1e-3);
+        // moved away, it is not silently replaced by the folder's float weights
+        Path folder = dev.decodiff.harness.llamacpp.GgufCheckpointCache.of(gguf);
+        java.nio.file.Files.move(gguf, tmp.resolve("moved-" + type + ".gguf"));
+        var gone = Cli.run("compare", ref.toString(), "--engine", "llama.cpp", "--model", folder.toString(), "--no-attribution");
+        assertThat(gone.code()).as(gone.toString()).isEqualTo(dev.decodiff.harness.cli.Main.BAD_INPUT);
+        assertThat(gone.err().strip().lines().count()).isEqualTo(1);
+        assertThat(gone.err()).contains("was made from a GGUF", "--gguf FILE", "--gguf-type f32");
     }
 }

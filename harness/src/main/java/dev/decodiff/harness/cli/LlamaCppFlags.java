@@ -19,7 +19,8 @@ public final class LlamaCppFlags {
     String engine;
 
     @Option(names = "--gguf", paramLabel = "FILE",
-            description = "--engine llama.cpp: the GGUF to run (default: the checkpoint converted with decodiff gguf, cached under ~/.cache/decodiff/gguf).")
+            description = "--engine llama.cpp: the GGUF to run (default: the checkpoint converted with decodiff gguf, cached under ~/.cache/decodiff/gguf; "
+                    + "for a reference of a GGUF's weights, that GGUF itself, found by its hash).")
     Path gguf;
 
     @Option(names = "--gguf-type", paramLabel = "TYPE",
@@ -66,9 +67,14 @@ public final class LlamaCppFlags {
         }
     }
 
+    /** The GGUF a checkpoint folder was made from, when {@link #resolveGguf} ran that file itself. */
+    private Path fromSource;
+
     /**
-     * The GGUF to run: --gguf as given (checked against the checkpoint's config.json unless {@code allowMismatch}),
-     * else {@code checkpoint} converted (cached).
+     * The GGUF to run: --gguf as given (checked against the checkpoint's config.json unless {@code allowMismatch});
+     * for a folder decodiff made of a GGUF (`--model FILE.gguf`, or a GGUF's reference) without --gguf-type, that
+     * GGUF itself (llama.cpp runs the quantized blocks the reference dequantized), found by its hash; else
+     * {@code checkpoint} converted (cached).
      */
     Path resolveGguf(Path checkpoint, boolean allowMismatch) {
         if (gguf != null) {
@@ -83,6 +89,14 @@ public final class LlamaCppFlags {
             }
             return gguf;
         }
+        if (ggufType == null && dev.decodiff.harness.llamacpp.GgufCheckpointCache.sourceSha256(checkpoint) != null) {
+            fromSource = dev.decodiff.harness.llamacpp.GgufCheckpointCache.sourceOf(checkpoint,
+                    dev.decodiff.harness.live.ModelLocator.bundledGgufs(dev.decodiff.harness.Home.get()));
+            if (fromSource == null)
+                throw new BadInputException(checkpoint, "was made from a GGUF (sha256 " + dev.decodiff.harness.llamacpp.GgufCheckpointCache.sourceSha256(checkpoint).substring(0, 12)
+                        + "…) that is no longer where it was; pass --gguf FILE (that GGUF), or --gguf-type f32 to run its dequantized weights");
+            return fromSource;
+        }
         GgufOutputType t;
         try {
             t = GgufOutputType.parse(ggufType == null ? "f32" : ggufType);
@@ -94,7 +108,9 @@ public final class LlamaCppFlags {
 
     /** The source of the GGUF for report headers. */
     String describeSource(Path file, Path checkpoint) {
-        return gguf != null ? file.toString() : checkpoint + " converted to GGUF " + (ggufType == null ? "f32" : ggufType.toLowerCase(Locale.ROOT));
+        if (gguf != null) return file.toString();
+        if (fromSource != null && fromSource.equals(file)) return file + " (the GGUF " + checkpoint.getFileName() + " was made from)";
+        return checkpoint + " converted to GGUF " + (ggufType == null ? "f32" : ggufType.toLowerCase(Locale.ROOT));
     }
 
     /** The dump producer entry of a llama.cpp dump. */

@@ -27,19 +27,54 @@ public final class GgufCheckpointCache {
 
     public static Path folder() { return dev.decodiff.llamacpp.ffi.LlamaCppHome.userCache().resolve("gguf-checkpoints"); }
 
+    /** Beside a converted folder's config.json: the path of the GGUF it was made from (not hashed; a hint only). */
+    static final String SOURCE_FILE = "source-gguf.txt";
+
+    /** The sha256 of the GGUF a checkpoint folder was made from (its config.json's record), or null for any other folder. */
+    public static String sourceSha256(Path dir) {
+        try {
+            var src = new com.fasterxml.jackson.databind.ObjectMapper().readTree(dir.resolve("config.json").toFile()).get(GgufToCheckpoint.SOURCE_KEY);
+            return src == null || !src.has("sha256") ? null : src.get("sha256").asText();
+        } catch (IOException e) {
+            return null;
+        }
+    }
+
+    /**
+     * The GGUF file a converted folder was made from: the one recorded beside it, else one of {@code candidates}, if its
+     * bytes still hash to the folder's record; null when none does.
+     */
+    public static Path sourceOf(Path dir, java.util.List<Path> candidates) {
+        String sha = sourceSha256(dir);
+        if (sha == null) return null;
+        var tries = new java.util.ArrayList<Path>();
+        try {
+            if (Files.isRegularFile(dir.resolve(SOURCE_FILE))) tries.add(Path.of(Files.readString(dir.resolve(SOURCE_FILE)).strip()));
+        } catch (IOException | java.nio.file.InvalidPathException e) {
+            // no hint: the candidates remain
+        }
+        tries.addAll(candidates);
+        for (Path p : tries) if (Files.isRegularFile(p) && sha.equals(sha256(p))) return p;
+        return null;
+    }
+
     /** The checkpoint folder of {@code gguf}, converting it first if not cached. */
     public static Path of(Path gguf) {
         if (!Files.isRegularFile(gguf)) throw new BadInputException(gguf, "does not exist; --model takes a checkpoint folder or a .gguf file");
         String sha = sha256(gguf);
         String stem = gguf.getFileName().toString().replaceFirst("\\.gguf$", "");
         Path out = folder().resolve(stem + "-" + sha.substring(0, 12) + "-r" + GgufToCheckpoint.REVISION);
-        if (Files.isRegularFile(out.resolve("config.json")) && Files.isRegularFile(out.resolve("model.safetensors"))) return out;
+        if (Files.isRegularFile(out.resolve("config.json")) && Files.isRegularFile(out.resolve("model.safetensors"))) {
+            recordSource(out, gguf);
+            return out;
+        }
         try {
             Files.createDirectories(folder());
             Path tmp = Files.createTempDirectory(folder(), stem + ".partial");
             try {
                 GgufToCheckpoint.convert(GgufFile.read(gguf), sha, tmp);
                 Files.move(tmp, out, StandardCopyOption.ATOMIC_MOVE);
+                recordSource(out, gguf);
             } catch (GgufException e) {
                 throw new BadInputException(e.getMessage(), e);
             } finally {
@@ -51,6 +86,14 @@ public final class GgufCheckpointCache {
             throw new BadInputException(out, "cannot write the checkpoint of " + gguf + " (" + e.getMessage() + "); free space in " + folder(), e);
         }
         return out;
+    }
+
+    private static void recordSource(Path dir, Path gguf) {
+        try {
+            Files.writeString(dir.resolve(SOURCE_FILE), gguf.toAbsolutePath().normalize() + "\n");
+        } catch (IOException e) {
+            // the hint only saves a search; the bundled GGUFs are still found by their hash
+        }
     }
 
     static String sha256(Path f) {
