@@ -44,7 +44,7 @@ public final class QuantizedTensors {
      * for, {@code groups} its scales and biases. {@link #rows()} × {@link #cols()} is that tensor as a matrix (leading
      * dimensions folded into rows).
      */
-    public record PackedTensor(String name, long[] shape, TensorView codes, AffineGroups groups) {
+    public record PackedTensor(String name, long[] shape, TensorView codes, TensorView scales, TensorView biases, AffineGroups groups) {
         public long cols() { return shape[shape.length - 1]; }
 
         public long rows() { return codes.elementCount() * 32 / groups.bits() / cols(); }
@@ -53,18 +53,15 @@ public final class QuantizedTensors {
 
         /** The fp32 tensor (a copy in {@code arena}), as the dequantizing loader makes it. */
         public TensorView dequantized(Arena arena) {
-            long bytes = rows() * cols() * 4;
-            var seg = arena.allocate(bytes, 64);
-            var m = matrix();
-            dev.decodiff.metal.Parallel.forRange((int) rows(), 64, (from, to) -> {
-                var row = new float[(int) cols()];
-                for (int r = from; r < to; r++) {
-                    m.row(r, row, 0);
-                    MemorySegment.copy(row, 0, seg, java.lang.foreign.ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(java.nio.ByteOrder.LITTLE_ENDIAN), r * cols() * 4, row.length);
-                }
-            });
-            return new TensorView(name, DType.F32, shape.clone(), seg);
+            return dequantize(codes, shape, scales, biases, new MlxQuantization.Spec(groups.bits(), groups.groupSize()), arena);
         }
+    }
+
+    /** What a quantized checkpoint's load will do with its matrices, in one line (for --version). */
+    public static String policy() {
+        if (keepsPacked()) return "MLX 4- and 8-bit matrices kept packed (dequantized in the native kernels); 2-, 3-, 5- and 6-bit dequantized to fp32 at load";
+        String why = !NativeKernels.affineAvailable() ? "the native affine kernels are not in use here: " + NativeKernels.status() : "-Ddecodiff.quantized=dequantize";
+        return "MLX matrices of every bit width dequantized to fp32 at load (" + why + ")";
     }
 
     /** Whether 4- and 8-bit matrices are kept packed here (-Ddecodiff.quantized=dequantize turns it off, for comparing the two). */
@@ -206,6 +203,6 @@ public final class QuantizedTensors {
                 MemorySegment.copy(scales.data(), i * e, pairs, 2 * i * e, e);
                 MemorySegment.copy(biases.data(), i * e, pairs, (2 * i + 1) * e, e);
             }
-        return new PackedTensor(w.name(), shape, w, new AffineGroups(spec.bits(), spec.groupSize(), type, pairs));
+        return new PackedTensor(w.name(), shape, w, scales, biases, new AffineGroups(spec.bits(), spec.groupSize(), type, pairs));
     }
 }

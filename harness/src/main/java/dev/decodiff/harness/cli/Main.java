@@ -99,6 +99,7 @@ public final class Main implements Runnable {
             return new String[]{"decodiff " + v + " (dump format v1; Java " + Runtime.version() + ")",
                     "bf16 kernels: " + dev.decodiff.metal.NativeKernels.status(),
                     "weights: " + dev.decodiff.engine.WeightResidency.policy(),
+                    "quantized weights: " + dev.decodiff.engine.quant.QuantizedTensors.policy(),
                     "startup cache: " + StartupCache.status()};
         }
     }

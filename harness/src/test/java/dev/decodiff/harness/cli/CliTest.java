@@ -149,6 +149,7 @@ public class CliTest {
         assertThat(v.code()).isZero();
         assertThat(v.out()).startsWith("decodiff ").contains("bf16 kernels: " + dev.decodiff.metal.NativeKernels.status())
                 .contains("weights: " + dev.decodiff.engine.WeightResidency.policy())
+                .contains("quantized weights: " + dev.decodiff.engine.quant.QuantizedTensors.policy())
                 .contains("startup cache: none"); // a test JVM starts without the launcher's cache
         assertThat(run("--help").out()).contains("compare").contains("inspect").contains("Exit codes");
     }
