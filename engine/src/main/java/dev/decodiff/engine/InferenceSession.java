@@ -571,7 +571,27 @@ public final class InferenceSession {
         for (int t = 0; t < T; t++) VectorMath.add(y, t * bias.length, bias, 0, bias.length);
     }
 
+    /**
+     * The MLP of a long step runs {@value #MLP_ROWS} rows at a time: its gate and up activations are the step's largest
+     * buffers (4,096 tokens of E2B's 12,288-wide MLP: 201 MB each), and every row's products are computed on their own,
+     * so splitting the rows changes no bit. No piece is a single row (that would take the matvec kernel).
+     */
+    private static final int MLP_ROWS = 1024;
+
     private float[] mlp(WeightMatrix gate, WeightMatrix up, WeightMatrix down, float[] h, int T) {
+        if (T <= MLP_ROWS + 1) return mlpRows(gate, up, down, h, T, scratch(S_MLP, T * down.rows()));
+        int H = down.rows(), in = gate.cols();
+        float[] out = scratch(S_MLP, T * H);
+        for (int r0 = 0; r0 < T; ) {
+            int n = T - r0 <= MLP_ROWS + 1 ? T - r0 : MLP_ROWS;
+            float[] part = mlpRows(gate, up, down, Arrays.copyOfRange(h, r0 * in, (r0 + n) * in), n, new float[n * H]);
+            System.arraycopy(part, 0, out, r0 * H, n * H);
+            r0 += n;
+        }
+        return out;
+    }
+
+    private float[] mlpRows(WeightMatrix gate, WeightMatrix up, WeightMatrix down, float[] h, int T, float[] out) {
         int I = gate.rows();
         float[] g = scratch(S_G, T * I);
         float[] u = scratch(S_U, T * I);
@@ -585,7 +605,6 @@ public final class InferenceSession {
         if (faults.silu()) for (int j = 0; j < T * I; j++) g[j] = g[j] / (1f + (float) Math.exp(-g[j])) * u[j];
         else if (faults.geluErf()) for (int j = 0; j < T * I; j++) g[j] = (float) ExactGelu.gelu(g[j]) * u[j];
         else Parallel.forRange(T * I, 1024, (from, to) -> Transcendentals.geluTanhTimes(g, u, from, to));
-        float[] out = scratch(S_MLP, T * down.rows());
         down.matmul(g, T, out, matmul);
         return out;
     }

@@ -12,7 +12,8 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
  * {@link InferenceSession#forward(int[], int, java.util.function.Consumer)} hands over the state within a step: a
  * session restored from it and fed the step's remaining tokens must compute the bits the one pass computed (the
  * last position's logits), and decode on from there with the one-pass session's bits — across a sliding window (8
- * on these checkpoints), KV-shared layers, per-layer inputs and experts. The state is built from the pass's own rows,
+ * on these checkpoints), KV-shared layers, per-layer inputs and experts, and across a step long enough that its MLP runs in pieces of rows
+ * (the one pass of 1,100 or 1,030 tokens in pieces, the resumed rest in one). The state is built from the pass's own rows,
  * so it must also differ from the state of another prompt (it is not the empty cache).
  */
 class PrefixStateTest {
@@ -24,7 +25,7 @@ class PrefixStateTest {
 
     @ParameterizedTest
     @CsvSource({"gemma4-tiny,29,3", "gemma4-tiny,29,25", "gemma4-tiny,29,9", "gemma4-tiny-ple,21,13", "gemma4-tiny-ple-e2b,30,22",
-            "gemma4-tiny-moe,33,17", "gemma4-tiny-moe,33,30"})
+            "gemma4-tiny-moe,33,17", "gemma4-tiny-moe,33,30", "gemma4-tiny,1100,1000", "gemma4-tiny-ple-e2b,1030,20"})
     void theRestOfAStepFromTheStateWithinItHasTheOnePassBits(String name, int length, int prefix) {
         try (var model = Gemma4Model.load(Path.of("..", "checkpoints", name))) {
             int[] tokens = prompt(model.config().vocabSize(), length, 1);

@@ -42,6 +42,16 @@ public record TensorView(String name, DType dtype, long[] shape, MemorySegment d
         return out;
     }
 
+    /**
+     * {@link #toFloats}, without the copy where this view is exactly a float[] on the heap (F32, the whole array, as a
+     * live engine's captured tensor is): that array itself. For callers that only read it.
+     */
+    public float[] floatsToRead() {
+        if (dtype == DType.F32 && data.heapBase().orElse(null) instanceof float[] a && data.address() == 0
+                && data.byteSize() == (long) a.length * Float.BYTES && a.length == elementCount()) return a;
+        return toFloats();
+    }
+
     public String shapeString() { return Arrays.toString(shape); }
 
     @Override

@@ -18,13 +18,16 @@ public final class ModelLocator {
     /** A checkpoint's hashes and the quantization its config.json declares (null: float weights). */
     public record Identity(String configSha256, String weightsSha256, DumpManifest.Quantization quantization) {}
 
-    /** Hashes of a checkpoint folder: config.json's bytes, and the *.safetensors bytes in file-name order. */
+    /**
+     * Hashes of a checkpoint folder: config.json's bytes, and the *.safetensors bytes in file-name order (a large
+     * checkpoint's remembered while its shards are unchanged: {@link WeightsHashCache}).
+     */
     public static Identity identity(Path dir) {
         Path cfg = dir.resolve("config.json");
         if (!Files.isRegularFile(cfg)) throw new BadInputException(dir, "has no config.json; --model needs a Hugging Face checkpoint folder");
         String c = CheckpointFiles.sha256(cfg);
         try (var f = CheckpointFiles.open(dir)) {
-            return new Identity(c, f.weightsSha256(), EngineSetup.quantization(dir, f.declaredQuantization()));
+            return new Identity(c, WeightsHashCache.weightsSha256(dir, f), EngineSetup.quantization(dir, f.declaredQuantization()));
         }
     }
 

@@ -90,7 +90,7 @@ public final class LocalAttribution {
         String kind = CapturePoints.kindOf(point);
         int layer = CapturePoints.layerOf(point);
         if (OpGraph.node(kind) == null || layer >= cfg.numLayers()) return;
-        float[] c = t.toFloats();
+        float[] c = t.floatsToRead(); // a live candidate's private copy is kept as it is, not copied again: nothing here writes it
         have.put(point, c);
         if (CapturePoints.isCacheRead(kind) && layer >= 0 && !cfg.layer(layer).kvShared()) thisRead.put(point, new Read(readLo(layer), c));
         boolean out = kind.equals(CapturePoints.OUT);
