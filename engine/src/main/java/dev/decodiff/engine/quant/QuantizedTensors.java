@@ -191,7 +191,9 @@ public final class QuantizedTensors {
     private static PackedTensor pack(TensorView w, long[] shape, TensorView scales, TensorView biases, MlxQuantization.Spec spec, Arena arena) {
         DType type = scales.dtype() == biases.dtype() ? scales.dtype() : DType.F32;
         long n = scales.elementCount(), e = type.bytes();
-        var pairs = arena.allocate(Math.max(2 * n * e, 1), 64);
+        long bytes = Math.max(2 * n * e, 1);
+        // beside the codes decode streams these too: on huge pages where the machine has them, as the codes will be
+        var pairs = bytes >= (2 << 20) && HugePageMemory.available() ? HugePageMemory.allocate(bytes, arena) : arena.allocate(bytes, 64);
         if (type == DType.F32) {
             var f = java.lang.foreign.ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(java.nio.ByteOrder.LITTLE_ENDIAN);
             for (long i = 0; i < n; i++) {
