@@ -77,10 +77,10 @@ final class CompareCommand implements Callable<Integer> {
     @Option(names = "--no-observer-check", description = "Live run only: skip the probe-free run that checks the probes change nothing.")
     boolean noObserverCheck;
 
-    @Option(names = "--full-observer-check", description = {"Live run only: re-run every step whole without probes. By default a step longer than "
-            + LiveCandidate.REPLAYED + " positions (a long prompt) re-runs only its last " + LiveCandidate.REPLAYED + " without probes, resumed from the probed",
-            "pass's own keys and values of the earlier ones, so the prompt is not computed twice; an effect of the probes confined to those earlier",
-            "positions' values is then not seen (the report says which positions were re-run)."})
+    @Option(names = "--full-observer-check", description = "Live run only: re-run every step whole without probes. By default a step longer than "
+            + LiveCandidate.REPLAYED + " positions (a long prompt) re-runs only its last " + LiveCandidate.REPLAYED + " without probes, resumed from the probed "
+            + "pass's own keys and values of the earlier ones, so the prompt is not computed twice; an effect of the probes confined to those earlier "
+            + "positions' values is then not seen (the report says which positions were re-run).")
     boolean fullObserverCheck;
 
     @Spec
