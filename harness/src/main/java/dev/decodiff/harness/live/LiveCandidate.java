@@ -35,7 +35,8 @@ import java.util.function.UnaryOperator;
  * value of those positions, at any layer or point, that reaches the step's logits, and of every decode step; what it
  * gives up is an effect confined to the earlier positions' values, whose keys and values both sessions then read as
  * the probed pass computed them. {@link ObserverCheck#WHOLE} re-runs every step whole instead (the prompt computed
- * twice), as does any run with an encoded KV cache or a fault (their one-pass and resumed bits differ by design).
+ * twice), as does any run with an encoded KV cache (a resumed step reads the earlier rows as the cache rounded them,
+ * the one pass read them unrounded) or a fault (some change what a resumed session computes).
  */
 public final class LiveCandidate implements StreamingCandidate {
     /** How the probes' observer effect is checked. */
