@@ -4,7 +4,6 @@ import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.decodiff.harness.cli.Main;
 import dev.decodiff.llamacpp.ffi.LlamaCppHome;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
@@ -98,7 +97,7 @@ class BenchSmokeTest {
 
     @Test
     void benchAgainstLlamaCppGivesDecodiffOverLlamaCppPerContextAndForPrefill(@TempDir Path cache) throws Exception {
-        Assumptions.assumeTrue(LlamaCppHome.configured() || LlamaCppHome.available(), "llama.cpp is not set up: run scripts/llamacpp.sh");
+        LlamaCppSetUp.assumeAvailable();
         var out = new StringWriter();
         var err = new StringWriter();
         int code = Main.commandLine(new PrintWriter(out, true), new PrintWriter(err, true))

@@ -1,6 +1,5 @@
 package dev.decodiff.tests;
 
-import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.decodiff.harness.compare.ToleranceProfile;
 import org.junit.jupiter.api.BeforeAll;
@@ -32,10 +31,6 @@ class CalibrateTest {
         assertThat(r.out()).contains("float32").contains("bfloat16").contains("attn.v_read").contains("near_tie").contains("wrote " + profile);
     }
 
-    static JsonNode json(Cli r) throws Exception {
-        assertThat(r.out()).as(r.toString()).startsWith("{");
-        return JSON.readTree(r.out());
-    }
 
     @Test
     void theProfileIsThreeTimesTheNoiseFloorPerKindAndLoadsAsAToleranceProfile() throws Exception {
@@ -59,18 +54,18 @@ class CalibrateTest {
         var with = Cli.run("compare", fp32.toString(), bf16.toString(), "--tolerance", profile.toString(), "--json");
         assertThat(with.code()).as(with.toString()).isZero();
         // every cell within the calibrated tolerances: a match, though the attribution still names the bf16 rounding
-        var wj = json(with);
+        var wj = with.json();
         assertThat(wj.get("failing_cells").asInt()).isZero();
         assertThat(wj.get("verdict").asText()).isEqualTo("match");
         assertThat(wj.get("attribution").get("precision_effects").get(0).get("explanation").asText()).startsWith("bf16 activations");
         // without it, judged by accumulated error alone, the first bf16 rounding (the embedding's, 1.9e-3 > 1e-5) is the divergence
         var accumulated = Cli.run("compare", fp32.toString(), bf16.toString(), "--json", "--no-attribution");
         assertThat(accumulated.code()).as(accumulated.toString()).isEqualTo(1);
-        assertThat(json(accumulated).get("first_divergence").get("point").asText()).isEqualTo("embed");
+        assertThat(accumulated.json().get("first_divergence").get("point").asText()).isEqualTo("embed");
         // with local attribution (the default: the checkpoint is bundled) every op is reproduced by bf16 rounding
         var attributed = Cli.run("compare", fp32.toString(), bf16.toString(), "--json");
         assertThat(attributed.code()).as(attributed.toString()).isZero();
-        var j = json(attributed);
+        var j = attributed.json();
         assertThat(j.get("verdict").asText()).isEqualTo("precision");
         assertThat(j.get("first_divergence").isNull()).isTrue();
         var effects = j.get("attribution").get("precision_effects");
@@ -95,7 +90,7 @@ class CalibrateTest {
             var r = Cli.run("compare", ref.toString(), "--fault", "layer-scalar-ignored", "--tolerance", profile.toString(),
                     "--no-observer-check", "--json");
             assertThat(r.code()).as(r.toString()).isEqualTo(1);
-            var fd = json(r).get("first_divergence");
+            var fd = r.json().get("first_divergence");
             assertThat(fd.get("step").asInt()).isZero();
             assertThat(fd.get("point").asText()).isEqualTo("layers.0.out");
             assertThat(fd.get("rel_l2").asDouble()).isGreaterThan(2 * fd.get("tolerance").asDouble());
@@ -124,7 +119,7 @@ class CalibrateTest {
         assertThat(Files.readString(out)).isEqualTo("keep me");
         var forced = Cli.run("calibrate", fp32.toString(), bf16.toString(), "--out", out.toString(), "--force", "--json");
         assertThat(forced.code()).as(forced.toString()).isZero();
-        assertThat(json(forced).get("points").get("logits").asDouble()).isPositive();
+        assertThat(forced.json().get("points").get("logits").asDouble()).isPositive();
         assertThat(Files.readString(out)).startsWith("{");
 
         var other = Cli.run("calibrate", fp32.toString(), root.resolve("reference-dumps/gemma4-tiny-ple/long").toString(),

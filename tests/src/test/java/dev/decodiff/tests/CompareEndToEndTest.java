@@ -1,7 +1,5 @@
 package dev.decodiff.tests;
 
-import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.decodiff.harness.dump.CapturedTensor;
 import dev.decodiff.harness.dump.DumpReader;
 import org.junit.jupiter.api.BeforeAll;
@@ -19,7 +17,6 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 /** `decodiff compare` end to end on the committed reference dumps and checkpoints. */
 class CompareEndToEndTest {
-    static final ObjectMapper JSON = new ObjectMapper();
     static Path root, defaultCase;
 
     @TempDir
@@ -34,16 +31,12 @@ class CompareEndToEndTest {
 
     static List<Path> cases() { return ReferenceCases.fp32Cases(); }
 
-    static JsonNode json(Cli r) throws Exception {
-        assertThat(r.out()).as(r.toString()).startsWith("{");
-        return JSON.readTree(r.out());
-    }
 
     @Test
     void theDefaultCaseMatchesLiveWithNoObserverEffect() throws Exception {
         var r = Cli.run("compare", "--json");
         assertThat(r.code()).as(r.toString()).isZero();
-        var j = json(r);
+        var j = r.json();
         assertThat(j.get("verdict").asText()).isEqualTo("match");
         assertThat(j.get("first_divergence").isNull()).isTrue();
         assertThat(j.get("observer_effect").asText()).isEqualTo("none");
@@ -60,7 +53,7 @@ class CompareEndToEndTest {
     void everyBundledCaseMatchesLive(Path caseDir) throws Exception {
         var r = Cli.run("compare", caseDir.toString(), "--json", "--no-observer-check");
         assertThat(r.code()).as(r.toString()).isZero();
-        var j = json(r);
+        var j = r.json();
         assertThat(j.get("verdict").asText()).as(j.get("verdict_text").asText()).isEqualTo("match");
         assertThat(j.get("only_in_reference")).as("every reference point is recorded live").isEmpty();
     }
@@ -69,7 +62,7 @@ class CompareEndToEndTest {
     void theBf16ReferenceMatchesLiveUnderTheBuiltInBf16Profile() throws Exception {
         var r = Cli.run("compare", root.resolve("reference-dumps/gemma4-tiny/long-bf16").toString(), "--json", "--no-observer-check");
         assertThat(r.code()).as(r.toString()).isZero();
-        var j = json(r);
+        var j = r.json();
         assertThat(j.get("tolerance_profile").asText()).isEqualTo("built-in bf16 noise floor");
         // under fp32 tolerances, judged by accumulated error alone, the bf16 reference's own noise (~1e-2) is a divergence
         Path strict = Files.writeString(tmp.resolve("fp32.json"), "{\"default\": 1e-4}");
@@ -80,7 +73,7 @@ class CompareEndToEndTest {
         var a = Cli.run("compare", root.resolve("reference-dumps/gemma4-tiny/long-bf16").toString(), "--tolerance", strict.toString(),
                 "--no-observer-check", "--json");
         assertThat(a.code()).as(a.toString()).isZero();
-        var aj = json(a);
+        var aj = a.json();
         assertThat(aj.get("verdict").asText()).isEqualTo("precision");
         assertThat(aj.get("attribution").get("precision_effects")).isEmpty();
         for (var c : aj.get("attribution").get("cells")) assertThat(c.get("status").asText()).as(c.toString()).isEqualTo("exact");
@@ -90,7 +83,7 @@ class CompareEndToEndTest {
     void aFaultSwitchedOnByHandIsFoundAtItsCell() throws Exception {
         var r = Cli.run("compare", "--fault", "k-eq-v-rotated-keys", "--json", "--no-observer-check");
         assertThat(r.code()).as(r.toString()).isEqualTo(1);
-        var fd = json(r).get("first_divergence");
+        var fd = r.json().get("first_divergence");
         int firstKEqV = firstKEqVLayer();
         assertThat(fd.get("step").asInt()).isEqualTo(1);
         assertThat(fd.get("layer").asInt()).isEqualTo(firstKEqV);
@@ -119,7 +112,7 @@ class CompareEndToEndTest {
         });
         var r = Cli.run("compare", defaultCase.toString(), cand.toString(), "--json");
         assertThat(r.code()).as(r.toString()).isEqualTo(1);
-        var fd = json(r).get("first_divergence");
+        var fd = r.json().get("first_divergence");
         assertThat(fd.get("step").asInt()).isEqualTo(step);
         assertThat(fd.get("layer").asInt()).isEqualTo(layer);
         assertThat(fd.get("point").asText()).isEqualTo("layers.1.attn.v_read");

@@ -1,7 +1,5 @@
 package dev.decodiff.tests;
 
-import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.decodiff.harness.cli.Main;
 import dev.decodiff.llamacpp.gguf.GgufFile;
 import org.junit.jupiter.api.BeforeAll;
@@ -21,7 +19,6 @@ import static org.assertj.core.api.Assertions.assertThat;
  * weights against such a reference are another model, refused unless --allow-mismatch.
  */
 class GgufReferenceTest {
-    static final ObjectMapper JSON = new ObjectMapper();
     static Path root;
 
     @BeforeAll
@@ -38,10 +35,6 @@ class GgufReferenceTest {
         return cases;
     }
 
-    static JsonNode json(Cli r) throws Exception {
-        assertThat(r.out()).as(r.toString()).startsWith("{");
-        return JSON.readTree(r.out());
-    }
 
     @ParameterizedTest(name = "{0}")
     @MethodSource("ggufCases")
@@ -55,7 +48,7 @@ class GgufReferenceTest {
             if (explicit) args.addAll(List.of("--model", gguf.toString()));
             var r = Cli.run(args.toArray(String[]::new));
             assertThat(r.code()).as(r.toString()).isZero();
-            var j = json(r);
+            var j = r.json();
             assertThat(j.get("verdict").asText()).as(j.get("verdict_text").asText()).isEqualTo("match");
             assertThat(j.get("only_in_reference")).isEmpty();
             assertThat(j.get("tolerance_profile").asText()).isEqualTo("built-in fp32 defaults");

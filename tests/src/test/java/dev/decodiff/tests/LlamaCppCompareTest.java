@@ -1,14 +1,10 @@
 package dev.decodiff.tests;
 
-import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.decodiff.harness.llamacpp.GgufCache;
 import dev.decodiff.llamacpp.LlamaCppRunner;
 import dev.decodiff.llamacpp.ffi.LlamaContext;
 import dev.decodiff.llamacpp.ffi.LlamaCppException;
-import dev.decodiff.llamacpp.ffi.LlamaCppHome;
 import dev.decodiff.llamacpp.gguf.GgufOutputType;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -29,7 +25,6 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
  * floor, and the KV-sharing checkpoint refused (llama.cpp would abort on it).
  */
 class LlamaCppCompareTest {
-    static final ObjectMapper JSON = new ObjectMapper();
     static Path root;
 
     @TempDir
@@ -37,22 +32,16 @@ class LlamaCppCompareTest {
 
     @BeforeAll
     static void setUp() {
-        Assumptions.assumeTrue(LlamaCppHome.configured() || LlamaCppHome.available(), "llama.cpp is not set up: run scripts/llamacpp.sh");
-        root = ReferenceCases.repoRoot();
-        System.setProperty("decodiff.home", root.toString());
+        root = LlamaCppSetUp.repoRootAsHome();
     }
 
-    static JsonNode json(Cli r) throws Exception {
-        assertThat(r.out()).as(r.toString()).startsWith("{");
-        return JSON.readTree(r.out());
-    }
 
     @ParameterizedTest(name = "{0}")
     @ValueSource(strings = {"gemma4-tiny/long", "gemma4-tiny/short", "gemma4-tiny-moe/long"})
     void byAccumulatedErrorLlamaCppDivergesFirstAtTheFirstMlpOutputByFp16GeluNoiseWithEverythingUpstreamExact(String refCase) throws Exception {
         var r = Cli.run("compare", root.resolve("reference-dumps/" + refCase).toString(), "--engine", "llama.cpp", "--json", "--no-attribution");
         assertThat(r.code()).as(r.toString()).isEqualTo(1);
-        var j = json(r);
+        var j = r.json();
         var fd = j.get("first_divergence");
         assertThat(fd.get("step").asInt()).isZero();
         assertThat(fd.get("point").asText()).isEqualTo("layers.0.mlp.out");
@@ -71,7 +60,7 @@ class LlamaCppCompareTest {
     void attributedCleanLlamaCppIsPrecisionNamingTheFp16GeluTableAtTheFirstMlp(String refCase) throws Exception {
         var r = Cli.run("compare", root.resolve("reference-dumps/" + refCase).toString(), "--engine", "llama.cpp", "--json");
         assertThat(r.code()).as(r.toString()).isZero();
-        var j = json(r);
+        var j = r.json();
         assertThat(j.get("verdict").asText()).isEqualTo("precision");
         var cells = j.get("attribution").get("cells");
         assertThat(cells.size()).as("every compared cell is attributed").isEqualTo(j.get("cells").asInt());
@@ -96,14 +85,14 @@ class LlamaCppCompareTest {
         var acc = Cli.run("compare", root.resolve("reference-dumps/gemma4-tiny/short").toString(), "--engine", "llama.cpp",
                 "--flash-attn", "--json", "--no-attribution");
         assertThat(acc.code()).as(acc.toString()).isEqualTo(1);
-        var fd = json(acc).get("first_divergence");
+        var fd = acc.json().get("first_divergence");
         assertThat(fd.get("step").asInt()).isZero();
         assertThat(fd.get("point").asText()).isEqualTo("layers.0.attn.k_read");
         assertThat(fd.get("rel_l2").asDouble()).isBetween(1e-4, 1e-3); // f16 rounding: 2^-11 relative at most
         var r = Cli.run("compare", root.resolve("reference-dumps/gemma4-tiny/short").toString(), "--engine", "llama.cpp",
                 "--flash-attn", "--json");
         assertThat(r.code()).as(r.toString()).isZero();
-        var j = json(r);
+        var j = r.json();
         assertThat(j.get("verdict").asText()).isEqualTo("precision");
         assertThat(j.get("only_in_reference")).as("k_read/v_read are read from the fused op's sources").isEmpty();
         assertThat(j.get("observer_effect").asText()).isEqualTo("none");
@@ -119,7 +108,7 @@ class LlamaCppCompareTest {
         var r = Cli.run("compare", root.resolve("reference-dumps/gemma4-tiny-moe/long").toString(), "--engine", "llama.cpp",
                 "--gguf-type", type, "--json", "--no-observer-check");
         assertThat(r.code()).as(r.toString()).isZero();
-        var j = json(r);
+        var j = r.json();
         // judged by the bf16 profile (half-precision weights) every cell may be within tolerance: match, the effects named all the same
         assertThat(j.get("verdict").asText()).isIn("precision", "match");
         var names = new java.util.ArrayList<String>();
@@ -133,7 +122,7 @@ class LlamaCppCompareTest {
         var r = Cli.run("compare", root.resolve("reference-dumps/gemma4-tiny-moe/long").toString(), "--engine", "llama.cpp",
                 "--gguf-type", "bf16", "--json", "--no-observer-check", "--no-attribution");
         assertThat(r.code()).as(r.toString()).isEqualTo(1);
-        var fd = json(r).get("first_divergence");
+        var fd = r.json().get("first_divergence");
         assertThat(fd.get("step").asInt()).isEqualTo(1);
         assertThat(fd.get("point").asText()).isEqualTo("layers.3.moe.out");
         assertThat(fd.get("rel_l2").asDouble()).isGreaterThan(0.5); // another expert's output, not rounding

@@ -5,11 +5,9 @@ import dev.decodiff.harness.dump.DumpReader;
 import dev.decodiff.harness.llamacpp.GgufCache;
 import dev.decodiff.llamacpp.ffi.GgmlTensor;
 import dev.decodiff.llamacpp.ffi.LlamaContext;
-import dev.decodiff.llamacpp.ffi.LlamaCppHome;
 import dev.decodiff.llamacpp.ffi.LlamaLibrary;
 import dev.decodiff.llamacpp.ffi.LlamaModel;
 import dev.decodiff.llamacpp.gguf.GgufOutputType;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 
 import java.nio.file.Path;
@@ -28,7 +26,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 class LlamaCppGeluTest {
     @Test
     void llamaCppsMlpIsTheExactMlpWithGeluRoundedThroughFp16() {
-        Assumptions.assumeTrue(LlamaCppHome.configured() || LlamaCppHome.available(), "llama.cpp is not set up: run scripts/llamacpp.sh");
+        LlamaCppSetUp.assumeAvailable();
         Path root = ReferenceCases.repoRoot(), ckpt = root.resolve("checkpoints/gemma4-tiny");
         Path gguf = GgufCache.of(ckpt, GgufOutputType.F32);
         var ref = DumpReader.open(root.resolve("reference-dumps/gemma4-tiny/long"));

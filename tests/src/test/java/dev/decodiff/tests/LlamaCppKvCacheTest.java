@@ -4,9 +4,7 @@ import dev.decodiff.harness.dump.DumpReader;
 import dev.decodiff.harness.llamacpp.GgufCache;
 import dev.decodiff.llamacpp.LlamaCppRunner;
 import dev.decodiff.llamacpp.ffi.LlamaContext;
-import dev.decodiff.llamacpp.ffi.LlamaCppHome;
 import dev.decodiff.llamacpp.gguf.GgufOutputType;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
@@ -23,7 +21,7 @@ class LlamaCppKvCacheTest {
     @ParameterizedTest(name = "{0}")
     @ValueSource(strings = {"f16", "bf16"})
     void theKeysReadBackAreTheReferenceKeysRoundedToTheCacheType(String type) {
-        Assumptions.assumeTrue(LlamaCppHome.configured() || LlamaCppHome.available(), "llama.cpp is not set up: run scripts/llamacpp.sh");
+        LlamaCppSetUp.assumeAvailable();
         var root = ReferenceCases.repoRoot();
         var ref = DumpReader.open(root.resolve("reference-dumps/gemma4-tiny/short"));
         var gguf = GgufCache.of(root.resolve("checkpoints/gemma4-tiny"), GgufOutputType.F32);

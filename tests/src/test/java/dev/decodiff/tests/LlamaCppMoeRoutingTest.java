@@ -4,11 +4,9 @@ import dev.decodiff.harness.dump.DumpReader;
 import dev.decodiff.harness.llamacpp.GgufCache;
 import dev.decodiff.llamacpp.ffi.GgmlTensor;
 import dev.decodiff.llamacpp.ffi.LlamaContext;
-import dev.decodiff.llamacpp.ffi.LlamaCppHome;
 import dev.decodiff.llamacpp.ffi.LlamaLibrary;
 import dev.decodiff.llamacpp.ffi.LlamaModel;
 import dev.decodiff.llamacpp.gguf.GgufOutputType;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 
 import java.nio.file.Path;
@@ -25,7 +23,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 class LlamaCppMoeRoutingTest {
     @Test
     void bf16WeightsFlipANearTieInTheRoutersSecondChoiceAtStep1Layer3() {
-        Assumptions.assumeTrue(LlamaCppHome.configured() || LlamaCppHome.available(), "llama.cpp is not set up: run scripts/llamacpp.sh");
+        LlamaCppSetUp.assumeAvailable();
         var root = ReferenceCases.repoRoot();
         var ckpt = root.resolve("checkpoints/gemma4-tiny-moe");
         var ref = DumpReader.open(root.resolve("reference-dumps/gemma4-tiny-moe/long"));

@@ -1,9 +1,6 @@
 package dev.decodiff.tests;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
-import dev.decodiff.llamacpp.ffi.LlamaCppHome;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -22,7 +19,6 @@ import static org.assertj.core.api.Assertions.assertThat;
  * its fp16 table. A hypothesis that quantized every input to q8_0 leaves the K-quant matrices' cells unexplained.
  */
 class LlamaCppQuantizedTest {
-    static final ObjectMapper JSON = new ObjectMapper();
     static Path root;
 
     @TempDir
@@ -30,15 +26,9 @@ class LlamaCppQuantizedTest {
 
     @BeforeAll
     static void setUp() {
-        Assumptions.assumeTrue(LlamaCppHome.configured() || LlamaCppHome.available(), "llama.cpp is not set up: run scripts/llamacpp.sh");
-        root = ReferenceCases.repoRoot();
-        System.setProperty("decodiff.home", root.toString());
+        root = LlamaCppSetUp.repoRootAsHome();
     }
 
-    static JsonNode json(Cli r) throws Exception {
-        assertThat(r.out()).as(r.toString()).startsWith("{");
-        return JSON.readTree(r.out());
-    }
 
     /** The verdict's attributed cells: all exact or precision; returns the explanations of the precision ones, by point kind. */
     static java.util.Map<String, java.util.Set<String>> assertEveryCellExplained(JsonNode j) {
@@ -63,7 +53,7 @@ class LlamaCppQuantizedTest {
         Path gguf = ReferenceCases.ggufOf(ref);
         var r = Cli.run("compare", ref.toString(), "--engine", "llama.cpp", "--gguf", gguf.toString(), "--json");
         assertThat(r.code()).as(r.toString()).isZero();
-        var j = json(r);
+        var j = r.json();
         assertThat(j.get("tokens").get("flip").asInt()).isZero();
         var byKind = assertEveryCellExplained(j);
         var names = new ArrayList<String>();
@@ -97,13 +87,13 @@ class LlamaCppQuantizedTest {
         assertThat(d.code()).as(d.toString()).isZero();
         var r = Cli.run("compare", ref.toString(), "--engine", "llama.cpp", "--gguf", gguf.toString(), "--model", gguf.toString(), "--json");
         assertThat(r.code()).as(r.toString()).isZero();
-        var byKind = assertEveryCellExplained(json(r));
+        var byKind = assertEveryCellExplained(r.json());
         assertThat(byKind.get("attn.q")).isNotEmpty().allMatch(e -> e.contains("vec-dot"));
         assertThat(byKind.get("attn.v")).isNotEmpty().allMatch(e -> e.contains("vec-dot"));
         // without --gguf llama.cpp runs the GGUF the reference's folder was made from, not a conversion of its floats
         var own = Cli.run("compare", ref.toString(), "--engine", "llama.cpp", "--model", gguf.toString(), "--json", "--no-attribution");
         assertThat(own.code()).as(own.toString()).isEqualTo(1);
-        var oj = json(own);
+        var oj = own.json();
         assertThat(oj.get("candidate").asText()).contains(gguf.toString()).doesNotContain("converted");
         assertThat(oj.get("first_divergence").get("rel_l2").asDouble()).as("the same divergence as with --gguf").isGreaterThan(1e-3);
         // moved away, it is not silently replaced by the folder's float weights

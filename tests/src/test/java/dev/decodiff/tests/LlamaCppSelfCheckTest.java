@@ -25,9 +25,7 @@ class LlamaCppSelfCheckTest {
 
     @BeforeAll
     static void setUp() {
-        Assumptions.assumeTrue(LlamaCppHome.configured() || LlamaCppHome.available(), "llama.cpp is not set up: run scripts/llamacpp.sh");
-        root = ReferenceCases.repoRoot();
-        System.setProperty("decodiff.home", root.toString());
+        root = LlamaCppSetUp.repoRootAsHome();
     }
 
     @Test

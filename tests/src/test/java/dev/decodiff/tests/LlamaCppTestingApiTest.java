@@ -3,8 +3,6 @@ package dev.decodiff.tests;
 import dev.decodiff.harness.testing.DecodiffAssertions;
 import dev.decodiff.harness.testing.EngineRun;
 import dev.decodiff.harness.testing.ReferenceDump;
-import dev.decodiff.llamacpp.ffi.LlamaCppHome;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 
 import static org.assertj.core.api.Assertions.assertThat;
@@ -14,7 +12,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 class LlamaCppTestingApiTest {
     @Test
     void aLlamaCppRunIsJudgedLikeAnEngineRunAndFailsWithTheVerdict() {
-        Assumptions.assumeTrue(LlamaCppHome.configured() || LlamaCppHome.available(), "llama.cpp is not set up: run scripts/llamacpp.sh");
+        LlamaCppSetUp.assumeAvailable();
         var root = ReferenceCases.repoRoot();
         var run = EngineRun.llamaCppOf(root.resolve("checkpoints/gemma4-tiny"));
         var ref = ReferenceDump.open(root.resolve("reference-dumps/gemma4-tiny/short"));

@@ -1,6 +1,5 @@
 package dev.decodiff.tests;
 
-import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.decodiff.harness.cli.Main;
 import org.junit.jupiter.api.BeforeAll;
@@ -43,17 +42,13 @@ class QuantizedReferenceTest {
         return cases;
     }
 
-    static JsonNode json(Cli r) throws Exception {
-        assertThat(r.out()).as(r.toString()).startsWith("{");
-        return JSON.readTree(r.out());
-    }
 
     @ParameterizedTest(name = "{0}")
     @MethodSource("quantizedCases")
     void theQuantizedCheckpointMatchesTransformersOnItsDequantizedWeights(Path caseDir) throws Exception {
         var r = Cli.run("compare", caseDir.toString(), "--json", "--no-observer-check");
         assertThat(r.code()).as(r.toString()).isZero();
-        var j = json(r);
+        var j = r.json();
         assertThat(j.get("verdict").asText()).as(j.get("verdict_text").asText()).isEqualTo("match");
         assertThat(j.get("only_in_reference")).isEmpty();
         assertThat(j.get("tolerance_profile").asText()).isEqualTo("built-in fp32 defaults");

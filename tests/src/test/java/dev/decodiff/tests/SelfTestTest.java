@@ -43,10 +43,6 @@ class SelfTestTest {
         System.setProperty("decodiff.home", root.toString());
     }
 
-    static JsonNode json(Cli r) throws Exception {
-        assertThat(r.out()).as(r.toString()).startsWith("{");
-        return JSON.readTree(r.out());
-    }
 
     /** One self-test run (about a minute on two cores) shared by the assertions on its JSON and on its table. */
     static SelfTestResult selftest;
@@ -133,7 +129,7 @@ class SelfTestTest {
         Path html = tmp.resolve("bisect.html");
         var r = Cli.run("bisect", ref.toString(), "--fault", "k-eq-v-rotated-keys", "--json", "--html", html.toString());
         assertThat(r.code()).as(r.toString()).isEqualTo(1);
-        var j = json(r);
+        var j = r.json();
         assertThat(j.get("verdict").asText()).isEqualTo("culprit");
         var c = j.get("culprit");
         assertThat(c.get("step").asInt()).isEqualTo(1);
@@ -166,7 +162,7 @@ class SelfTestTest {
     void bisectOfACleanEngineHasNothingToDo() throws Exception {
         var r = Cli.run("bisect", root.resolve("reference-dumps/gemma4-tiny/short").toString(), "--json");
         assertThat(r.code()).as(r.toString()).isZero();
-        var j = json(r);
+        var j = r.json();
         assertThat(j.get("verdict").asText()).isEqualTo("match");
         assertThat(j.get("culprit").isNull()).isTrue();
         assertThat(j.get("healed_by")).isEmpty();
@@ -177,7 +173,7 @@ class SelfTestTest {
         // short case: prompt 7, W = 8: position 8 is written one slot too far at step 2, read back at step 3.
         var r = Cli.run("bisect", root.resolve("reference-dumps/gemma4-tiny/short").toString(), "--fault", "ring-wrap", "--json");
         assertThat(r.code()).as(r.toString()).isEqualTo(1);
-        var j = json(r);
+        var j = r.json();
         assertThat(j.get("culprit").get("step").asInt()).isEqualTo(3);
         assertThat(j.get("culprit").get("point").asText()).isEqualTo("layers.0.attn.k_read");
         assertThat(j.get("transplant")).hasSize(4);
@@ -200,7 +196,7 @@ class SelfTestTest {
     void selfcheckPassesEveryCleanCheckpoint(String name) throws Exception {
         var r = Cli.run("selfcheck", "--model", root.resolve("checkpoints").resolve(name).toString(), "--json");
         assertThat(r.code()).as(r.toString()).isZero();
-        var j = json(r);
+        var j = r.json();
         assertThat(j.get("verdict").asText()).isEqualTo("pass");
         assertThat(j.get("checks").size()).isGreaterThanOrEqualTo(9);
     }
@@ -209,7 +205,7 @@ class SelfTestTest {
     void selfcheckCatchesItsThreeFaultsWithNoReference() throws Exception {
         var tiny = root.resolve("checkpoints/gemma4-tiny").toString();
         int layer = firstKEqV("gemma4-tiny");
-        var kv = json(Cli.run("selfcheck", "--model", tiny, "--fault", "k-eq-v-rotated-keys", "--json"));
+        var kv = Cli.run("selfcheck", "--model", tiny, "--fault", "k-eq-v-rotated-keys", "--json").json();
         assertThat(kv.get("verdict").asText()).isEqualTo("fail");
         assertThat(failing(kv, "cache-reads-match-writes").get("point").asText()).isEqualTo("layers." + layer + ".attn.v_read");
         assertThat(failing(kv, "cache-reads-match-writes").get("detail").asText()).contains("they are the keys");
@@ -217,7 +213,7 @@ class SelfTestTest {
 
         var ring = Cli.run("selfcheck", "--model", tiny, "--fault", "ring-wrap", "--json");
         assertThat(ring.code()).isEqualTo(1);
-        var rj = json(ring);
+        var rj = ring.json();
         assertThat(failing(rj, "cache-reads-match-writes").get("point").asText()).isEqualTo("layers.0.attn.k_read");
         assertThat(failing(rj, "cache-reads-match-writes").get("detail").asText()).contains("wrong cache slots");
 
