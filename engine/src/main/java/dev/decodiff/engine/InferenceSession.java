@@ -254,10 +254,14 @@ public final class InferenceSession {
         capture(CapturePoints.FINAL_NORM, new int[]{T, H}, normed, normed.length);
 
         float[] logits = new float[cfg.vocabSize()];
-        w.lmHead().matvec(normed, (T - 1) * H, logits, 0, matmul);
-        if (cfg.hasSoftcap() && !faults.noSoftcap()) {
-            float c = cfg.finalLogitSoftcap();
-            Parallel.forRange(logits.length, 4096, (from, to) -> Transcendentals.softcap(logits, from, to, c));
+        boolean softcap = cfg.hasSoftcap() && !faults.noSoftcap();
+        float c = cfg.finalLogitSoftcap();
+        if (softcap && matmul != MatmulPrecision.BF16 && w.lmHead().canMatvecThen()) {
+            // the soft-cap of each piece of logits right after the head computed it (element-wise: the same bits)
+            w.lmHead().matvecThen(normed, (T - 1) * H, logits, (from, to) -> Transcendentals.softcap(logits, from, to, c));
+        } else {
+            w.lmHead().matvec(normed, (T - 1) * H, logits, 0, matmul);
+            if (softcap) Parallel.forRange(logits.length, 4096, (from, to) -> Transcendentals.softcap(logits, from, to, c));
         }
         capture(CapturePoints.LOGITS, new int[]{logits.length}, logits, logits.length);
 
@@ -365,8 +369,13 @@ public final class InferenceSession {
         int i = spec.index(), qDim = cfg.numHeads() * spec.headDim();
         Rope rope = faults.rope(model, spec);
         int posShift = (faults.decodePosition() && T == 1 && start > 0 ? 1 : 0) + ropeShift;
-        float[] q = queries(spec, lw, h, T, start + posShift, rope);
-        if (!spec.kvShared()) keysAndValues(spec, lw, h, T, start + posShift, rope);
+        int stride = spec.kvHeads() * spec.headDim();
+        float[] q = scratch(S_Q, T * qDim);
+        float[] k = spec.kvShared() ? null : new float[T * stride];
+        float[] v = spec.kvShared() || spec.kEqV() ? null : new float[T * stride];
+        project(lw, h, T, q, k, v);
+        queries(spec, lw, q, T, start + posShift, rope);
+        if (!spec.kvShared()) keysAndValues(spec, lw, k, v, T, start + posShift, rope);
         float[] out = attendWindow(spec, q, T, start);
         capture(names[i][ATTN_OUT], new int[]{T, qDim}, out, T * qDim);
 
@@ -376,12 +385,26 @@ public final class InferenceSession {
         return a;
     }
 
-    /** q = RoPE(q_norm(h·Wq)) per head, rows at positions from {@code ropeStart}. */
-    private float[] queries(LayerSpec spec, LayerWeights lw, float[] h, int T, int ropeStart, Rope rope) {
+    /**
+     * The layer's projections h·Wq into q and, where given, h·Wk into k and h·Wv into v (before biases). A decode step
+     * runs them as one parallel call when the native kernels take all three (they read the same h): the bits of three.
+     */
+    private void project(LayerWeights lw, float[] h, int T, float[] q, float[] k, float[] v) {
+        if (T == 1 && matmul != MatmulPrecision.BF16 && k != null && WeightMatrix.canShareMatvec(lw.q(), lw.k())
+                && (v == null || WeightMatrix.canShareMatvec(lw.q(), lw.v()))) {
+            if (v == null) WeightMatrix.matvecAll(new WeightMatrix[]{lw.q(), lw.k()}, h, new float[][]{q, k});
+            else WeightMatrix.matvecAll(new WeightMatrix[]{lw.q(), lw.k(), lw.v()}, h, new float[][]{q, k, v});
+            return;
+        }
+        lw.q().matmul(h, T, q, matmul);
+        if (k != null) lw.k().matmul(h, T, k, matmul);
+        if (v != null) lw.v().matmul(h, T, v, matmul);
+    }
+
+    /** q = RoPE(q_norm(h·Wq)) per head from the projection in q, rows at positions from {@code ropeStart}. */
+    private void queries(LayerSpec spec, LayerWeights lw, float[] q, int T, int ropeStart, Rope rope) {
         int nh = cfg.numHeads(), d = spec.headDim(), qDim = nh * d;
         float eps = cfg.rmsNormEps();
-        float[] q = scratch(S_Q, T * qDim);
-        lw.q().matmul(h, T, q, matmul);
         addBias(q, T, lw.qBias());
         for (int t = 0; t < T; t++) {
             if (!faults.noQNorm())
@@ -389,25 +412,21 @@ public final class InferenceSession {
             rope.apply(q, t * qDim, nh, ropeStart + t);
         }
         capture(names[spec.index()][Q], new int[]{T, nh, d}, q, T * qDim);
-        return q;
     }
 
     /**
-     * This step's keys k = RoPE(k_norm(h·Wk)) and values v = v_norm(h·Wv) (k_eq_v layers: the raw k projection),
-     * kept as the layer's step rows until the caches commit them after the last layer.
+     * This step's keys k = RoPE(k_norm(h·Wk)) and values v = v_norm(h·Wv) (k_eq_v layers: the raw k projection; v is
+     * then null), from the projections in k and v, kept as the layer's step rows until the caches commit them after
+     * the last layer.
      */
-    private void keysAndValues(LayerSpec spec, LayerWeights lw, float[] h, int T, int ropeStart, Rope rope) {
+    private void keysAndValues(LayerSpec spec, LayerWeights lw, float[] k, float[] v, int T, int ropeStart, Rope rope) {
         int i = spec.index(), d = spec.headDim(), nkv = spec.kvHeads(), stride = nkv * d;
         float eps = cfg.rmsNormEps();
-        float[] k = new float[T * stride], v;
         float[] kNorm = faults.kNorm(lw.kNorm());
-        lw.k().matmul(h, T, k, matmul);
         addBias(k, T, lw.kBias());
         if (spec.kEqV()) {
             v = k.clone(); // k_eq_v: the value is the raw k projection, before k_norm and RoPE
         } else {
-            v = new float[T * stride];
-            lw.v().matmul(h, T, v, matmul);
             addBias(v, T, lw.vBias());
         }
         for (int t = 0; t < T; t++) {
@@ -595,16 +614,19 @@ public final class InferenceSession {
         int I = gate.rows();
         float[] g = scratch(S_G, T * I);
         float[] u = scratch(S_U, T * I);
-        if (T == 1 && matmul != MatmulPrecision.BF16 && WeightMatrix.canShareMatvec(gate, up)) {
-            WeightMatrix.matvecBoth(gate, up, h, g, u);
+        // The gated activation g·u, element-wise: splitting it over the cores, or running it on each piece of rows
+        // as soon as decode's paired matvec has computed them, changes no bit.
+        Parallel.RangeBody act = faults.silu() ? (from, to) -> { for (int j = from; j < to; j++) g[j] = g[j] / (1f + (float) Math.exp(-g[j])) * u[j]; }
+                : faults.geluErf() ? (from, to) -> { for (int j = from; j < to; j++) g[j] = (float) ExactGelu.gelu(g[j]) * u[j]; }
+                : (from, to) -> Transcendentals.geluTanhTimes(g, u, from, to);
+        if (T == 1 && matmul != MatmulPrecision.BF16 && WeightMatrix.canShareMatvec(gate, up) && gate.rows() == up.rows()) {
+            WeightMatrix.matvecPaired(gate, up, h, g, u, act);
         } else {
             gate.matmul(h, T, g, matmul);
             up.matmul(h, T, u, matmul);
+            if (faults.silu() || faults.geluErf()) act.run(0, T * I);
+            else Parallel.forRange(T * I, 1024, act);
         }
-        // Element-wise, so splitting it over the cores changes no bit.
-        if (faults.silu()) for (int j = 0; j < T * I; j++) g[j] = g[j] / (1f + (float) Math.exp(-g[j])) * u[j];
-        else if (faults.geluErf()) for (int j = 0; j < T * I; j++) g[j] = (float) ExactGelu.gelu(g[j]) * u[j];
-        else Parallel.forRange(T * I, 1024, (from, to) -> Transcendentals.geluTanhTimes(g, u, from, to));
         down.matmul(g, T, out, matmul);
         return out;
     }

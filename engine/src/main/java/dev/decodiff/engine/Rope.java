@@ -56,13 +56,44 @@ public final class Rope {
         return inv;
     }
 
-    /** Rotates each of the {@code heads} vectors of x (at x[off + h·headDim]) to position pos, in place. */
-    public void apply(float[] x, int off, int heads, int pos) {
+    /**
+     * The rotation of one position: cos and sin of each rotated pair's angle (pairs whose angle is 0 are left out,
+     * they pass through unchanged). Every layer of a kind shares its Rope, so a decode step's 2·L calls (q and k of each
+     * layer) compute the position's cos/sin once instead of once per call (StrictMath's cos and sin cost more than the
+     * rotation itself).
+     */
+    private record Angles(int pos, int[] pairs, float[] cos, float[] sin) {}
+
+    /** The last position rotated (immutable, so a racy read sees a whole one). */
+    private Angles last;
+
+    private Angles angles(int pos) {
+        Angles a = last;
+        if (a != null && a.pos == pos) return a;
         float p = (float) pos;
+        int[] pairs = new int[half];
+        float[] cos = new float[half], sin = new float[half];
+        int n = 0;
         for (int j = 0; j < half; j++) {
             float angle = p * invFreq[j];
             if (angle == 0f) continue; // cos 0 = 1, sin 0 = 0 exactly: the pass-through dims of proportional RoPE
-            float c = (float) StrictMath.cos(angle), s = (float) StrictMath.sin(angle);
+            pairs[n] = j;
+            cos[n] = (float) StrictMath.cos(angle);
+            sin[n] = (float) StrictMath.sin(angle);
+            n++;
+        }
+        a = new Angles(pos, java.util.Arrays.copyOf(pairs, n), java.util.Arrays.copyOf(cos, n), java.util.Arrays.copyOf(sin, n));
+        last = a;
+        return a;
+    }
+
+    /** Rotates each of the {@code heads} vectors of x (at x[off + h·headDim]) to position pos, in place. */
+    public void apply(float[] x, int off, int heads, int pos) {
+        Angles a = angles(pos);
+        int[] pairs = a.pairs;
+        for (int i = 0; i < pairs.length; i++) {
+            int j = pairs[i];
+            float c = a.cos[i], s = a.sin[i];
             for (int h = 0; h < heads; h++) {
                 int b = off + h * headDim;
                 float x1 = x[b + j], x2 = x[b + j + half];

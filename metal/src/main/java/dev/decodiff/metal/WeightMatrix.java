@@ -171,20 +171,76 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
      * same columns and the native kernels in use ({@link #canShareMatvec}).
      */
     public static void matvecBoth(WeightMatrix a, WeightMatrix b, float[] x, float[] ya, float[] yb) {
-        if (!canShareMatvec(a, b)) throw new IllegalStateException("'" + a.name + "' and '" + b.name + "' cannot share a native matvec");
+        matvecAll(new WeightMatrix[]{a, b}, x, new float[][]{ya, yb});
+    }
+
+    /**
+     * {@link #matvecBoth} over any number of matrices with the same columns (decode's q, k and v projections): each
+     * ys[i] = ms[i]·x with the bits {@link #matvec} gives it, all in one parallel call.
+     */
+    public static void matvecAll(WeightMatrix[] ms, float[] x, float[][] ys) {
+        int grain = 64;
+        int[] start = new int[ms.length + 1];
+        var outs = new MemorySegment[ms.length];
+        for (int i = 0; i < ms.length; i++) {
+            if (!canShareMatvec(ms[0], ms[i])) throw new IllegalStateException("'" + ms[0].name + "' and '" + ms[i].name + "' cannot share a native matvec");
+            Objects.checkFromIndexSize(0, ms[i].rows, ys[i].length);
+            outs[i] = MemorySegment.ofArray(ys[i]).asSlice(0, ms[i].rows * 4L);
+            // each matrix's rows are numbered from the first multiple of the grain after the previous one's
+            start[i + 1] = start[i] + (ms[i].rows + grain - 1) / grain * grain;
+        }
+        Objects.checkFromIndexSize(0, ms[0].cols, x.length);
+        var xs = MemorySegment.ofArray(x).asSlice(0, ms[0].cols * 4L);
+        Parallel.forRangeGuided(start[ms.length], grain, (from, to) -> {
+            for (int i = 0; i < ms.length; i++) {
+                int lo = Math.max(from, start[i]) - start[i], hi = Math.min(to - start[i], ms[i].rows);
+                if (lo < hi) ms[i].nativeRows(xs, outs[i], lo, hi);
+            }
+        });
+    }
+
+    /**
+     * ya = a·x and yb = b·x (matrices of the same shape: decode's gate and up), then {@code after.run(from, to)} on
+     * each piece of rows as soon as both outputs of those rows are computed, on the thread that computed them: an
+     * element-wise op on the two outputs (the gated activation) runs while they are in cache and costs no parallel
+     * call of its own. Each output gets the bits {@link #matvec} gives it ({@link #canShareMatvec} must hold).
+     */
+    public static void matvecPaired(WeightMatrix a, WeightMatrix b, float[] x, float[] ya, float[] yb, Parallel.RangeBody after) {
+        if (!canShareMatvec(a, b) || a.rows != b.rows) throw new IllegalStateException("'" + a.name + "' and '" + b.name + "' cannot share a native matvec");
         Objects.checkFromIndexSize(0, a.cols, x.length);
         Objects.checkFromIndexSize(0, a.rows, ya.length);
         Objects.checkFromIndexSize(0, b.rows, yb.length);
         var xs = MemorySegment.ofArray(x).asSlice(0, a.cols * 4L);
         var as = MemorySegment.ofArray(ya).asSlice(0, a.rows * 4L);
         var bs = MemorySegment.ofArray(yb).asSlice(0, b.rows * 4L);
-        // b's rows are numbered from the first multiple of the grain after a's; a chunk may hold rows of both.
-        int grain = 64, bStart = (a.rows + grain - 1) / grain * grain;
-        Parallel.forRangeGuided(bStart + b.rows, grain, (from, to) -> {
-            if (from < a.rows) a.nativeRows(xs, as, from, Math.min(to, a.rows));
-            if (to > bStart) b.nativeRows(xs, bs, Math.max(from, bStart) - bStart, to - bStart);
+        Parallel.forRangeGuided(a.rows, 32, (from, to) -> {
+            a.nativeRows(xs, as, from, to);
+            b.nativeRows(xs, bs, from, to);
+            after.run(from, to);
         });
     }
+
+    /**
+     * {@link #matvec} (native kernels: {@link #canShareMatvec} of this with itself), then {@code after.run(from, to)}
+     * on each piece of output rows [from, to) right after it is computed, on the thread that computed it (an
+     * element-wise op on the output, such as the logit soft-cap, then needs no pass of its own over memory).
+     */
+    public void matvecThen(float[] x, int xOff, float[] y, Parallel.RangeBody after) {
+        requireNative();
+        Objects.checkFromIndexSize(xOff, cols, x.length);
+        Objects.checkFromIndexSize(0, rows, y.length);
+        var xs = MemorySegment.ofArray(x).asSlice(xOff * 4L, cols * 4L);
+        var ys = MemorySegment.ofArray(y).asSlice(0, rows * 4L);
+        Parallel.RangeBody body = (from, to) -> {
+            nativeRows(xs, ys, from, to);
+            after.run(from, to);
+        };
+        if (GUIDED_MATVEC) Parallel.forRangeGuided(rows, 64, body);
+        else Parallel.forRange(rows, 64, chunksPerThread(), body);
+    }
+
+    /** Whether {@link #matvecThen} can take this matrix. */
+    public boolean canMatvecThen() { return nativeKernel(); }
 
     /** Whether {@link #matvecBoth} can take a and b. */
     public static boolean canShareMatvec(WeightMatrix a, WeightMatrix b) {

@@ -148,6 +148,58 @@ class AffineWeightMatrixTest {
         for (int r = 0; r < 77; r++) assertThat(yb[r]).isEqualTo(reference(b.weights(), 512, r, x, 0));
     }
 
+    /** Decode's q, k and v projections in one parallel call: each matrix's rows get the bits of the dequantized dot. */
+    @Test
+    void matvecAllGivesEachPackedMatrixItsOwnBits() {
+        assumeThat(NativeKernels.affineAvailable()).as(NativeKernels.status()).isTrue();
+        var q = random(4, 64, DType.BF16, 517, 768, 11);
+        var k = random(4, 64, DType.BF16, 64, 768, 12);
+        var v = random(8, 64, DType.BF16, 33, 768, 13);
+        float[] x = activations(768, 14), yq = new float[517], yk = new float[64], yv = new float[33 + 4];
+        WeightMatrix.matvecAll(new WeightMatrix[]{q.packed(), k.packed(), v.packed()}, x, new float[][]{yq, yk, yv});
+        for (int r = 0; r < 517; r++) assertThat(yq[r]).as("q row %d", r).isEqualTo(reference(q.weights(), 768, r, x, 0));
+        for (int r = 0; r < 64; r++) assertThat(yk[r]).as("k row %d", r).isEqualTo(reference(k.weights(), 768, r, x, 0));
+        for (int r = 0; r < 33; r++) assertThat(yv[r]).as("v row %d", r).isEqualTo(reference(v.weights(), 768, r, x, 0));
+        assertThat(yv[33]).as("nothing written past v's rows").isZero();
+    }
+
+    /**
+     * Decode's gate and up with the activation run on each piece of rows: every row is handed to the callback once,
+     * after both of its outputs hold the dequantized dots, and the head's soft-cap path (matvecThen) alike.
+     */
+    @Test
+    void matvecPairedAndThenHandEachRowOnceWithItsOutputsDone() {
+        assumeThat(NativeKernels.affineAvailable()).as(NativeKernels.status()).isTrue();
+        int rows = 1031, cols = 512;
+        var a = random(4, 64, DType.BF16, rows, cols, 21);
+        var b = random(4, 64, DType.BF16, rows, cols, 22);
+        float[] x = activations(cols, 23), ya = new float[rows], yb = new float[rows];
+        float[] ra = new float[rows], rb = new float[rows];
+        for (int r = 0; r < rows; r++) {
+            ra[r] = reference(a.weights(), cols, r, x, 0);
+            rb[r] = reference(b.weights(), cols, r, x, 0);
+        }
+        int[] seen = new int[rows];
+        boolean[] ready = new boolean[rows];
+        WeightMatrix.matvecPaired(a.packed(), b.packed(), x, ya, yb, (from, to) -> {
+            for (int r = from; r < to; r++) {
+                seen[r]++;
+                ready[r] = ya[r] == ra[r] && yb[r] == rb[r];
+            }
+        });
+        for (int r = 0; r < rows; r++) {
+            assertThat(seen[r]).as("row %d handed to the activation", r).isEqualTo(1);
+            assertThat(ready[r]).as("row %d computed before its activation ran", r).isTrue();
+        }
+        float[] y = new float[rows];
+        int[] capped = new int[rows];
+        a.packed().matvecThen(x, 0, y, (from, to) -> {
+            for (int r = from; r < to; r++) capped[r] += y[r] == ra[r] ? 1 : 100;
+        });
+        for (int r = 0; r < rows; r++) assertThat(capped[r]).as("row %d: once, after its dot", r).isEqualTo(1);
+        assertThat(y).containsExactly(ra);
+    }
+
     @Test
     void aSliceOfRowsIsThoseRowsOfTheMatrix() {
         var c = random(4, 32, DType.F16, 24, 128, 5);

@@ -318,6 +318,40 @@ class WeightMatrixTest {
         assertThat(yb[rowsB]).isZero();
     }
 
+    /** Decode's q/k/v in one call, gate/up paired with their activation, the head with its soft-cap: the Java kernels' bits. */
+    @ParameterizedTest
+    @CsvSource({"2048,256,256,1536", "100,37,5,64", "1,129,64,48"})
+    void decodesFusedMatvecsGiveEachMatrixTheJavaKernelsBits(int rowsQ, int rowsK, int rowsV, int cols) {
+        if (!NativeKernels.available()) return;
+        var q = random(DType.BF16, rowsQ, cols, rowsQ + 3L * cols);
+        var k = random(DType.BF16, rowsK, cols, rowsK + 5L * cols);
+        var v = random(DType.BF16, rowsV, cols, rowsV + 9L * cols);
+        float[] x = new float[cols];
+        var rnd = new Random(cols + 1);
+        for (int i = 0; i < cols; i++) x[i] = (float) rnd.nextGaussian();
+        float[] yq = new float[rowsQ], yk = new float[rowsK], yv = new float[rowsV];
+        float[] rq = new float[rowsQ], rk = new float[rowsK], rv = new float[rowsV];
+        q.matvecJava(x, 0, rq, 0);
+        k.matvecJava(x, 0, rk, 0);
+        v.matvecJava(x, 0, rv, 0);
+        WeightMatrix.matvecAll(new WeightMatrix[]{q, k, v}, x, new float[][]{yq, yk, yv});
+        assertThat(yq).containsExactly(rq);
+        assertThat(yk).containsExactly(rk);
+        assertThat(yv).containsExactly(rv);
+
+        var up = random(DType.BF16, rowsQ, cols, rowsQ + 13L * cols);
+        float[] ru = new float[rowsQ], g = new float[rowsQ], u = new float[rowsQ], expected = new float[rowsQ];
+        up.matvecJava(x, 0, ru, 0);
+        for (int r = 0; r < rowsQ; r++) expected[r] = Transcendentals.geluTanh(rq[r]) * ru[r];
+        WeightMatrix.matvecPaired(q, up, x, g, u, (from, to) -> Transcendentals.geluTanhTimes(g, u, from, to));
+        assertThat(g).containsExactly(expected);
+
+        float[] logits = new float[rowsQ], capped = rq.clone();
+        Transcendentals.softcap(capped, 0, rowsQ, 30f);
+        q.matvecThen(x, 0, logits, (from, to) -> Transcendentals.softcap(logits, from, to, 30f));
+        assertThat(logits).containsExactly(capped);
+    }
+
     @ParameterizedTest
     @CsvSource({"1000,7", "5,1", "64,64", "100000,16"})
     void parallelRunsEveryIndexOnce(int n, int grain) {
