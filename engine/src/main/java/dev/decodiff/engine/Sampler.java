@@ -1,5 +1,9 @@
 package dev.decodiff.engine;
 
+import jdk.incubator.vector.FloatVector;
+import jdk.incubator.vector.VectorOperators;
+import jdk.incubator.vector.VectorSpecies;
+
 import java.util.Arrays;
 import java.util.SplittableRandom;
 
@@ -21,12 +25,30 @@ public final class Sampler {
 
     public static Sampler greedy() { return new Sampler(0f, 0, 1f, 0); }
 
-    /** The index of the largest logit; the first one on ties, as torch.argmax. NaN never wins. */
+    /**
+     * The index of the largest logit; the first one on ties, as torch.argmax. NaN never wins (all NaN: the last index).
+     * Two vector passes (the largest non-NaN value, then its first index) instead of one loop whose every step waits on
+     * the last comparison: a greedy decode step of a 262,144-entry vocabulary spent 0.3–0.4 ms there.
+     */
     public static int argmax(float[] logits) {
-        int best = 0;
-        for (int i = 1; i < logits.length; i++) if (logits[i] > logits[best] || Float.isNaN(logits[best])) best = i;
-        return best;
+        int n = logits.length, bound = F.loopBound(n), i = 0;
+        var vmax = FloatVector.broadcast(F, Float.NEGATIVE_INFINITY);
+        for (; i < bound; i += F.length()) {
+            var v = FloatVector.fromArray(F, logits, i);
+            vmax = vmax.max(v.blend(Float.NEGATIVE_INFINITY, v.test(VectorOperators.IS_NAN)));
+        }
+        float max = vmax.reduceLanes(VectorOperators.MAX);
+        for (; i < n; i++) if (logits[i] > max) max = logits[i];
+        var target = FloatVector.broadcast(F, max);
+        for (i = 0; i < bound; i += F.length()) {
+            var hit = FloatVector.fromArray(F, logits, i).compare(VectorOperators.EQ, target);
+            if (hit.anyTrue()) return i + hit.firstTrue();
+        }
+        for (; i < n; i++) if (logits[i] == max) return i;
+        return n - 1; // every logit NaN
     }
+
+    private static final VectorSpecies<Float> F = FloatVector.SPECIES_PREFERRED;
 
     public int sample(float[] logits) {
         if (temperature == 0f) return argmax(logits);

@@ -16,6 +16,27 @@ class SamplerTest {
         assertThat(Sampler.argmax(new float[]{Float.NaN, 1f, 0f})).isEqualTo(1);
     }
 
+    /**
+     * torch.argmax's rule written out (first maximum, NaN never wins; all NaN: the last index) against random vectors
+     * of every length around the vector width, with ties, NaNs, infinities and signed zeros planted.
+     */
+    @Test
+    void argmaxIsTheFirstLargestNonNanValueAtEveryLength() {
+        var rnd = new java.util.Random(5);
+        float[] specials = {Float.NaN, Float.NEGATIVE_INFINITY, Float.POSITIVE_INFINITY, -0f, 0f, 3f};
+        for (int n = 1; n < 80; n++)
+            for (int rep = 0; rep < 200; rep++) {
+                float[] x = new float[n];
+                for (int i = 0; i < n; i++) x[i] = rnd.nextInt(4) == 0 ? specials[rnd.nextInt(specials.length)] : rnd.nextInt(7) - 3;
+                if (rep % 50 == 0) java.util.Arrays.fill(x, Float.NaN);
+                if (rep % 50 == 1) java.util.Arrays.fill(x, Float.NEGATIVE_INFINITY);
+                int expected = -1;
+                for (int i = 0; i < n; i++) if (!Float.isNaN(x[i]) && (expected < 0 || x[i] > x[expected])) expected = i;
+                if (expected < 0) expected = n - 1;
+                assertThat(Sampler.argmax(x)).as("n=%d %s", n, java.util.Arrays.toString(x)).isEqualTo(expected);
+            }
+    }
+
     @Test
     void topKOneAndATinyTopPAreGreedyWhateverTheTemperature() {
         for (long seed = 0; seed < 50; seed++) {

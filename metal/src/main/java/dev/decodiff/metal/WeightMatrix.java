@@ -71,10 +71,11 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
      */
     private static final int NATIVE_MIN_CHUNK = 7 * TILE_TOKENS;
     /**
-     * Decode's matvec claims its rows in shrinking pieces ({@link Parallel#forRangeGuided}); -Ddecodiff.matvecSplit=uniform
-     * restores the uniform ~4 MB pieces, for comparing the two.
+     * Decode's matvec gives each thread one large piece of rows and shares the last sixteenth in shrinking pieces
+     * ({@link Parallel#forRangeInHalves}); -Ddecodiff.matvecSplit=guided (shrinking pieces throughout) or uniform
+     * (four equal pieces per thread) restore earlier splits, for comparing them.
      */
-    private static final boolean GUIDED_MATVEC = !"uniform".equals(System.getProperty("decodiff.matvecSplit"));
+    private static final String MATVEC_SPLIT = System.getProperty("decodiff.matvecSplit", "halves");
     /** Tokens (and weight rows) of one AMX tile. */
     private static final int AMX_TILE = 16;
     /**
@@ -160,8 +161,7 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
         Objects.checkFromIndexSize(yOff, rows, y.length);
         var xs = MemorySegment.ofArray(x).asSlice(xOff * 4L, cols * 4L);
         var ys = MemorySegment.ofArray(y).asSlice(yOff * 4L, rows * 4L);
-        if (GUIDED_MATVEC) Parallel.forRangeGuided(rows, 64, (from, to) -> nativeRows(xs, ys, from, to));
-        else Parallel.forRange(rows, 64, chunksPerThread(), (from, to) -> nativeRows(xs, ys, from, to));
+        decodeRows(rows, 64, (from, to) -> nativeRows(xs, ys, from, to));
     }
 
     /**
@@ -191,7 +191,7 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
         }
         Objects.checkFromIndexSize(0, ms[0].cols, x.length);
         var xs = MemorySegment.ofArray(x).asSlice(0, ms[0].cols * 4L);
-        Parallel.forRangeGuided(start[ms.length], grain, (from, to) -> {
+        decodeRows(start[ms.length], grain, (from, to) -> {
             for (int i = 0; i < ms.length; i++) {
                 int lo = Math.max(from, start[i]) - start[i], hi = Math.min(to - start[i], ms[i].rows);
                 if (lo < hi) ms[i].nativeRows(xs, outs[i], lo, hi);
@@ -213,7 +213,7 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
         var xs = MemorySegment.ofArray(x).asSlice(0, a.cols * 4L);
         var as = MemorySegment.ofArray(ya).asSlice(0, a.rows * 4L);
         var bs = MemorySegment.ofArray(yb).asSlice(0, b.rows * 4L);
-        Parallel.forRangeGuided(a.rows, 32, (from, to) -> {
+        decodeRows(a.rows, 32, (from, to) -> {
             a.nativeRows(xs, as, from, to);
             b.nativeRows(xs, bs, from, to);
             after.run(from, to);
@@ -235,8 +235,16 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
             nativeRows(xs, ys, from, to);
             after.run(from, to);
         };
-        if (GUIDED_MATVEC) Parallel.forRangeGuided(rows, 64, body);
-        else Parallel.forRange(rows, 64, chunksPerThread(), body);
+        decodeRows(rows, 64, body);
+    }
+
+    /** How decode's matvecs split their rows over the threads (-Ddecodiff.matvecSplit: halves, guided, uniform). */
+    private static void decodeRows(int n, int grain, Parallel.RangeBody body) {
+        switch (MATVEC_SPLIT) {
+            case "guided" -> Parallel.forRangeGuided(n, grain, body);
+            case "uniform" -> Parallel.forRange(n, grain, body);
+            default -> Parallel.forRangeInHalves(n, grain, body);
+        }
     }
 
     /** Whether {@link #matvecThen} can take this matrix. */
@@ -247,15 +255,6 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
         return a.nativeKernel() && b.nativeKernel() && a.cols == b.cols;
     }
 
-    /**
-     * How many pieces each thread's share of a matvec is cut into: a thread that finishes first waits on average half
-     * a piece for the others, so a large matrix (the vocabulary head: 805 MB on the bench model) is cut into pieces of
-     * ~4 MB; a small one stays at the pool's default (each piece also costs a claim).
-     */
-    private int chunksPerThread() {
-        long perThread = bytes() / Parallel.threads();
-        return (int) Math.clamp(perThread / (4L << 20), 4, 64);
-    }
 
     /**
      * Rows [from, to) of {@link #matvec}, four at a time: four independent FMA chains hide the FMA latency that a

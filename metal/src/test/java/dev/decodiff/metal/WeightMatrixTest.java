@@ -363,6 +363,21 @@ class WeightMatrixTest {
             assertThat(from % grain).as("a guided chunk starts on a grain").isZero();
             for (int i = from; i < to; i++) hits[i]++;
         });
-        for (int i = 0; i < n; i++) assertThat(hits[i]).isEqualTo(100);
+        var pieces = new java.util.concurrent.atomic.AtomicInteger();
+        for (int rep = 0; rep < 50; rep++) Parallel.forRangeInHalves(n, grain, (from, to) -> {
+            assertThat(from % grain).as("a piece starts on a grain").isZero();
+            pieces.incrementAndGet();
+            for (int i = from; i < to; i++) hits[i]++;
+        });
+        for (int i = 0; i < n; i++) assertThat(hits[i]).isEqualTo(150);
+    }
+
+    /** Decode's split: one large piece per thread and a short tail, so a 2,048-row matvec is a few kernel passes, not a dozen. */
+    @Test
+    void aMatvecInHalvesIsAFewPieces() {
+        var pieces = new java.util.concurrent.ConcurrentLinkedQueue<int[]>();
+        Parallel.forRangeInHalves(2048, 64, (from, to) -> pieces.add(new int[]{from, to}));
+        assertThat(pieces).hasSizeLessThanOrEqualTo(Parallel.threads() + 2);
+        if (Parallel.threads() > 1) assertThat(pieces).anySatisfy(p -> assertThat(p[1] - p[0]).isGreaterThanOrEqualTo(2048 * 15 / 16 / Parallel.threads() / 64 * 64));
     }
 }
