@@ -369,6 +369,7 @@ public final class InferenceSession {
         int i = spec.index(), qDim = cfg.numHeads() * spec.headDim();
         Rope rope = faults.rope(model, spec);
         int posShift = (faults.decodePosition() && T == 1 && start > 0 ? 1 : 0) + ropeShift;
+        rope.prepare(start + posShift, T);
         int stride = spec.kvHeads() * spec.headDim();
         float[] q = scratch(S_Q, T * qDim);
         float[] k = spec.kvShared() ? null : new float[T * stride];

@@ -71,29 +71,73 @@ public final class Rope {
         Angles a = last;
         if (a != null && a.pos == pos) return a;
         float p = (float) pos;
-        int[] pairs = new int[half];
-        float[] cos = new float[half], sin = new float[half];
         int n = 0;
-        for (int j = 0; j < half; j++) {
+        for (int j = 0; j < half; j++) if (p * invFreq[j] != 0f) n++;
+        int[] pairs = new int[n];
+        float[] cos = new float[n], sin = new float[n];
+        for (int j = 0, i = 0; j < half; j++) {
             float angle = p * invFreq[j];
             if (angle == 0f) continue; // cos 0 = 1, sin 0 = 0 exactly: the pass-through dims of proportional RoPE
-            pairs[n] = j;
-            cos[n] = (float) StrictMath.cos(angle);
-            sin[n] = (float) StrictMath.sin(angle);
-            n++;
+            pairs[i] = j;
+            cos[i] = (float) StrictMath.cos(angle);
+            sin[i] = (float) StrictMath.sin(angle);
+            i++;
         }
-        a = new Angles(pos, java.util.Arrays.copyOf(pairs, n), java.util.Arrays.copyOf(cos, n), java.util.Arrays.copyOf(sin, n));
+        a = new Angles(pos, pairs, cos, sin);
         last = a;
         return a;
     }
 
+    /**
+     * The rotations of a run of positions [start, start + n) — a multi-token step's, which every layer of this kind
+     * applies to its queries and keys: cos/sin of pair pairs[i] at position start + t at [t·pairs.length + i]. Only
+     * built where no angle of the run but position 0's is 0 (so every pair rotates at every other position, as
+     * {@link #angles} would say; position 0, where nothing rotates, is left to it).
+     */
+    private record Run(int start, int n, int[] pairs, float[] cos, float[] sin) {}
+
+    private Run run;
+
+    /**
+     * Computes the rotations of positions [start, start + n) once for the calls to {@link #apply} that follow (a
+     * prefill of 4,096 tokens otherwise computed each position's cos and sin twice in every layer); same values.
+     */
+    public void prepare(int start, int n) {
+        Run r = run;
+        if (n < 2 || start < 0 || (r != null && r.start == start && r.n == n)) return;
+        int m = 0;
+        for (int j = 0; j < half; j++) if (invFreq[j] != 0f) m++;
+        int[] pairs = new int[m];
+        for (int j = 0, i = 0; j < half; j++) if (invFreq[j] != 0f) pairs[i++] = j;
+        float[] cos = new float[n * m], sin = new float[n * m];
+        for (int t = start == 0 ? 1 : 0; t < n; t++) {
+            float p = (float) (start + t);
+            for (int i = 0; i < m; i++) {
+                float angle = p * invFreq[pairs[i]];
+                if (angle == 0f) return; // an angle that underflows: leave these positions to angles()
+                cos[t * m + i] = (float) StrictMath.cos(angle);
+                sin[t * m + i] = (float) StrictMath.sin(angle);
+            }
+        }
+        run = new Run(start, n, pairs, cos, sin);
+    }
+
     /** Rotates each of the {@code heads} vectors of x (at x[off + h·headDim]) to position pos, in place. */
     public void apply(float[] x, int off, int heads, int pos) {
+        Run r = run;
+        if (r != null && pos > 0 && pos >= r.start && pos < r.start + r.n) {
+            int m = r.pairs.length;
+            rotate(x, off, heads, r.pairs, r.cos, r.sin, (pos - r.start) * m);
+            return;
+        }
         Angles a = angles(pos);
-        int[] pairs = a.pairs;
+        rotate(x, off, heads, a.pairs, a.cos, a.sin, 0);
+    }
+
+    private void rotate(float[] x, int off, int heads, int[] pairs, float[] cos, float[] sin, int at) {
         for (int i = 0; i < pairs.length; i++) {
             int j = pairs[i];
-            float c = a.cos[i], s = a.sin[i];
+            float c = cos[at + i], s = sin[at + i];
             for (int h = 0; h < heads; h++) {
                 int b = off + h * headDim;
                 float x1 = x[b + j], x2 = x[b + j + half];
