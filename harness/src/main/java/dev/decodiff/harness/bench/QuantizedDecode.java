@@ -31,6 +31,8 @@ final class QuantizedDecode {
     private QuantizedDecode() {}
 
     static final int CONTEXT = 128;
+    /** Untimed decode rounds before the timed ones. */
+    static final int WARM_UP_ROUNDS = 16;
 
     record Model(String name, long bytesPerToken, long rssAddedBytes, String placement, Figure tokensPerS, Figure cpuMsPerToken,
                  Figure overBf16, Figure cpuOverBf16) {}
@@ -129,9 +131,12 @@ final class QuantizedDecode {
             for (int i = 0; i < n; i++) {
                 sessions[i] = models.get(i).newSession();
                 logits[i] = sessions[i].forward(prompt);
-                // untimed warm-up steps: the kernels compile before the timed ones
-                for (int w = 0; w < 2; w++) logits[i] = sessions[i].forward(new int[]{dev.decodiff.engine.Sampler.argmax(logits[i])});
             }
+            // Untimed warm-up rounds, the models in turn as in the timed ones: with two steps of each, the JIT was still
+            // compiling the decode's Java code (attention, GELU, the soft-cap) into the first timed rounds, and those
+            // steps weigh more in the small models' time.
+            for (int w = 0; w < WARM_UP_ROUNDS; w++)
+                for (int i = 0; i < n; i++) logits[i] = sessions[i].forward(new int[]{dev.decodiff.engine.Sampler.argmax(logits[i])});
             var setup = BenchSetup.of(bs, models.getFirst(), dir, 1, steps, null, log);
             var reader = ReadBandwidth.nativeReader(setup);
             if (reader == null) throw new BadInputException("--quantized needs the native kernels: " + dev.decodiff.metal.NativeKernels.status());
