@@ -625,8 +625,7 @@ public final class InferenceSession {
         } else {
             gate.matmul(h, T, g, matmul);
             up.matmul(h, T, u, matmul);
-            if (faults.silu() || faults.geluErf()) act.run(0, T * I);
-            else Parallel.forRange(T * I, 1024, act);
+            Parallel.forRange(T * I, 1024, act);
         }
         down.matmul(g, T, out, matmul);
         return out;

@@ -81,6 +81,8 @@ public final class Transcendentals {
 
     /** Elements staged per {@link #expBlock} call. */
     private static final int BLOCK = 256;
+    /** Each thread's staging block (softmax calls these methods per attention row and head: no allocation each time). */
+    private static final ThreadLocal<double[]> STAGED = ThreadLocal.withInitial(() -> new double[BLOCK]);
 
     /**
      * gelu_pytorch_tanh(x) = 0.5·x·(1 + tanh(u)) = x / (1 + e^(−2u)), u = √(2/π)·(x + 0.044715·x³), in double. The
@@ -94,7 +96,7 @@ public final class Transcendentals {
 
     /** g[j] = geluTanh(g[j]) · u[j] for j in [from, to) (the gated MLP's activation; the product in fp32). */
     public static void geluTanhTimes(float[] g, float[] u, int from, int to) {
-        double[] e = new double[BLOCK];
+        double[] e = STAGED.get();
         int j = from;
         for (int bound = from + (to - from) / N * N; j < bound; ) {
             int m = Math.min(BLOCK, bound - j);
@@ -127,7 +129,7 @@ public final class Transcendentals {
 
     /** x[j] = tanh(x[j] / cap) · cap for j in [from, to): Gemma's final-logit soft-cap (divide and scale in fp32). */
     public static void softcap(float[] x, int from, int to, float cap) {
-        double[] e = new double[BLOCK];
+        double[] e = STAGED.get();
         int j = from;
         for (int bound = from + (to - from) / N * N; j < bound; ) {
             int m = Math.min(BLOCK, bound - j);
@@ -154,7 +156,7 @@ public final class Transcendentals {
 
     /** x[j] = (float) e^(x[j] − max) for j in [off, off+n) (the difference in fp32, as softmax takes it). */
     public static void expShifted(float[] x, int off, int n, float max) {
-        double[] e = new double[BLOCK];
+        double[] e = STAGED.get();
         int j = off, end = off + n;
         for (int bound = off + n / N * N; j < bound; ) {
             int m = Math.min(BLOCK, bound - j);

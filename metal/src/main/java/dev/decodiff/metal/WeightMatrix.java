@@ -165,18 +165,9 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
     }
 
     /**
-     * a.matvec(x) into ya and b.matvec(x) into yb as one parallel call over both matrices' rows (decode's gate and up
-     * projections read the same activations): one fork and one join instead of two, and one tail where the threads
-     * wait for each other. Each output gets the bits {@link #matvec} gives it. Both matrices must be bf16 with the
-     * same columns and the native kernels in use ({@link #canShareMatvec}).
-     */
-    public static void matvecBoth(WeightMatrix a, WeightMatrix b, float[] x, float[] ya, float[] yb) {
-        matvecAll(new WeightMatrix[]{a, b}, x, new float[][]{ya, yb});
-    }
-
-    /**
-     * {@link #matvecBoth} over any number of matrices with the same columns (decode's q, k and v projections): each
-     * ys[i] = ms[i]·x with the bits {@link #matvec} gives it, all in one parallel call.
+     * ys[i] = ms[i]·x for matrices with the same columns (decode's q, k and v projections, which read the same
+     * activations) as one parallel call over all their rows: one fork, one join and one tail instead of one each. Each
+     * output gets the bits {@link #matvec} gives it; {@link #canShareMatvec} must hold for every pair.
      */
     public static void matvecAll(WeightMatrix[] ms, float[] x, float[][] ys) {
         int grain = 64;
@@ -213,6 +204,7 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
         var xs = MemorySegment.ofArray(x).asSlice(0, a.cols * 4L);
         var as = MemorySegment.ofArray(ya).asSlice(0, a.rows * 4L);
         var bs = MemorySegment.ofArray(yb).asSlice(0, b.rows * 4L);
+        // each row index reads a row of both matrices: half the grain of a single matvec's
         decodeRows(a.rows, 32, (from, to) -> {
             a.nativeRows(xs, as, from, to);
             b.nativeRows(xs, bs, from, to);
@@ -250,7 +242,7 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
     /** Whether {@link #matvecThen} can take this matrix. */
     public boolean canMatvecThen() { return nativeKernel(); }
 
-    /** Whether {@link #matvecBoth} can take a and b. */
+    /** Whether {@link #matvecAll} and {@link #matvecPaired} can take a and b together. */
     public static boolean canShareMatvec(WeightMatrix a, WeightMatrix b) {
         return a.nativeKernel() && b.nativeKernel() && a.cols == b.cols;
     }

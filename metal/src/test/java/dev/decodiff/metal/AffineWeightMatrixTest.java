@@ -137,13 +137,13 @@ class AffineWeightMatrixTest {
     }
 
     @Test
-    void matvecBothGivesEachPackedMatrixItsOwnBits() {
+    void matvecAllOfTwoGivesEachPackedMatrixItsOwnBits() {
         assumeThat(NativeKernels.affineAvailable()).as(NativeKernels.status()).isTrue();
         var a = random(4, 64, DType.BF16, 203, 512, 1);
         var b = random(8, 32, DType.BF16, 77, 512, 2);
         float[] x = activations(512, 3), ya = new float[203], yb = new float[77];
         assertThat(WeightMatrix.canShareMatvec(a.packed(), b.packed())).isTrue();
-        WeightMatrix.matvecBoth(a.packed(), b.packed(), x, ya, yb);
+        WeightMatrix.matvecAll(new WeightMatrix[]{a.packed(), b.packed()}, x, new float[][]{ya, yb});
         for (int r = 0; r < 203; r++) assertThat(ya[r]).isEqualTo(reference(a.weights(), 512, r, x, 0));
         for (int r = 0; r < 77; r++) assertThat(yb[r]).isEqualTo(reference(b.weights(), 512, r, x, 0));
     }

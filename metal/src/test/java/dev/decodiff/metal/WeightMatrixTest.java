@@ -301,7 +301,7 @@ class WeightMatrixTest {
     /** Decode's shared matvec (gate and up in one parallel call) gives each matrix the bits of its own matvec. */
     @ParameterizedTest
     @CsvSource({"6144,6144,1536", "100,37,64", "64,1,200", "1,129,48"})
-    void matvecBothGivesEachMatrixItsOwnMatvecBits(int rowsA, int rowsB, int cols) {
+    void matvecAllOfTwoGivesEachMatrixItsOwnMatvecBits(int rowsA, int rowsB, int cols) {
         if (!NativeKernels.available()) return;
         var a = random(DType.BF16, rowsA, cols, rowsA + 7L * cols);
         var b = random(DType.BF16, rowsB, cols, rowsB + 11L * cols);
@@ -309,7 +309,7 @@ class WeightMatrixTest {
         var rnd = new Random(cols);
         for (int i = 0; i < cols; i++) x[i] = (float) rnd.nextGaussian();
         float[] ya = new float[rowsA + 5], yb = new float[rowsB + 5], ra = new float[rowsA], rb = new float[rowsB];
-        WeightMatrix.matvecBoth(a, b, x, ya, yb);
+        WeightMatrix.matvecAll(new WeightMatrix[]{a, b}, x, new float[][]{ya, yb});
         a.matvec(x, 0, ra, 0);
         b.matvec(x, 0, rb, 0);
         assertThat(java.util.Arrays.copyOf(ya, rowsA)).containsExactly(ra);
