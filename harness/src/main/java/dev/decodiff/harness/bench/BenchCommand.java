@@ -77,7 +77,8 @@ public final class BenchCommand implements Callable<Integer> {
             description = "Measure only decode of the bench model's MLX affine conversions at these bit widths (4 and/or 8, e.g. 4,8; "
                     + "made once with checkpoints/make_mlx_checkpoints.py convert, NumPy, and cached beside it) against the bf16 model: all loaded "
                     + "at once, one step of each in turn (--decode-steps rounds, after 16 untimed ones) after a 128-token prompt; prints each one's tok/s, CPU time per "
-                    + "token, weight bytes per token against the best read pass, the resident memory its load added, and its speed over bf16.")
+                    + "token, weight bytes per token against the best read pass and (median) against the pass right after each step's round, the resident "
+                    + "memory its load added, and its speed over bf16.")
     String quantized;
 
     @Option(names = "--compare-time", paramLabel = "N",

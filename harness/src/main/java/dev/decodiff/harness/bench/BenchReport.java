@@ -87,6 +87,8 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
         o.put("decode_weight_gbs", decodeWeightGbs());
         o.put("decode_bandwidth_ratio", bandwidthRatio());
         o.put("decode_128_bandwidth_ratio", bandwidthRatio128());
+        if (decode.overRoundPass() != null)
+            for (var e : decode.overRoundPass().entrySet()) o.put("decode_" + e.getKey() + "_over_round_read_pass", e.getValue().median());
         o.put("decode_2048_over_128", ratio2048over128());
         o.put("prefill_tokens_per_s", prefillTps.median());
         if (prefillFmaTps != null) {
@@ -337,6 +339,8 @@ record BenchReport(BenchSpec spec, Machine machine, long weightBytesPerToken, Re
         out.println("ratios (targets):");
         out.println(Fmt.format("  decode weight traffic / best read       %5.2f  (≥ 0.85) %s", bandwidthRatio(), ok(bandwidthRatio() >= 0.85)));
         out.println(Fmt.format("  the same at ctx 128                     %5.2f  (≥ 0.8)  %s", bandwidthRatio128(), ok(bandwidthRatio128() >= 0.8)));
+        if (decode.overRoundPass() != null)
+            out.println("  … over the read pass of its own round   " + decode.overRoundPass().get(128).format("%5.2f") + "  (ctx 128; each step against the pass right after it)");
         out.println(Fmt.format("  prefill GEMM / FMA peak (best passes)   %5.2f  (≥ 0.8)  %s", compute.gemmOverPeak(), ok(compute.gemmOverPeak() >= 0.8)));
         if (compute.amxPeakGflops() != null) {
             out.println(Fmt.format("  exact GEMM, AMX / FMA                   %5.2f  (≥ 2)    %s", compute.amxOverFmaGemm(), ok(compute.amxOverFmaGemm() >= 2)));

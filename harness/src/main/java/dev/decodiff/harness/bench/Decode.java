@@ -12,11 +12,16 @@ import java.util.Map;
  * session) and 2048 (the cold one), one step of each in turn, so that drift over the run (other tenants, clocks)
  * hits the three alike and their ratio is measured in one stretch of time. After each round of steps the prefetching
  * reader makes one pass over the same weights ({@code readGbs}): this machine's memory bandwidth drifts over minutes
- * (other tenants), so a ceiling read only before decode could sit below what decode itself then moved.
+ * (other tenants), so a ceiling read only before decode could sit below what decode itself then moved. On a host
+ * whose bandwidth swings by half within a minute, the best pass is a moment decode rarely shares: {@code overRoundPass}
+ * pairs each step with the pass that follows its round, the reader and decode a few tenths of a second apart.
  *
  * @param readGbs the reader's passes between decode rounds; null where there is no native reader
+ * @param overRoundPass per context, each step's weight traffic over the read pass right after its round; null
+ *                      where there is no native reader
  */
-record Decode(Figure ttftColdS, Map<Integer, Figure> tokensPerS, Figure readGbs) {
+record Decode(Figure ttftColdS, Map<Integer, Figure> tokensPerS, Figure readGbs, Map<Integer, Figure> overRoundPass) {
+    Decode(Figure ttftColdS, Map<Integer, Figure> tokensPerS, Figure readGbs) { this(ttftColdS, tokensPerS, readGbs, null); }
 
     static Decode measure(BenchSetup b, Prefill.Primed at512) {
         b.log().accept("TTFT: " + b.maxContext() + " tokens cold…");
@@ -35,7 +40,18 @@ record Decode(Figure ttftColdS, Map<Integer, Figure> tokensPerS, Figure readGbs)
                 b.decodeSteps(), read);
         var tps = new LinkedHashMap<Integer, Figure>();
         for (int k = 0; k < BenchSetup.CONTEXTS.length; k++) tps.put(BenchSetup.CONTEXTS[k], Figure.rates(1, sec[k]));
-        return new Decode(ttft, tps, round[0] > 0 ? Figure.of(passes) : null);
+        if (round[0] == 0) return new Decode(ttft, tps, null, null);
+        var paired = new LinkedHashMap<Integer, Figure>();
+        for (int k = 0; k < BenchSetup.CONTEXTS.length; k++)
+            paired.put(BenchSetup.CONTEXTS[k], overPasses(b.model().weightBytesPerToken(), sec[k], passes));
+        return new Decode(ttft, tps, Figure.of(passes), paired);
+    }
+
+    /** Each step's weight traffic ({@code bytes} over its seconds) over the read pass (GB/s) of the same round. */
+    static Figure overPasses(long bytes, double[] seconds, double[] passGbs) {
+        double[] r = new double[seconds.length];
+        for (int i = 0; i < r.length; i++) r[i] = bytes / seconds[i] / 1e9 / passGbs[i];
+        return Figure.of(r);
     }
 
     /** Greedy decode steps on one or several sessions, one step of each in turn; tokens/s per step, by context. */

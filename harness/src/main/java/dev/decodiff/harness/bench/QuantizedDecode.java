@@ -24,7 +24,7 @@ import java.util.function.Consumer;
  * loaded in this process, one greedy step of each in turn from the same 128-token prompt so that load from other
  * processes hits every model alike. Per model: tok/s (wall, median), the process CPU time per step (mean), the weight
  * bytes a token reads and the rate that makes against the best pass of the prefetching reader (one pass after each
- * round); each quantized model's speed over bf16 is the median of the per-round ratios of wall time, beside the ratio
+ * round) and, step by step, against the pass right after its round (median); each quantized model's speed over bf16 is the median of the per-round ratios of wall time, beside the ratio
  * of their total CPU times.
  */
 final class QuantizedDecode {
@@ -35,15 +35,15 @@ final class QuantizedDecode {
     static final int WARM_UP_ROUNDS = 16;
 
     record Model(String name, long bytesPerToken, long rssAddedBytes, String placement, Figure tokensPerS, Figure cpuMsPerToken,
-                 Figure overBf16, Figure cpuOverBf16) {}
+                 Figure overRoundPass, Figure overBf16, Figure cpuOverBf16) {}
 
     record Result(List<Model> models, Figure readGbs, int steps) {
         void print(PrintWriter out) {
             out.println(Fmt.format("quantized decode @%d, %d interleaved steps each; best read pass %.1f GB/s", CONTEXT, steps, readGbs.max()));
             for (var m : models) {
                 double gbs = m.bytesPerToken / 1e9 * m.tokensPerS.median();
-                out.println(Fmt.format("  %-5s %6.2f GB/token  %6.2f tok/s  %7.1f ms CPU/token  %5.1f GB/s = %.2f of the best read pass  load added %.2f GB RSS%s",
-                        m.name, m.bytesPerToken / 1e9, m.tokensPerS.median(), m.cpuMsPerToken.median(), gbs, gbs / readGbs.max(), m.rssAddedBytes / 1e9,
+                out.println(Fmt.format("  %-5s %6.2f GB/token  %6.2f tok/s  %7.1f ms CPU/token  %5.1f GB/s = %.2f of the best read pass, %.2f of its round's  load added %.2f GB RSS%s",
+                        m.name, m.bytesPerToken / 1e9, m.tokensPerS.median(), m.cpuMsPerToken.median(), gbs, gbs / readGbs.max(), m.overRoundPass.median(), m.rssAddedBytes / 1e9,
                         m.overBf16 == null ? "" : Fmt.format("  %.2f × bf16 (CPU time %.2f ×)", m.overBf16.median(), m.cpuOverBf16.median())));
                 out.println("        weights " + m.placement);
             }
@@ -58,6 +58,7 @@ final class QuantizedDecode {
                         .put("tokens_per_s", m.tokensPerS.median()).put("cpu_ms_per_token", m.cpuMsPerToken.median())
                         .put("read_gbs", m.bytesPerToken / 1e9 * m.tokensPerS.median())
                         .put("over_best_read_pass", m.bytesPerToken / 1e9 * m.tokensPerS.median() / readGbs.max())
+                        .put("over_round_read_pass", m.overRoundPass.median())
                         .put("weights", m.placement);
                 if (m.overBf16 != null) j.put("decode_over_bf16", m.overBf16.median()).put("decode_over_bf16_min", m.overBf16.min())
                         .put("decode_over_bf16_max", m.overBf16.max()).put("cpu_time_over_bf16", m.cpuOverBf16.median());
@@ -166,7 +167,8 @@ final class QuantizedDecode {
                     cpuOver = Figure.of(Arrays.stream(cpu[0]).sum() / Arrays.stream(cpu[i]).sum());
                 }
                 out.add(new Model(names.get(i), models.get(i).weightBytesPerToken(), rss[i], models.get(i).weightPlacement(),
-                        Figure.rates(1, wall[i]), Figure.of(Arrays.stream(cpu[i]).sum() / steps), over, cpuOver));
+                        Figure.rates(1, wall[i]), Figure.of(Arrays.stream(cpu[i]).sum() / steps),
+                        Decode.overPasses(models.get(i).weightBytesPerToken(), wall[i], passes), over, cpuOver));
             }
             return new Result(out, Figure.of(passes), steps);
         } finally {
