@@ -45,6 +45,8 @@ class BenchLocaleTest {
             String t = text.get(), j = json.get(), k = key.get(), d = describe.get(), r = rssText.get();
             // the ROOT rendering is the plain one the docs show: a point for decimals, commas between thousands
             assertThat(t).contains("  decode @ctx 512           14.40  (min   13.25, max   15.75, n=8) tok/s");
+            assertThat(t).contains("… over the read pass of its own round    0.94  (min  0.88, max  1.06, n=8)");
+            assertThat(j).contains("\"decode_128_over_round_read_pass\" : 0.9375");
             assertThat(d).contains("vocab 262,144");
             assertThat(k).contains("-v262144-");
             assertThat(r).contains("a 4,096-token prompt").contains("peak RSS   6.54 GB")
@@ -89,7 +91,8 @@ class BenchLocaleTest {
                 new Compute(new Figure(211.5, 224.25, 232.5, 3), new Figure(158.5, 176.25, 180.5, 3), "512×1536 · 1536×6144",
                         new Figure(6100.5, 6200.25, 6230.5, 3), new Figure(400.5, 420.25, 440.5, 3), new Figure(800.5, 820.25, 840.5, 3),
                         new Figure(2.25, 2.5, 2.75, 3), new Figure(4.25, 4.5, 4.75, 3)),
-                new Figure(103.5, 105.25, 107.75, 3), new Decode(new Figure(20.375, 20.375, 20.375, 1), decode, new Figure(30.5, 33.25, 36.75, 8)),
+                new Figure(103.5, 105.25, 107.75, 3), new Decode(new Figure(20.375, 20.375, 20.375, 1), decode, new Figure(30.5, 33.25, 36.75, 8),
+                        Map.of(128, new Figure(0.875, 0.9375, 1.0625, 8), 512, new Figure(0.8125, 0.9125, 1.0125, 8), 2048, new Figure(0.8, 0.9, 1.0, 8))),
                 new CaptureOverhead(new Figure(76.5, 88.25, 111.5, 8), new Figure(74.5, 92.25, 118.5, 8), new Figure(133.5, 159.25, 170.5, 8), 71_500_000L),
                 new PrefixReuse(new Figure(0.565, 0.575, 0.605, 3), new Figure(0.5625, 0.5725, 0.5775, 3)),
                 new KvTypes(bytes, prefill, Map.of(512, kvDecode, 2048, kvDecode), Map.of(512, overF32, 2048, overF32)),
