@@ -21,7 +21,6 @@ import java.util.Map;
  *                      where there is no native reader
  */
 record Decode(Figure ttftColdS, Map<Integer, Figure> tokensPerS, Figure readGbs, Map<Integer, Figure> overRoundPass) {
-    Decode(Figure ttftColdS, Map<Integer, Figure> tokensPerS, Figure readGbs) { this(ttftColdS, tokensPerS, readGbs, null); }
 
     static Decode measure(BenchSetup b, Prefill.Primed at512) {
         b.log().accept("TTFT: " + b.maxContext() + " tokens cold…");

@@ -24,8 +24,8 @@ import java.util.function.Consumer;
  * loaded in this process, one greedy step of each in turn from the same 128-token prompt so that load from other
  * processes hits every model alike. Per model: tok/s (wall, median), the process CPU time per step (mean), the weight
  * bytes a token reads and the rate that makes against the best pass of the prefetching reader (one pass after each
- * round) and, step by step, against the pass right after its round (median); each quantized model's speed over bf16 is the median of the per-round ratios of wall time, beside the ratio
- * of their total CPU times.
+ * round) and, step by step, against the pass right after its round (median); each quantized model's speed over bf16
+ * is the median of the per-round ratios of wall time, beside the ratio of their total CPU times.
  */
 final class QuantizedDecode {
     private QuantizedDecode() {}
