@@ -34,7 +34,7 @@
 /* A loop the compiler must unroll (so that arrays of vectors indexed by its counter become registers). */
 #define UNROLLED _Pragma("GCC unroll 16")
 
-int32_t decodiff_abi_version(void) { return 6; }
+int32_t decodiff_abi_version(void) { return 7; }
 
 int32_t decodiff_cpu_supported(void) {
     __builtin_cpu_init();
@@ -802,31 +802,75 @@ KERNEL_AMX float decodiff_amx_loop(int64_t iterations) {
 
 /*
  * MLX affine-quantized weights kept packed (4- or 8-bit codes, per group of `group` columns one (scale, bias) pair):
- * decode and prefill dequantize in registers, w = scale · q + bias, instead of streaming an fp32 copy (four or eight
- * times the codes' bytes). Each element is computed as fl(fl(scale · q) + bias), the operations and order of
- * AffineDequantizer, so it is the very fp32 value the dequantized path held (with bf16 or f16 scales the product is
- * exact and the sum rounds once, so a fused multiply-add gives it too); from there every output has the accumulation
- * contract above (16 lane accumulators, lanes summed in order). Groups are 32, 64 or 128 columns: a 16-column
- * vector never straddles two, and a row never has a scalar tail.
+ * decode and prefill dequantize in registers instead of streaming an fp32 copy (four or eight times the codes' bytes).
+ * Groups are 32, 64 or 128 columns: a 16-column vector never straddles two, and a row never has a scalar tail.
  *
- * Codes: row r at codes + r · cols · bits / 8, element c at bits [c · bits, (c + 1) · bits) little-endian (MLX's
- * uint32 words, read as bytes). Pairs: row r, group g at index r · (cols / group) + g, two values (scale, bias) in
- * `fmt`: AFFINE_F32 (8 bytes a pair), AFFINE_BF16 or AFFINE_F16 (4 bytes).
+ * Codes, blocked (decodiff_affine_block writes them from MLX's row-major words): rows in blocks of 16, block b at
+ * b · 16 · cols · bits / 8, as 64-byte chunks; in a chunk, bytes 4i .. 4i + 3 belong to row 16b + i. 4-bit: chunk k
+ * holds columns 8k .. 8k + 7, byte 4i + j the code of column 8k + j in its low nibble and of 8k + 4 + j in its high
+ * one; 8-bit: chunk k holds columns 4k .. 4k + 3, byte 4i + j column 4k + j. The rows after the last whole block
+ * (rows % 16 of them) follow row-major, as MLX stores them. So one 64-byte load gives sixteen rows four (or eight)
+ * columns each, the shape of a VNNI dot product. Pairs: row r, group g at index r · (cols / group) + g, two values
+ * (scale, bias) in `fmt`: AFFINE_F32 (8 bytes a pair), AFFINE_BF16 or AFFINE_F16 (4 bytes).
  *
- * 4-bit codes take no integer-to-float conversion: per row and group the sixteen possible weights are one vector (a
- * lookup table, fl(fl(scale · q) + bias) for q = 0..15) and vpermps picks each lane's by its code. A vpmultishiftqb
- * on the broadcast 8 code bytes puts code k in the low bits of lane k (vpermps reads only those), so 16 weights cost
- * two shuffles and one broadcast load before their FMA.
+ * Prefill (the GEMM) keeps the fp32 contract above: each weight is fl(fl(scale · q) + bias), the very value
+ * AffineDequantizer writes (with bf16 or f16 scales the product is exact and the sum rounds once, so a fused
+ * multiply-add gives it too), then 16 lane accumulators per output in column order, lanes summed in order: the bits of
+ * the dequantized fp32 weights.
+ *
+ * Decode (the matvec) computes each group's dot product exactly, in integers. Per group of the activations, with
+ * 2^(e-1) <= max |x| < 2^e, each x is held as the integer m = rint(x · 2^(30-e)) (exact for every x within 2^7 of the
+ * group's largest, and off by at most 2^(e-31) otherwise: below the rounding of any fp32 sum of that group), split into
+ * four signed bytes m = m0 + 2^8 m1 + 2^16 m2 + 2^24 m3; VPDPBUSD sums codes times bytes exactly, P_k = sum q · m_k,
+ * and per row and group
+ *     A = P0 + 2^8 P1,  B = P2 + 2^8 P3                  (exact int32)
+ *     f = fl(fl(B) · 2^16 + fl(A))                        (one fused multiply-add)
+ *     acc = fl(fl(scale · 2^(e-30)) · f + acc),  acc = fl(bias · X + acc),   X = fl(sum m · 2^(e-30)) (the group's sum)
+ * with acc from 0 over the groups in order: sum (scale · q + bias) · x with the weights never rounded and three
+ * roundings per group instead of one per column. Why: the fp32 matvec costs a shift, a table lookup and a fused
+ * multiply-add per 16 weights and was bound by them (2.4 cycles per 16 weights on Zen 4, 0.6 of the memory's rate);
+ * one VPDPBUSD multiplies 64 codes by a byte plane, and four planes cost 4 instructions per 64 weights. Against an fp64
+ * dot product it is closer than the fp32 chain (rel L2 1.3e-7 against 2.2e-7 on random rows). Every implementation
+ * of these formulas gives the same bits (the sums are exact), so a row's result depends neither on its block nor on
+ * the rows a thread was given. Activations that are not finite, or a group whose largest is below 2^-97, take the fp32
+ * path (the prefill's) for the whole call.
  */
-#define KERNEL_Q __attribute__((target("avx512f,avx512bw,avx512vbmi,f16c")))
+#define KERNEL_Q __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vnni,avx512dq,f16c,fma")))
 #define AFFINE_F32 0
 #define AFFINE_BF16 1
 #define AFFINE_F16 2
+#define BLOCK 16
 
 int32_t decodiff_cpu_affine(void) {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vbmi")
-           && __builtin_cpu_supports("f16c") ? 1 : 0;
+           && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("f16c")
+           && __builtin_cpu_supports("fma") ? 1 : 0;
+}
+
+/* 4-bit: the 8 codes of one 32-bit row word (code t in nibble t) as the blocked chunk's nibbles (t and 4 + t in byte t). */
+static inline uint32_t block_nibbles(uint32_t w) {
+    uint32_t lo = w & 0xffff, hi = w >> 16;
+    lo = (lo | lo << 8) & 0x00ff00ffu, lo = (lo | lo << 4) & 0x0f0f0f0fu;
+    hi = (hi | hi << 8) & 0x00ff00ffu, hi = (hi | hi << 4) & 0x0f0f0f0fu;
+    return lo | hi << 4;
+}
+
+/* Writes MLX's row-major codes (`in`) blocked into `out` (as many bytes), the layout above. */
+void decodiff_affine_block(const uint8_t *in, uint8_t *out, int64_t rows, int64_t cols, int32_t bits) {
+    const int64_t rb = cols * bits / 8, full = rows / BLOCK * BLOCK, chunks = rb / 4;
+    for (int64_t b = 0; b < full; b += BLOCK) {
+        const uint8_t *src = in + b * rb;
+        uint8_t *dst = out + b * rb;
+        for (int64_t k = 0; k < chunks; k++)
+            for (int i = 0; i < BLOCK; i++) {
+                uint32_t w;
+                memcpy(&w, src + i * rb + 4 * k, 4);
+                if (bits == 4) w = block_nibbles(w);
+                memcpy(dst + k * 64 + 4 * i, &w, 4);
+            }
+    }
+    memcpy(out + full * rb, in + full * rb, (size_t) ((rows - full) * rb));
 }
 
 KERNEL_Q static inline __attribute__((always_inline)) void affine_pair(const void *pairs, const int fmt, int64_t i, float *s, float *b) {
@@ -840,111 +884,187 @@ KERNEL_Q static inline __attribute__((always_inline)) void affine_pair(const voi
     }
 }
 
-/* Lane k: the low bits of 32-bit lane k hold 4-bit code k of the broadcast 64-bit word. */
-KERNEL_Q static inline __m512i nibble_control(void) {
-    return _mm512_set_epi64(60LL << 32 | 56, 52LL << 32 | 48, 44LL << 32 | 40, 36LL << 32 | 32,
-                            28LL << 32 | 24, 20LL << 32 | 16, 12LL << 32 | 8, 4LL << 32 | 0);
-}
-
-KERNEL_Q static inline __m512i broadcast8(const uint8_t *p) {
-    int64_t v;
-    memcpy(&v, p, 8);
-    return _mm512_set1_epi64(v);
-}
-
-/* Codes of 16 columns from c (a multiple of 16) of one row as fp32 integers. */
-KERNEL_Q static inline __m512 affine_codes(const uint8_t *row, const int bits, int64_t c) {
-    if (bits == 8) return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *) (row + c))));
-    __m512i n = _mm512_multishift_epi64_epi8(nibble_control(), broadcast8(row + c / 2));
-    return _mm512_cvtepi32_ps(_mm512_and_si512(n, _mm512_set1_epi32(15)));
-}
-
-/*
- * The matvec's lanes hold the columns of each 16-column step in the order PERM (lane 2i: column i, lane 2i + 1:
- * column 8 + i), so that one variable shift of the broadcast 8 code bytes puts each lane's 4-bit code in its low bits
- * (lane 2i reads the low 32 bits, 2i + 1 the high ones, both shifted by 4i): one shift on the vector ALU instead of a
- * shuffle on the port the vpermps needs. The activations are permuted alike once per call, so every lane still
- * accumulates its own column class in column order; at the end each row's accumulator is put back in column order
- * (UNPERM) before its lanes are summed. The bits are those of the unpermuted sum.
- */
-#define AFFINE_MAX_STACK_COLS 16384
-/*
- * 4-bit rows also prefetch 1 KB ahead of where they read into L1 (the lines the far prefetch brought into L2): codes at
- * 9.1 / 8.6 / 8.8 GB/s instead of 8.0 / 8.1 / 8.1 for 1536, 6144 and 2048 columns (2 KB ahead: 9.4 / 6.4 / 9.1;
- * 8-bit rows gained nothing either way; one thread, CPU time, 1 GB matrices, group 64).
- */
-#define AFFINE_NEAR_BYTES 1024
-KERNEL_Q static inline __m512i perm_index(void) { return _mm512_setr_epi32(0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15); }
-KERNEL_Q static inline __m512i unperm_index(void) { return _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15); }
-KERNEL_Q static inline __m512i nibble_shifts(void) { return _mm512_setr_epi32(0, 0, 4, 4, 8, 8, 12, 12, 16, 16, 20, 20, 24, 24, 28, 28); }
-
-/* Scale and bias of pair i broadcast: bf16 pairs from one 32-bit broadcast load (scale in its low half). */
-KERNEL_Q static inline __attribute__((always_inline)) void affine_pair_vectors(const void *pairs, const int fmt, int64_t i, __m512 *s, __m512 *b) {
-    if (fmt == AFFINE_BF16) {
-        int32_t v;
-        memcpy(&v, (const uint16_t *) pairs + 2 * i, 4);
-        __m512i u = _mm512_set1_epi32(v);
-        *s = _mm512_castsi512_ps(_mm512_slli_epi32(u, 16));
-        *b = _mm512_castsi512_ps(_mm512_and_si512(u, _mm512_set1_epi32((int) 0xffff0000u)));
-    } else {
-        float sc, bi;
-        affine_pair(pairs, fmt, i, &sc, &bi);
-        *s = _mm512_set1_ps(sc), *b = _mm512_set1_ps(bi);
+/* Codes of columns [c, c + 16) (c a multiple of 16) of row r, as fp32 integers, from the blocked layout. */
+KERNEL_Q static inline __m512 affine_codes(const uint8_t *codes, const int bits, int64_t rows, int64_t cols, int64_t r, int64_t c) {
+    const int64_t rb = cols * bits / 8, full = rows / BLOCK * BLOCK;
+    if (r >= full) {
+        const uint8_t *row = codes + r * rb;
+        if (bits == 8) return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *) (row + c))));
+        int64_t v;
+        memcpy(&v, row + c / 2, 8);
+        const __m512i at = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 32, 36, 40, 44, 48, 52, 56, 60);
+        return _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_multishift_epi64_epi8(at, _mm512_set1_epi64(v)), _mm512_set1_epi32(15)));
     }
+    const uint8_t *base = codes + (r - r % BLOCK) * rb + 4 * (r % BLOCK);
+    if (bits == 8) {
+        int32_t d[4];
+        for (int m = 0; m < 4; m++) memcpy(&d[m], base + (c / 4 + m) * 64, 4);
+        return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_setr_epi32(d[0], d[1], d[2], d[3])));
+    }
+    uint32_t d0, d1;
+    memcpy(&d0, base + (c / 8) * 64, 4);
+    memcpy(&d1, base + (c / 8 + 1) * 64, 4);
+    /* column j < 8 of chunk c/8: byte j % 4, high nibble when j >= 4; columns 8.. from the second chunk's word */
+    const __m512i at = _mm512_setr_epi32(0, 8, 16, 24, 4, 12, 20, 28, 32, 40, 48, 56, 36, 44, 52, 60);
+    return _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_multishift_epi64_epi8(at, _mm512_set1_epi64((int64_t) d0 | (int64_t) d1 << 32)),
+                                               _mm512_set1_epi32(15)));
+}
+
+/* Row r · x with the fp32 contract (the prefill's): weight fl(fl(scale · q) + bias), 16 lanes in column order. */
+KERNEL_Q static float affine_row_fp32(const uint8_t *codes, const void *pairs, int fmt, int bits, int64_t rows, int64_t cols, int64_t group,
+                                      int64_t r, const float *x) {
+    const int64_t groups = cols / group;
+    __m512 a = _mm512_setzero_ps();
+    float s = 0, o = 0;
+    for (int64_t c = 0; c < cols; c += L) {
+        if (c % group == 0) affine_pair(pairs, fmt, r * groups + c / group, &s, &o);
+        __m512 w = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(s), affine_codes(codes, bits, rows, cols, r, c)), _mm512_set1_ps(o));
+        a = _mm512_fmadd_ps(w, _mm512_loadu_ps(x + c), a);
+    }
+    return sum_lanes(a);
+}
+
+static inline float pow2f(int k) { /* 2^k for k in [-126, 127] */
+    uint32_t u = (uint32_t) (k + 127) << 23;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
 }
 
 /*
- * Rows [r, r + nr) (nr <= MATVEC_ROWS, a constant after inlining: AFFINE_ROWS) of the affine matvec, each row its own
- * accumulator; rows prefetched at least PREFETCH_BYTES ahead into L2 as rows8 does. xp: the activations, permuted (4-bit) or not.
+ * The activations as the integer kernel reads them: byte plane k of column c at planes[k · cols + c] (m_k above), per
+ * group its scale 2^(e-30) and its sum X. Returns 0 where the fp32 path must be taken instead.
  */
-KERNEL_Q static inline __attribute__((always_inline)) void affine_rows(const uint8_t *codes, const void *pairs, const int fmt, const int bits,
-                                                                     int64_t cols, const int64_t group, int64_t r, const int nr, const float *xp, float *y) {
-    const int64_t rb = cols * bits / 8, groups = cols / group, gb = group * bits / 8;
-    const int64_t block = nr * rb, ahead = block * ((PREFETCH_BYTES + block - 1) / block);
-    const uint8_t *b = codes + r * rb;
-    __m512 a[MATVEC_ROWS], lut[MATVEC_ROWS], sv[MATVEC_ROWS], bv[MATVEC_ROWS];
-    /* The LUT in PERM order is the LUT: lane k of it is the weight of code k, whichever column holds that code. */
-    const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const __m512i shifts = nibble_shifts();
-    UNROLLED for (int i = 0; i < nr; i++) a[i] = _mm512_setzero_ps();
-    for (int64_t g = 0; g < groups; g++, b += gb, xp += group) {
-        /* one prefetch per row and 64 bytes of codes, at the groups that start a cache line's worth */
-        if (gb >= 64 || (g * gb) % 64 == 0)
-            UNROLLED for (int i = 0; i < nr; i++)
-                UNROLLED for (int64_t p = 0; p < (gb > 64 ? gb : 64); p += 64) {
-                    _mm_prefetch((const char *) (b + i * rb + ahead + p), _MM_HINT_T1);
-                    if (bits == 4) _mm_prefetch((const char *) (b + i * rb + AFFINE_NEAR_BYTES + p), _MM_HINT_T0);
-                }
-        UNROLLED for (int i = 0; i < nr; i++) {
-            affine_pair_vectors(pairs, fmt, (r + i) * groups + g, &sv[i], &bv[i]);
-            /* with 16-bit scales scale · q is exact, so the fused form rounds as the separate one does */
-            if (bits == 4) lut[i] = fmt == AFFINE_F32 ? _mm512_add_ps(_mm512_mul_ps(sv[i], iota), bv[i]) : _mm512_fmadd_ps(sv[i], iota, bv[i]);
+KERNEL_Q static int affine_stage(const float *x, int64_t cols, int64_t group, int8_t *planes, float *pw, float *xsum) {
+    for (int64_t g = 0; g < cols / group; g++) {
+        const float *xg = x + g * group;
+        __m512 mx = _mm512_setzero_ps();
+        __mmask16 bad = 0;
+        for (int64_t i = 0; i < group; i += L) {
+            __m512 v = _mm512_abs_ps(_mm512_loadu_ps(xg + i));
+            bad |= _mm512_cmp_ps_mask(v, _mm512_set1_ps(3.4028235e38f), _CMP_NLE_UQ); /* inf or NaN */
+            mx = _mm512_max_ps(mx, v);
         }
-        UNROLLED for (int64_t c = 0; c < group; c += L) {
-            __m512 xv = _mm512_loadu_ps(xp + c);
-            UNROLLED for (int i = 0; i < nr; i++) {
-                __m512 w;
-                if (bits == 4) {
-                    w = _mm512_permutexvar_ps(_mm512_srlv_epi32(broadcast8(b + i * rb + c / 2), shifts), lut[i]);
-                } else {
-                    __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *) (b + i * rb + c))));
-                    w = fmt == AFFINE_F32 ? _mm512_add_ps(_mm512_mul_ps(sv[i], q), bv[i]) : _mm512_fmadd_ps(sv[i], q, bv[i]);
-                }
-                a[i] = _mm512_fmadd_ps(w, xv, a[i]);
+        if (bad) return 0;
+        float M = _mm512_reduce_max_ps(mx);
+        uint32_t mb;
+        memcpy(&mb, &M, 4);
+        int e = M > 0 ? (int) (mb >> 23) - 126 : 0; /* 2^(e-1) <= M < 2^e */
+        if (M > 0 && e < -96) return 0;
+        const __m512 up = _mm512_set1_ps(pow2f(30 - e));
+        __m512i S = _mm512_setzero_si512();
+        for (int64_t i = 0; i < group; i += L) {
+            __m512i m = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(xg + i), up)); /* |m| <= 2^30: round to nearest even */
+            S = _mm512_add_epi64(S, _mm512_add_epi64(_mm512_cvtepi32_epi64(_mm512_castsi512_si256(m)),
+                                                     _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(m, 1))));
+            for (int k = 0; k < 4; k++) {
+                __m512i b = _mm512_srai_epi32(_mm512_slli_epi32(m, 24), 24);
+                _mm_storeu_si128((__m128i *) (planes + k * cols + g * group + i), _mm512_cvtepi32_epi8(b));
+                m = _mm512_srai_epi32(_mm512_sub_epi32(m, b), 8);
             }
         }
+        pw[g] = pow2f(e - 30);
+        xsum[g] = (float) _mm512_reduce_add_epi64(S) * pw[g];
     }
-    UNROLLED for (int i = 0; i < nr; i++) y[r + i] = sum_lanes(bits == 4 ? _mm512_permutexvar_ps(unperm_index(), a[i]) : a[i]);
+    return 1;
 }
 
+/* Scale and bias of rows [r, r + 16), group g, as vectors. */
+KERNEL_Q static inline __attribute__((always_inline)) void affine_pairs16(const void *pairs, const int fmt, int64_t groups, int64_t r, int64_t g,
+                                                                         __m512 *s, __m512 *b) {
+    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32((int) groups));
+    if (fmt == AFFINE_F32) {
+        const float *p = (const float *) pairs + 2 * (r * groups + g);
+        *s = _mm512_i32gather_ps(idx, p, 8);
+        *b = _mm512_i32gather_ps(idx, p + 1, 8);
+        return;
+    }
+    __m512i v = _mm512_i32gather_epi32(idx, (const int32_t *) pairs + r * groups + g, 4);
+    if (fmt == AFFINE_BF16) {
+        *s = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+        *b = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int) 0xffff0000u)));
+    } else {
+        *s = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v));
+        *b = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(v, 16)));
+    }
+}
+
+/* One group's epilogue (see above) into the fp32 accumulator; p[k]: the exact sums of plane k. */
+KERNEL_Q static inline __attribute__((always_inline)) __m512 affine_group_end(const __m512i p[4], __m512 s, __m512 b, float pw, float xsum,
+                                                                             __m512 acc) {
+    __m512i A = _mm512_add_epi32(_mm512_slli_epi32(p[1], 8), p[0]), B = _mm512_add_epi32(_mm512_slli_epi32(p[3], 8), p[2]);
+    __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(B), _mm512_set1_ps(65536.0f), _mm512_cvtepi32_ps(A));
+    acc = _mm512_fmadd_ps(_mm512_mul_ps(s, _mm512_set1_ps(pw)), f, acc);
+    return _mm512_fmadd_ps(b, _mm512_set1_ps(xsum), acc);
+}
+
+/* The same for one row (the rows after the last whole block), in scalar code: the same operations, so the same bits. */
+KERNEL_Q static float affine_row_int(const uint8_t *codes, const void *pairs, int fmt, int bits, int64_t cols, int64_t group, int64_t r,
+                                     const int8_t *planes, const float *pw, const float *xsum) {
+    const int64_t rb = cols * bits / 8, groups = cols / group;
+    const uint8_t *row = codes + r * rb;
+    float acc = 0.0f;
+    for (int64_t g = 0; g < groups; g++) {
+        int32_t P[4] = {0, 0, 0, 0};
+        for (int64_t c = g * group; c < (g + 1) * group; c++) {
+            int32_t q = bits == 8 ? row[c] : row[c / 2] >> (4 * (c & 1)) & 15;
+            for (int k = 0; k < 4; k++) P[k] += q * planes[k * cols + c];
+        }
+        float s, o;
+        affine_pair(pairs, fmt, r * groups + g, &s, &o);
+        int32_t A = P[0] + (int32_t) ((uint32_t) P[1] << 8), B = P[2] + (int32_t) ((uint32_t) P[3] << 8);
+        float f = __builtin_fmaf((float) B, 65536.0f, (float) A);
+        acc = __builtin_fmaf(s * pw[g], f, acc);
+        acc = __builtin_fmaf(o, xsum[g], acc);
+    }
+    return acc;
+}
+
+#define DPB(a, u, p) a = _mm512_dpbusd_epi32(a, u, _mm512_set1_epi32(p))
+/* How far ahead the blocked matvec prefetches into L2 (the same stream as rows8's, one sequential one here). */
+#define AFFINE_AHEAD 16384
 /*
- * Rows per pass: fewer than the bf16 matvec's eight. With eight, the codes came in at 6.9 GB/s (4-bit) and 7.4 GB/s
- * (8-bit) against 10.6-11.1 for the streaming reader, as if reading and arithmetic took turns; with four 4-bit rows
- * 8.5 GB/s, two 8.8, three 8.2; with two 8-bit rows 10.3-10.5, one 9.8-10.0, four 8.7 (one thread, CPU time, a
- * 1 GB matrix of 1536 columns on huge pages, group 64). In cache four 4-bit rows run at 24 elements/ns against 22
- * for two (one FMA chain per row: two rows leave the FMA latency exposed), so four for 4-bit, two for 8-bit.
+ * Block b (rows [b, b + 16)) of the integer matvec: per 64-byte chunk four VPDPBUSD per 16-row code vector (one per
+ * byte plane, the plane's four columns broadcast); two accumulators per plane for 4-bit (the low and the high nibbles'
+ * columns) so that the chains stay short. G (the group) and B (bits) are constants after inlining.
  */
-#define AFFINE_ROWS(B) ((B) == 4 ? 4 : 2)
+KERNEL_Q static inline __attribute__((always_inline)) void affine_block_int(const uint8_t *codes, const void *pairs, const int fmt, const int bits,
+                                                                           int64_t cols, const int64_t G, int64_t b, const int8_t *planes,
+                                                                           const float *pw, const float *xsum, float *out) {
+    const int64_t rb = cols * bits / 8, groups = cols / G, per = bits == 4 ? 8 : 4; /* columns a chunk holds */
+    const uint8_t *c = codes + b * rb;
+    const int32_t *x0 = (const int32_t *) planes, *x1 = (const int32_t *) (planes + cols), *x2 = (const int32_t *) (planes + 2 * cols),
+                  *x3 = (const int32_t *) (planes + 3 * cols);
+    const __m512i m15 = _mm512_set1_epi8(15);
+    __m512 acc = _mm512_setzero_ps();
+    /* the pairs of the block the codes' prefetch has reached, a line per group (their rows' pairs are one span) */
+    const int64_t pb = fmt == AFFINE_F32 ? 8 : 4, span = BLOCK * groups * pb, ahead = b + BLOCK * ((AFFINE_AHEAD + BLOCK * rb - 1) / (BLOCK * rb));
+    const char *pairs_ahead = (const char *) pairs + ahead * groups * pb;
+    for (int64_t g = 0; g < groups; g++) {
+        __m512i lo[4], hi[4];
+        for (int64_t o = g * span / groups; o < (g + 1) * span / groups; o += 64) _mm_prefetch(pairs_ahead + o, _MM_HINT_T1);
+        UNROLLED for (int k = 0; k < 4; k++) lo[k] = hi[k] = _mm512_setzero_si512();
+        UNROLLED for (int64_t k = 0; k < G / per; k++, c += 64) {
+            _mm_prefetch((const char *) (c + AFFINE_AHEAD), _MM_HINT_T1);
+            __m512i v = _mm512_loadu_si512(c);
+            int64_t q = (g * G + k * per) / 4; /* the chunk's first column, in 4-column words */
+            if (bits == 4) {
+                __m512i l = _mm512_and_si512(v, m15), h = _mm512_and_si512(_mm512_srli_epi16(v, 4), m15);
+                DPB(lo[0], l, x0[q]); DPB(lo[1], l, x1[q]); DPB(lo[2], l, x2[q]); DPB(lo[3], l, x3[q]);
+                DPB(hi[0], h, x0[q + 1]); DPB(hi[1], h, x1[q + 1]); DPB(hi[2], h, x2[q + 1]); DPB(hi[3], h, x3[q + 1]);
+            } else if (k % 2 == 0) {
+                DPB(lo[0], v, x0[q]); DPB(lo[1], v, x1[q]); DPB(lo[2], v, x2[q]); DPB(lo[3], v, x3[q]);
+            } else {
+                DPB(hi[0], v, x0[q]); DPB(hi[1], v, x1[q]); DPB(hi[2], v, x2[q]); DPB(hi[3], v, x3[q]);
+            }
+        }
+        UNROLLED for (int k = 0; k < 4; k++) lo[k] = _mm512_add_epi32(lo[k], hi[k]);
+        __m512 s, o;
+        affine_pairs16(pairs, fmt, groups, b, g, &s, &o);
+        acc = affine_group_end(lo, s, o, pw[g], xsum[g], acc);
+    }
+    _mm512_storeu_ps(out, acc);
+}
 
 #define AFFINE_GROUPS(F, B, call)                    \
     do {                                             \
@@ -963,40 +1083,50 @@ KERNEL_Q static inline __attribute__((always_inline)) void affine_rows(const uin
         else AFFINE_GROUPS(AFFINE_F32, 8, call);                                   \
     } while (0)
 
-#define AFFINE_MATVEC(F, B, G)                                                                                     \
-    do {                                                                                                           \
-        int64_t r = from;                                                                                          \
-        for (; r + AFFINE_ROWS(B) <= to; r += AFFINE_ROWS(B)) affine_rows(codes, pairs, F, B, cols, G, r, AFFINE_ROWS(B), xp, y); \
-        for (; r < to; r++) affine_rows(codes, pairs, F, B, cols, G, r, 1, xp, y);                                 \
+#define AFFINE_BLOCKS(F, B, G)                                                                        \
+    do {                                                                                              \
+        for (int64_t b = from / BLOCK * BLOCK; b < full && b < to; b += BLOCK) {                      \
+            float out[BLOCK];                                                                         \
+            affine_block_int(codes, pairs, F, B, cols, G, b, planes, pw, xsum, out);                  \
+            for (int64_t r = b > from ? b : from; r < b + BLOCK && r < to; r++) y[r] = out[r - b];    \
+        }                                                                                             \
     } while (0)
 
-/* y[r] = W[r]·x for r in [from, to); bits 4 or 8, group 32, 64 or 128 (dividing cols), fmt as above. */
-KERNEL_Q void decodiff_matvec_affine(const uint8_t *codes, const void *pairs, int32_t fmt, int32_t bits, int64_t cols, int32_t group,
+/* Bytes of stack the matvec's staged activations may take; wider rows stage on the heap. */
+#define AFFINE_MAX_STACK_COLS 16384
+/* y[r] = W[r]·x for r in [from, to) of a matrix of `rows` rows, blocked codes; bits 4 or 8, group 32, 64 or 128 (dividing cols). */
+KERNEL_Q void decodiff_matvec_affine(const uint8_t *codes, const void *pairs, int32_t fmt, int32_t bits, int64_t rows, int64_t cols, int32_t group,
                                      int32_t from, int32_t to, const float *x, float *y) {
-    float stack[bits == 4 && cols <= AFFINE_MAX_STACK_COLS ? cols : 1] __attribute__((aligned(64)));
-    float *heap = bits == 4 && cols > AFFINE_MAX_STACK_COLS ? malloc(cols * sizeof(float)) : NULL;
-    const float *xp = x;
-    if (bits == 4) {
-        float *p = heap ? heap : stack;
-        if (!p) return; /* no memory for the permuted activations: cannot happen below the stack limit */
-        for (int64_t c = 0; c < cols; c += L) _mm512_storeu_ps(p + c, _mm512_permutexvar_ps(perm_index(), _mm512_loadu_ps(x + c)));
-        xp = p;
+    const int64_t groups = cols / group, full = rows / BLOCK * BLOCK;
+    const int small = cols <= AFFINE_MAX_STACK_COLS;
+    int8_t stack[small ? 4 * cols : 1] __attribute__((aligned(64)));
+    float pws[small ? groups : 1], sums[small ? groups : 1];
+    void *heap = small ? NULL : malloc(4 * cols + 8 * groups);
+    if (!small && !heap) { /* no memory to stage: the fp32 path needs none */
+        for (int64_t r = from; r < to; r++) y[r] = affine_row_fp32(codes, pairs, fmt, bits, rows, cols, group, r, x);
+        return;
     }
-    AFFINE_CASES(AFFINE_MATVEC);
+    int8_t *planes = small ? stack : heap;
+    float *pw = small ? pws : (float *) ((int8_t *) heap + 4 * cols), *xsum = small ? sums : pw + groups;
+    if (!affine_stage(x, cols, group, planes, pw, xsum)) {
+        for (int64_t r = from; r < to; r++) y[r] = affine_row_fp32(codes, pairs, fmt, bits, rows, cols, group, r, x);
+    } else {
+        AFFINE_CASES(AFFINE_BLOCKS);
+        for (int64_t r = from > full ? from : full; r < to; r++) y[r] = affine_row_int(codes, pairs, fmt, bits, cols, group, r, planes, pw, xsum);
+    }
     free(heap);
 }
 
 /* Columns [c0, c0 + n) of rows [r, r + ROWS) dequantized into wp, interleaved per 16 columns (as pack_rows). */
-KERNEL_Q static void affine_pack_rows(const uint8_t *codes, const void *pairs, int fmt, int bits, int64_t cols, int64_t group,
+KERNEL_Q static void affine_pack_rows(const uint8_t *codes, const void *pairs, int fmt, int bits, int64_t rows, int64_t cols, int64_t group,
                                       int64_t r, int64_t c0, int64_t n, float *wp) {
-    const int64_t rb = cols * bits / 8, groups = cols / group;
+    const int64_t groups = cols / group;
     for (int i = 0; i < ROWS; i++) {
-        const uint8_t *row = codes + (r + i) * rb;
         float s = 0, o = 0;
         for (int64_t c = 0; c < n; c += L) {
             int64_t col = c0 + c;
             if (c == 0 || col % group == 0) affine_pair(pairs, fmt, (r + i) * groups + col / group, &s, &o);
-            __m512 q = affine_codes(row, bits, col);
+            __m512 q = affine_codes(codes, bits, rows, cols, r + i, col);
             _mm512_store_ps(wp + c * ROWS + i * L, _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(s), q), _mm512_set1_ps(o)));
         }
     }
@@ -1004,8 +1134,8 @@ KERNEL_Q static void affine_pack_rows(const uint8_t *codes, const void *pairs, i
 
 /*
  * Y[t·rows + r] = W[r]·X[t] for r in [from, to), t < tokens: decodiff_matmul_bf16's blocking with the four rows of
- * each column block dequantized (instead of widened) into the packed fp32 block; bits as that GEMM's and as the
- * matvec's. scratch: decodiff_matmul_scratch_floats(cols, tokens) floats.
+ * each column block dequantized (instead of widened) into the packed fp32 block, and the rows after the last four
+ * with the same fp32 contract. scratch: decodiff_matmul_scratch_floats(cols, tokens) floats.
  */
 KERNEL_Q void decodiff_matmul_affine(const uint8_t *codes, const void *pairs, int32_t fmt, int32_t bits, int32_t group, int64_t cols,
                                      int32_t rows, int32_t from, int32_t to, const float *x, int32_t tokens, float *y, float *scratch) {
@@ -1016,7 +1146,7 @@ KERNEL_Q void decodiff_matmul_affine(const uint8_t *codes, const void *pairs, in
     for (int64_t r = from; r < end; r += ROWS) {
         for (int64_t c0 = 0; c0 < bound; c0 += COL_BLOCK) {
             int64_t n = bound - c0 < COL_BLOCK ? bound - c0 : COL_BLOCK, t = 0, last = c0 + n == bound;
-            affine_pack_rows(codes, pairs, fmt, bits, cols, group, r, c0, n, s.wp);
+            affine_pack_rows(codes, pairs, fmt, bits, rows, cols, group, r, c0, n, s.wp);
             for (; t < tiled; t += TILE_TOKENS) {
                 tile4x6(s.wp, s.xp + t * bound + c0 * TILE_TOKENS, n, s.acc + t * ROWS * L, c0 == 0);
                 if (last) sum_tile(s.acc, y, rows, r, t);
@@ -1026,5 +1156,6 @@ KERNEL_Q void decodiff_matmul_affine(const uint8_t *codes, const void *pairs, in
         finish_rows(NULL, cols, bound, rows, r, x, bound > 0 ? tiled - tiled % 4 : 0, tokens, y, s.acc);
     }
     for (int t = 0; t < tokens; t++)
-        decodiff_matvec_affine(codes, pairs, fmt, bits, cols, group, (int32_t) end, to, x + (int64_t) t * cols, y + (int64_t) t * rows);
+        for (int64_t r = end; r < to; r++)
+            y[(int64_t) t * rows + r] = affine_row_fp32(codes, pairs, fmt, bits, rows, cols, group, r, x + (int64_t) t * cols);
 }

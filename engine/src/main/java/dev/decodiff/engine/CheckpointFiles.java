@@ -4,6 +4,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.decodiff.engine.quant.MlxQuantization;
 import dev.decodiff.engine.quant.QuantizationSummary;
 import dev.decodiff.engine.quant.QuantizedTensors;
+import dev.decodiff.metal.HugePageMemory;
 import dev.decodiff.metal.SafetensorsException;
 import dev.decodiff.metal.SafetensorsFile;
 import dev.decodiff.metal.TensorView;
@@ -43,6 +44,10 @@ public final class CheckpointFiles implements AutoCloseable {
     private final Map<String, TensorView> expanded = new LinkedHashMap<>();
     private QuantizationSummary quantization;
     private Arena dequantized;
+    /** Packed matrices with their codes blocked, by tensor name (made on first use). */
+    private final Map<String, WeightMatrix> matrices = new LinkedHashMap<>();
+    private final Map<String, Long> slabOffsets = new LinkedHashMap<>();
+    private java.lang.foreign.MemorySegment slab;
 
     private CheckpointFiles(Path dir, List<SafetensorsFile> shards, Map<String, TensorView> stored, String prefix, MlxQuantization declared) {
         this.dir = dir;
@@ -191,7 +196,24 @@ public final class CheckpointFiles implements AutoCloseable {
                     + java.util.Arrays.toString(shape));
         if (p.rows() != rows || p.cols() != cols)
             throw new IllegalArgumentException("tensor '" + p.name() + "' " + java.util.Arrays.toString(p.shape()) + " is not [" + rows + ", " + cols + "]");
-        return p.matrix();
+        return blocked(p);
+    }
+
+    /**
+     * A packed matrix with its codes blocked (once), as the kernels read them: every packed matrix has its place in one
+     * slab, on huge pages where the machine has them (a mapping per matrix would waste part of a 2 MB page on each).
+     */
+    private synchronized WeightMatrix blocked(QuantizedTensors.PackedTensor p) {
+        if (slab == null) {
+            long total = 0;
+            for (var t : packed.values()) {
+                slabOffsets.put(t.name(), total);
+                total += (t.codeBytes() + 63) / 64 * 64;
+            }
+            total = Math.max(total, 64);
+            slab = HugePageMemory.available() ? HugePageMemory.allocate(total, dequantized) : dequantized.allocate(total, 64);
+        }
+        return matrices.computeIfAbsent(p.name(), n -> p.matrix(slab.asSlice(slabOffsets.get(n), p.codeBytes())));
     }
 
     /** {@link #matrix} of a 2-D tensor [rows, cols]. */
@@ -202,7 +224,7 @@ public final class CheckpointFiles implements AutoCloseable {
     /** Bytes the matrices kept packed hold: their codes, scales and biases. */
     public long packedBytes() {
         resolved();
-        return packed.values().stream().mapToLong(p -> p.matrix().bytes()).sum();
+        return packed.values().stream().mapToLong(QuantizedTensors.PackedTensor::bytes).sum();
     }
 
     /** Names of the matrices kept packed (MLX affine codes), as the files name them. */

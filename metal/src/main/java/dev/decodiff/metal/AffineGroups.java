@@ -5,13 +5,21 @@ import java.lang.foreign.ValueLayout;
 import java.nio.ByteOrder;
 
 /**
- * The quantization of a {@link WeightMatrix} kept as MLX affine codes: {@code bits}-bit codes (the matrix's data, row r
- * at r·cols·bits/8 bytes, element c at bits [c·bits, (c+1)·bits) little-endian) and, per row and group of
- * {@code groupSize} columns, one (scale, bias) pair in {@code pairType} (F32, BF16 or F16: the checkpoint's own
- * values), pair (r, g) at index r·(cols/groupSize) + g of {@code pairs}, scale first. Element (r, c) is
- * fl(fl(scale·q) + bias) in fp32, the value the dequantizing loader writes.
+ * The quantization of a {@link WeightMatrix} kept as MLX affine codes: {@code bits}-bit codes (the matrix's data) and,
+ * per row and group of {@code groupSize} columns, one (scale, bias) pair in {@code pairType} (F32, BF16 or F16: the
+ * checkpoint's own values), pair (r, g) at index r·(cols/groupSize) + g of {@code pairs}, scale first. Element (r, c)
+ * is scale·q + bias.
+ *
+ * <p>The codes are <em>blocked</em>: MLX stores row r at r·cols·bits/8 bytes, element c at bits [c·bits, (c+1)·bits)
+ * little-endian; {@link #block} regroups each 16 rows into 64-byte chunks of 16 rows × 8 (4-bit) or 4 (8-bit) columns
+ * (bytes 4i..4i+3 of a chunk are row i's; 4-bit: byte j holds column j in its low nibble and 4 + j in its high one),
+ * the shape the integer decode kernel reads. The rows after the last whole block stay row-major. A stack of
+ * {@code segmentRows}-row matrices (MoE experts) is blocked segment by segment, so that each expert's slice is itself
+ * a blocked matrix; {@code segmentRows} 0 means one segment, the whole matrix.
  */
-public record AffineGroups(int bits, int groupSize, DType pairType, MemorySegment pairs) {
+public record AffineGroups(int bits, int groupSize, DType pairType, MemorySegment pairs, int segmentRows) {
+    /** Rows of one block of the blocked layout. */
+    public static final int BLOCK = 16;
     private static final ValueLayout.OfFloat F32 = ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
     private static final ValueLayout.OfShort I16 = ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
 
@@ -20,6 +28,70 @@ public record AffineGroups(int bits, int groupSize, DType pairType, MemorySegmen
         if (groupSize != 32 && groupSize != 64 && groupSize != 128)
             throw new IllegalArgumentException("affine group size must be 32, 64 or 128, not " + groupSize);
         if (!pairType.isFloat()) throw new IllegalArgumentException("affine scales and biases must be float, are " + pairType);
+        if (segmentRows < 0) throw new IllegalArgumentException("segment rows must not be negative: " + segmentRows);
+    }
+
+    /** One segment: a plain matrix. */
+    public AffineGroups(int bits, int groupSize, DType pairType, MemorySegment pairs) {
+        this(bits, groupSize, pairType, pairs, 0);
+    }
+
+    /** Rows of each independently blocked segment of a {@code rows}-row matrix. */
+    int segment(int rows) { return segmentRows == 0 ? rows : segmentRows; }
+
+    /** Whether the native kernels can read a {@code rows}-row matrix as one blocked matrix (its segments are whole blocks). */
+    boolean oneLayout(int rows) { return segment(rows) == rows || segment(rows) % BLOCK == 0; }
+
+    /** Byte of the blocked codes that holds element (r, c) of a [rows, cols] matrix; for 4 bits, {@link #nibble} says which half. */
+    long codeByte(int rows, int cols, int r, int c) {
+        int seg = segment(rows), rr = r % seg, full = seg / BLOCK * BLOCK;
+        long rb = rowBytes(cols), base = (long) (r - rr) * rb;
+        if (rr >= full) return base + rr * rb + (long) c * bits / 8;
+        long block = base + (long) (rr - rr % BLOCK) * rb + 4 * (rr % BLOCK);
+        return bits == 8 ? block + (c / 4) * 64L + c % 4 : block + (c / 8) * 64L + c % 4;
+    }
+
+    /** 4-bit: the shift (0 or 4) of element (r, c)'s nibble in {@link #codeByte}. */
+    int nibble(int rows, int r, int c) {
+        int seg = segment(rows), rr = r % seg;
+        return rr >= seg / BLOCK * BLOCK ? 4 * (c & 1) : (c % 8 >= 4 ? 4 : 0);
+    }
+
+    /** The code of element (r, c) of a [rows, cols] matrix whose blocked codes are {@code codes}. */
+    int code(MemorySegment codes, int rows, int cols, int r, int c) {
+        int b = codes.get(ValueLayout.JAVA_BYTE, codeByte(rows, cols, r, c)) & 0xff;
+        return bits == 8 ? b : b >>> nibble(rows, r, c) & 0xf;
+    }
+
+    /**
+     * MLX's row-major codes of a [rows, cols] matrix ({@code stored}) blocked into {@code out} (as many bytes): on the
+     * native kernels where they run, else element by element.
+     */
+    public void block(MemorySegment stored, int rows, int cols, MemorySegment out) {
+        long bytes = rows * rowBytes(cols);
+        if (stored.byteSize() < bytes || out.byteSize() < bytes)
+            throw new IllegalArgumentException(bytes + " bytes of codes for [" + rows + ", " + cols + "], segments of " + stored.byteSize() + " and " + out.byteSize());
+        int seg = segment(rows);
+        if (rows % seg != 0) throw new IllegalArgumentException(rows + " rows are no whole number of " + seg + "-row segments");
+        long segBytes = seg * rowBytes(cols);
+        for (long s = 0; s < rows / seg; s++) {
+            var src = stored.asSlice(s * segBytes, segBytes);
+            var dst = out.asSlice(s * segBytes, segBytes);
+            if (NativeKernels.affineAvailable()) NativeKernels.affineBlock(src, dst, seg, cols, bits);
+            else {
+                var one = new AffineGroups(bits, groupSize, pairType, pairs, 0);
+                for (int r = 0; r < seg; r++)
+                    for (int c = 0; c < cols; c++) {
+                        long rowMajor = r * rowBytes(cols) + (long) c * bits / 8;
+                        int q = src.get(ValueLayout.JAVA_BYTE, rowMajor) & 0xff;
+                        if (bits == 4) q = q >>> 4 * (c & 1) & 0xf;
+                        long at = one.codeByte(seg, cols, r, c);
+                        int sh = bits == 4 ? one.nibble(seg, r, c) : 0;
+                        byte old = dst.get(ValueLayout.JAVA_BYTE, at);
+                        dst.set(ValueLayout.JAVA_BYTE, at, (byte) (bits == 8 ? q : (old & ~(0xf << sh)) | q << sh));
+                    }
+            }
+        }
     }
 
     /** The pair type as decodiff_kernels.c numbers it. */
@@ -49,18 +121,17 @@ public record AffineGroups(int bits, int groupSize, DType pairType, MemorySegmen
         };
     }
 
-    /** Element (r, c) of a matrix of {@code cols} columns whose codes are {@code codes}: fl(fl(scale·q) + bias). */
-    float get(MemorySegment codes, int cols, int r, int c) {
-        long b = r * rowBytes(cols);
-        int q = bits == 8 ? codes.get(ValueLayout.JAVA_BYTE, b + c) & 0xff
-                : (codes.get(ValueLayout.JAVA_BYTE, b + c / 2) & 0xff) >>> (4 * (c & 1)) & 0xf;
+    /** Element (r, c) of a [rows, cols] matrix whose blocked codes are {@code codes}: fl(fl(scale·q) + bias). */
+    float get(MemorySegment codes, int rows, int cols, int r, int c) {
+        int q = code(codes, rows, cols, r, c);
         long i = (long) r * (cols / groupSize) + c / groupSize;
         float s = pair(i, 0), o = pair(i, 1);
         return s * q + o;
     }
 
-    /** The pairs of rows [rowStart, rowStart + rows) of a matrix of {@code cols} columns. */
+    /** The pairs of rows [rowStart, rowStart + rows) of a matrix of {@code cols} columns (whole segments of it). */
     AffineGroups slice(int cols, int rowStart, int rows) {
-        return new AffineGroups(bits, groupSize, pairType, pairs.asSlice(rowStart * pairRowBytes(cols), rows * pairRowBytes(cols)));
+        return new AffineGroups(bits, groupSize, pairType, pairs.asSlice(rowStart * pairRowBytes(cols), rows * pairRowBytes(cols)),
+                segmentRows == rows ? 0 : segmentRows);
     }
 }

@@ -34,7 +34,7 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  */
 public final class NativeKernels {
     static final String RESOURCE = "/native/linux-x86_64/libdecodiff_kernels.so";
-    private static final int ABI = 6;
+    private static final int ABI = 7;
 
     private static final MethodHandle MATVEC;
     private static final MethodHandle MATMUL;
@@ -42,7 +42,7 @@ public final class NativeKernels {
     /** The AVX512-BF16 GEMM of --matmul bf16, or null where the CPU lacks those instructions. */
     private static final MethodHandle MATMUL_BF16DOT;
     /** The matvec and GEMM on MLX affine 4-/8-bit codes, or null where the CPU lacks AVX512-VBMI or F16C. */
-    private static final MethodHandle MATVEC_AFFINE, MATMUL_AFFINE;
+    private static final MethodHandle MATVEC_AFFINE, MATMUL_AFFINE, AFFINE_BLOCK;
     /** The AMX tile GEMM, its activation packers and its peak loop, or null where the CPU or the kernel refuses AMX. */
     private static final MethodHandle MATMUL_AMX, AMX_PACK_X, AMX_PACK_XR, AMX_PACKED_SHORTS, AMX_SCRATCH_SHORTS, AMX_LOOP;
     /** Columns of one K slice of the AMX GEMM (its chunks of tokens are sized for a slice's activations). */
@@ -56,7 +56,7 @@ public final class NativeKernels {
     private static final String STATUS;
 
     static {
-        MethodHandle mv = null, mm = null, sr = null, dot = null, scratch = null, mvq = null, mmq = null;
+        MethodHandle mv = null, mm = null, sr = null, dot = null, scratch = null, mvq = null, mmq = null, blk = null;
         MethodHandle amx = null, packX = null, packXr = null, packedShorts = null, amxScratch = null, amxLoop = null;
         int sliceColumns = 0;
         String status, amxStatus = "";
@@ -84,7 +84,9 @@ public final class NativeKernels {
                             FunctionDescriptor.ofVoid(ADDRESS, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, ADDRESS, ADDRESS), critical);
                 if ((int) linker.downcallHandle(find(lookup, "decodiff_cpu_affine"), FunctionDescriptor.of(JAVA_INT)).invokeExact() == 1) {
                     mvq = linker.downcallHandle(find(lookup, "decodiff_matvec_affine"),
-                            FunctionDescriptor.ofVoid(ADDRESS, ADDRESS, JAVA_INT, JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, ADDRESS), critical);
+                            FunctionDescriptor.ofVoid(ADDRESS, ADDRESS, JAVA_INT, JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, ADDRESS), critical);
+                    blk = linker.downcallHandle(find(lookup, "decodiff_affine_block"),
+                            FunctionDescriptor.ofVoid(ADDRESS, ADDRESS, JAVA_LONG, JAVA_LONG, JAVA_INT));
                     mmq = linker.downcallHandle(find(lookup, "decodiff_matmul_affine"),
                             FunctionDescriptor.ofVoid(ADDRESS, ADDRESS, JAVA_INT, JAVA_INT, JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, ADDRESS, ADDRESS), critical);
                 }
@@ -119,6 +121,7 @@ public final class NativeKernels {
         MATMUL_BF16DOT = off ? null : dot;
         MATVEC_AFFINE = off ? null : mvq;
         MATMUL_AFFINE = off ? null : mmq;
+        AFFINE_BLOCK = off ? null : blk;
         MATMUL_AMX = off ? null : amx;
         AMX_PACK_X = packX;
         AMX_PACK_XR = packXr;
@@ -164,13 +167,22 @@ public final class NativeKernels {
      */
     public static boolean affineAvailable() { return MATVEC_AFFINE != null; }
 
-    /** y[r] = W[r]·x for r in [from, to) of an affine matrix: codes, (scale, bias) pairs of {@code pairType}, as decodiff_kernels.c says. */
-    static void matvecAffine(MemorySegment codes, MemorySegment pairs, int pairType, int bits, int cols, int group, int from, int to,
+    /** y[r] = W[r]·x for r in [from, to) of a [rows, cols] affine matrix: blocked codes, (scale, bias) pairs of {@code pairType}, as decodiff_kernels.c says. */
+    static void matvecAffine(MemorySegment codes, MemorySegment pairs, int pairType, int bits, int rows, int cols, int group, int from, int to,
                              MemorySegment x, MemorySegment y) {
         try {
-            MATVEC_AFFINE.invokeExact(codes, pairs, pairType, bits, (long) cols, group, from, to, x, y);
+            MATVEC_AFFINE.invokeExact(codes, pairs, pairType, bits, (long) rows, (long) cols, group, from, to, x, y);
         } catch (Throwable t) {
             throw new IllegalStateException("native affine matvec failed", t);
+        }
+    }
+
+    /** MLX's row-major codes of a [rows, cols] matrix blocked into {@code out} (the layout {@link AffineGroups} describes). */
+    static void affineBlock(MemorySegment stored, MemorySegment out, int rows, int cols, int bits) {
+        try {
+            AFFINE_BLOCK.invokeExact(stored, out, (long) rows, (long) cols, bits);
+        } catch (Throwable t) {
+            throw new IllegalStateException("native affine blocking failed", t);
         }
     }
 

@@ -16,10 +16,11 @@ import java.util.Objects;
  * A row-major [rows, cols] weight matrix in its stored dtype (usually a memory-mapped view), multiplied
  * against fp32 activations with fp32 accumulation: y = x·Wᵀ, the convention of torch's Linear.
  *
- * <p>With {@code affine} set, {@code data} holds MLX affine codes (dtype U32, the packed words as the checkpoint stores
- * them) and {@code affine} their per-group scales and biases: every kernel reads element (r, c) as the fp32 value
- * fl(fl(scale·q) + bias), dequantized in registers, so the results have the bits of the same kernels over the
- * dequantized fp32 matrix while decode streams only the codes and pairs.
+ * <p>With {@code affine} set, {@code data} holds MLX affine codes (dtype U32, blocked as {@link AffineGroups} says) and
+ * {@code affine} their per-group scales and biases. The GEMM and the Java kernels read element (r, c) as the fp32 value
+ * fl(fl(scale·q) + bias), dequantized in registers, so their results have the bits of the same kernels over the
+ * dequantized fp32 matrix; the native matvec (decode) sums each group's codes times the activations exactly in
+ * integers (decodiff_kernels.c says how), closer to the exact dot product than the fp32 chain, not the same bits.
  */
 public record WeightMatrix(String name, DType dtype, int rows, int cols, MemorySegment data, AffineGroups affine) {
     public WeightMatrix {
@@ -35,9 +36,20 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
         this(name, dtype, rows, cols, data, null);
     }
 
-    /** An MLX affine matrix: codes as stored (row-major), scales and biases as {@code affine} holds them. */
-    public static WeightMatrix affine(String name, int rows, int cols, MemorySegment codes, AffineGroups affine) {
-        return new WeightMatrix(name, DType.U32, rows, cols, codes, affine);
+    /**
+     * An MLX affine matrix from its codes as the checkpoint stores them (row-major), blocked into {@code into} (at least
+     * {@code rows · cols · bits / 8} bytes); scales and biases as {@code affine} holds them.
+     */
+    public static WeightMatrix affine(String name, int rows, int cols, MemorySegment stored, AffineGroups affine, MemorySegment into) {
+        long bytes = rows * affine.rowBytes(cols);
+        var blocked = into.asSlice(0, bytes);
+        affine.block(stored, rows, cols, blocked);
+        return new WeightMatrix(name, DType.U32, rows, cols, blocked, affine);
+    }
+
+    /** {@link #affine(String, int, int, MemorySegment, AffineGroups, MemorySegment)} into memory of its own. */
+    public static WeightMatrix affine(String name, int rows, int cols, MemorySegment stored, AffineGroups affine) {
+        return affine(name, rows, cols, stored, affine, Arena.ofAuto().allocate(Math.max(1, rows * affine.rowBytes(cols)), 64));
     }
 
     /** Whether this matrix holds affine codes (see the class comment). */
@@ -103,6 +115,12 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
 
     /** The [rows, cols] matrix stored at rows [rowStart, rowStart+rows) of this one (e.g. one expert of a stacked tensor). */
     public WeightMatrix slice(int rowStart, int nRows) {
+        if (affine != null) {
+            int seg = affine.segment(rows);
+            if (rowStart % seg != 0 || nRows % seg != 0)
+                throw new IllegalArgumentException("tensor '" + name + "': rows [" + rowStart + ", " + (rowStart + nRows) + ") cut its " + seg
+                        + "-row blocked segments; affine matrices slice on whole segments");
+        }
         long rowBytes = affine != null ? affine.rowBytes(cols) : (long) cols * dtype.bytes();
         return new WeightMatrix(name + "[" + rowStart + ":" + (rowStart + nRows) + "]", dtype, nRows, cols,
                 data.asSlice(rowStart * rowBytes, nRows * rowBytes), affine == null ? null : affine.slice(cols, rowStart, nRows));
@@ -122,7 +140,7 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
     /** Rows [from, to) of the native matvec. */
     private void nativeRows(MemorySegment xs, MemorySegment ys, int from, int to) {
         if (affine != null)
-            NativeKernels.matvecAffine(data, affine.pairs(), affine.nativeType(), affine.bits(), cols, affine.groupSize(), from, to, xs, ys);
+            NativeKernels.matvecAffine(data, affine.pairs(), affine.nativeType(), affine.bits(), rows, cols, affine.groupSize(), from, to, xs, ys);
         else NativeKernels.matvecBf16(data, cols, from, to, xs, ys);
     }
 
@@ -338,6 +356,8 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
     private void requireNative() {
         if (affine != null) {
             if (!NativeKernels.affineAvailable()) throw new IllegalStateException("native affine kernels are not in use: " + NativeKernels.status());
+            if (!affine.oneLayout(rows))
+                throw new IllegalStateException("tensor '" + name + "' is a stack of " + affine.segment(rows) + "-row segments; slice it into them first");
             return;
         }
         if (dtype != DType.BF16) throw new IllegalStateException("native kernels take bf16 weights, '" + name + "' is " + dtype);
@@ -616,7 +636,7 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
     }
 
     public float get(int r, int c) {
-        if (affine != null) return affine.get(data, cols, r, c);
+        if (affine != null) return affine.get(data, rows, cols, r, c);
         long i = (long) r * cols + c;
         return switch (dtype) {
             case F32 -> data.getAtIndex(F32, i);
@@ -640,7 +660,7 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
             // the Java kernels on affine codes (where the native ones are off): element by element, as get
             var tmp = new float[L];
             int r = (int) (elem / cols), c = (int) (elem % cols);
-            for (int k = 0; k < L; k++) tmp[k] = affine.get(data, cols, r, c + k);
+            for (int k = 0; k < L; k++) tmp[k] = affine.get(data, rows, cols, r, c + k);
             return FloatVector.fromArray(F, tmp, 0);
         }
         return switch (dtype) {

@@ -17,23 +17,28 @@ import static org.assertj.core.api.Assumptions.assumeThat;
  * Matrices kept as MLX affine codes against the same matrices dequantized here, independently: codes packed by this
  * test (little-endian bit order, as MLX's uint32 words), each weight computed as scale·q + bias in Java fp32, then an
  * independent scalar dot in the kernels' order (16 lane accumulators in column order, one fused multiply-add each,
- * lanes summed in order). The native matvec, the native GEMM, the shared gate/up matvec and the Java kernels must all
- * give those bits, for every bit width the kernels take, every group size, every scale dtype, row counts off the
- * kernels' row groups and token counts off their tiles.
+ * lanes summed in order). The native GEMM and the Java kernels must give those bits; the native matvec (decode's
+ * integer kernel) must give the bits of its documented formula, computed here from the test's own codes, and stay
+ * within an error bound of the exact (fp64) dot — for every bit width the kernels take, every group size, every scale
+ * dtype, row counts off the kernels' row blocks and token counts off their tiles.
  */
 class AffineWeightMatrixTest {
     private static final ValueLayout.OfShort I16 = ValueLayout.JAVA_SHORT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
     private static final ValueLayout.OfFloat F32 = ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
 
     /** A random affine matrix and its dequantized weights, made by this test. */
-    record Case(WeightMatrix packed, float[] weights) {}
+    record Case(WeightMatrix packed, float[] weights, int[] codes, float[] scales, float[] biases, int group) {}
 
     static Case random(int bits, int group, DType pairType, int rows, int cols, long seed) {
+        return random(bits, group, pairType, rows, cols, seed, 0);
+    }
+
+    static Case random(int bits, int group, DType pairType, int rows, int cols, long seed, int segmentRows) {
         var rnd = new Random(seed);
         int groups = cols / group;
         var codes = Arena.ofAuto().allocate(Math.max(1, (long) rows * cols * bits / 8), 64);
         var pairs = Arena.ofAuto().allocate(Math.max(1, (long) rows * groups * 2 * pairType.bytes()), 64);
-        float[] w = new float[rows * cols];
+        float[] w = new float[rows * cols], sc = new float[rows * groups], bi = new float[rows * groups];
         int[] q = new int[rows * cols];
         for (int i = 0; i < q.length; i++) q[i] = rnd.nextInt(1 << bits);
         // every code value, the largest included, in the first row
@@ -52,10 +57,12 @@ class AffineWeightMatrixTest {
             for (int g = 0; g < groups; g++) {
                 float s = stored(pairType, pairs, 2L * (r * groups + g), (float) (rnd.nextGaussian() * 0.02));
                 float b = stored(pairType, pairs, 2L * (r * groups + g) + 1, (float) (rnd.nextGaussian() * 0.1));
+                sc[r * groups + g] = s;
+                bi[r * groups + g] = b;
                 for (int c = g * group; c < (g + 1) * group; c++) w[r * cols + c] = s * q[r * cols + c] + b;
             }
         }
-        return new Case(WeightMatrix.affine("q", rows, cols, codes, new AffineGroups(bits, group, pairType, pairs)), w);
+        return new Case(WeightMatrix.affine("q", rows, cols, codes, new AffineGroups(bits, group, pairType, pairs, segmentRows)), w, q, sc, bi, group);
     }
 
     /** Stores v as pairType at index i and returns the stored value widened to fp32. */
@@ -85,6 +92,83 @@ class AffineWeightMatrixTest {
         float s = 0f;
         for (int k = 0; k < 16; k++) s += acc[k];
         return s;
+    }
+
+    /**
+     * Decode's integer dot of row r as decodiff_kernels.c documents it, from the test's own codes and pairs: per group,
+     * x as m = rint(x · 2^(30-e)) (2^(e-1) <= max|x| < 2^e) in four signed bytes, exact integer sums P_k of code times
+     * byte, f = fl(fl(P2 + 2^8 P3) · 2^16 + fl(P0 + 2^8 P1)), acc = fl(fl(s · 2^(e-30)) · f + acc), acc = fl(b · X + acc).
+     * Null where the kernel takes the fp32 path (activations not finite, or a group's largest below 2^-97).
+     */
+    static Float integerDot(Case c, int cols, int r, float[] x, int xOff) {
+        int group = c.group(), groups = cols / group;
+        float acc = 0f;
+        for (int g = 0; g < groups; g++) {
+            float max = 0f;
+            for (int i = g * group; i < (g + 1) * group; i++) {
+                if (!Float.isFinite(x[xOff + i])) return null;
+                max = Math.max(max, Math.abs(x[xOff + i]));
+            }
+            int e = max > 0 ? Math.getExponent(max) + 1 : 0;
+            if (max > 0 && e < -96) return null;
+            int[] p = new int[4];
+            long sum = 0;
+            for (int i = g * group; i < (g + 1) * group; i++) {
+                int m = (int) Math.rint(x[xOff + i] * Math.scalb(1.0, 30 - e));
+                sum += m;
+                int q = c.codes()[r * cols + i];
+                for (int k = 0; k < 4; k++) {
+                    int b = (byte) m;
+                    p[k] += q * b;
+                    m = (m - b) >> 8;
+                }
+            }
+            float pw = Math.scalb(1f, e - 30);
+            float f = Math.fma((float) (p[2] + (p[3] << 8)), 65536f, (float) (p[0] + (p[1] << 8)));
+            acc = Math.fma(c.scales()[r * groups + g] * pw, f, acc);
+            acc = Math.fma(c.biases()[r * groups + g], (float) sum * pw, acc);
+        }
+        return acc;
+    }
+
+    /** The exact dot of row r (fp64 over the test's fp32 weights, which scale·q + bias gives exactly for 16-bit pairs). */
+    static double exactDot(Case c, int cols, int r, float[] x, int xOff) {
+        double s = 0;
+        for (int i = 0; i < cols; i++) s += (double) c.weights()[r * cols + i] * x[xOff + i];
+        return s;
+    }
+
+    /**
+     * What the integer dot may be off the exact one: each activation's fixed-point error (at most 2^(e-31)) times its
+     * weight, and per group a few roundings of at most 2^-24 each of the group's absolute sum, carried by the
+     * accumulator through the later groups.
+     */
+    static double integerBound(Case c, int cols, int r, float[] x, int xOff) {
+        int group = c.group(), groups = cols / group;
+        double fixed = 0, abs = 0;
+        for (int g = 0; g < groups; g++) {
+            float max = 0f;
+            for (int i = g * group; i < (g + 1) * group; i++) max = Math.max(max, Math.abs(x[xOff + i]));
+            int e = max > 0 ? Math.getExponent(max) + 1 : 0;
+            for (int i = g * group; i < (g + 1) * group; i++) {
+                fixed += Math.abs(c.weights()[r * cols + i]) * Math.scalb(1.0, e - 31);
+                abs += (Math.abs(c.scales()[r * groups + g]) * c.codes()[r * cols + i] + Math.abs(c.biases()[r * groups + g])) * Math.abs(x[xOff + i]);
+            }
+        }
+        return fixed + (groups + 4) * Math.scalb(abs, -23);
+    }
+
+    /** Decode's matvec of row r: its formula's bits, within its bound of the exact dot; the Java kernels' fp32 bits where the native ones are off. */
+    static void assertDecodeRow(Case c, int cols, int r, float[] x, int xOff, float got, String what) {
+        if (!NativeKernels.affineAvailable()) {
+            assertThat(Float.floatToRawIntBits(got)).as(what).isEqualTo(Float.floatToRawIntBits(reference(c.weights(), cols, r, x, xOff)));
+            return;
+        }
+        Float want = integerDot(c, cols, r, x, xOff);
+        if (want == null) want = reference(c.weights(), cols, r, x, xOff);
+        assertThat(Float.floatToRawIntBits(got)).as("%s: %s, the integer dot's bits %s", what, got, want).isEqualTo(Float.floatToRawIntBits(want));
+        double exact = exactDot(c, cols, r, x, xOff);
+        if (Double.isFinite(exact)) assertThat(Math.abs(got - exact)).as("%s: off the exact dot %s", what, exact).isLessThanOrEqualTo(integerBound(c, cols, r, x, xOff));
     }
 
     static float[] activations(int n, long seed) {
@@ -117,22 +201,48 @@ class AffineWeightMatrixTest {
 
         float[] y = new float[tokens * rows];
         w.matmul(x, tokens, y);
-        assertBits(y, ref, "matmul");
+        if (tokens > 1) assertBits(y, ref, "matmul");
+        else for (int r = 0; r < rows; r++) assertDecodeRow(c, cols, r, x, 0, y[r], "matmul of one token (the matvec) r=" + r);
         w.matmul(x, tokens, y, MatmulPrecision.BF16);
-        assertBits(y, ref, "matmul at --matmul bf16 (packed weights take the exact path)");
+        if (tokens > 1) assertBits(y, ref, "matmul at --matmul bf16 (packed weights take the exact path)");
         float[] yj = new float[tokens * rows];
         w.matmulJava(x, tokens, yj);
         assertBits(yj, ref, "matmulJava");
         for (int t = 0; t < tokens; t++) {
             float[] yv = new float[rows + 3];
             w.matvec(x, t * cols, yv, 3);
-            for (int r = 0; r < rows; r++)
-                assertThat(Float.floatToRawIntBits(yv[3 + r])).as("matvec t=%d r=%d", t, r).isEqualTo(Float.floatToRawIntBits(ref[t * rows + r]));
+            for (int r = 0; r < rows; r++) assertDecodeRow(c, cols, r, x, t * cols, yv[3 + r], "matvec t=" + t + " r=" + r);
         }
         if (NativeKernels.affineAvailable()) {
             float[] yn = new float[tokens * rows];
             w.matmulNative(x, tokens, yn);
-            assertBits(yn, ref, "matmulNative");
+            if (tokens > 1) assertBits(yn, ref, "matmulNative");
+        }
+    }
+
+    /**
+     * Over many rows the integer dot is closer to the exact one than the fp32 chain it replaced (the point of its
+     * exact sums), and outliers in a group (the activations a norm leaves) do not change that.
+     */
+    @Test
+    void decodeIsCloserToTheExactDotThanTheFp32Chain() {
+        assumeThat(NativeKernels.affineAvailable()).as(NativeKernels.status()).isTrue();
+        for (int bits : new int[]{4, 8}) {
+            int rows = 512, cols = 1536;
+            var c = random(bits, 64, DType.BF16, rows, cols, 40 + bits);
+            float[] x = activations(cols, 41);
+            for (int i = 0; i < cols; i += 97) x[i] *= 40f;
+            float[] y = new float[rows];
+            c.packed().matvec(x, 0, y, 0);
+            double di = 0, df = 0, n = 0;
+            for (int r = 0; r < rows; r++) {
+                double exact = exactDot(c, cols, r, x, 0), chain = reference(c.weights(), cols, r, x, 0);
+                di += (y[r] - exact) * (y[r] - exact);
+                df += (chain - exact) * (chain - exact);
+                n += exact * exact;
+            }
+            assertThat(Math.sqrt(di / n)).as("%d-bit: integer dot's rel L2 to the exact dot, against the fp32 chain's %s", bits, Math.sqrt(df / n))
+                    .isLessThan(Math.sqrt(df / n)).isGreaterThan(0);
         }
     }
 
@@ -144,11 +254,11 @@ class AffineWeightMatrixTest {
         float[] x = activations(512, 3), ya = new float[203], yb = new float[77];
         assertThat(WeightMatrix.canShareMatvec(a.packed(), b.packed())).isTrue();
         WeightMatrix.matvecAll(new WeightMatrix[]{a.packed(), b.packed()}, x, new float[][]{ya, yb});
-        for (int r = 0; r < 203; r++) assertThat(ya[r]).isEqualTo(reference(a.weights(), 512, r, x, 0));
-        for (int r = 0; r < 77; r++) assertThat(yb[r]).isEqualTo(reference(b.weights(), 512, r, x, 0));
+        for (int r = 0; r < 203; r++) assertDecodeRow(a, 512, r, x, 0, ya[r], "a row " + r);
+        for (int r = 0; r < 77; r++) assertDecodeRow(b, 512, r, x, 0, yb[r], "b row " + r);
     }
 
-    /** Decode's q, k and v projections in one parallel call: each matrix's rows get the bits of the dequantized dot. */
+    /** Decode's q, k and v projections in one parallel call: each matrix's rows get the bits of their own integer dot. */
     @Test
     void matvecAllGivesEachPackedMatrixItsOwnBits() {
         assumeThat(NativeKernels.affineAvailable()).as(NativeKernels.status()).isTrue();
@@ -157,15 +267,15 @@ class AffineWeightMatrixTest {
         var v = random(8, 64, DType.BF16, 33, 768, 13);
         float[] x = activations(768, 14), yq = new float[517], yk = new float[64], yv = new float[33 + 4];
         WeightMatrix.matvecAll(new WeightMatrix[]{q.packed(), k.packed(), v.packed()}, x, new float[][]{yq, yk, yv});
-        for (int r = 0; r < 517; r++) assertThat(yq[r]).as("q row %d", r).isEqualTo(reference(q.weights(), 768, r, x, 0));
-        for (int r = 0; r < 64; r++) assertThat(yk[r]).as("k row %d", r).isEqualTo(reference(k.weights(), 768, r, x, 0));
-        for (int r = 0; r < 33; r++) assertThat(yv[r]).as("v row %d", r).isEqualTo(reference(v.weights(), 768, r, x, 0));
+        for (int r = 0; r < 517; r++) assertDecodeRow(q, 768, r, x, 0, yq[r], "q row " + r);
+        for (int r = 0; r < 64; r++) assertDecodeRow(k, 768, r, x, 0, yk[r], "k row " + r);
+        for (int r = 0; r < 33; r++) assertDecodeRow(v, 768, r, x, 0, yv[r], "v row " + r);
         assertThat(yv[33]).as("nothing written past v's rows").isZero();
     }
 
     /**
      * Decode's gate and up with the activation run on each piece of rows: every row is handed to the callback once,
-     * after both of its outputs hold the dequantized dots, and the head's soft-cap path (matvecThen) alike.
+     * after both of its outputs hold their integer dots, and the head's soft-cap path (matvecThen) alike.
      */
     @Test
     void matvecPairedAndThenHandEachRowOnceWithItsOutputsDone() {
@@ -176,8 +286,8 @@ class AffineWeightMatrixTest {
         float[] x = activations(cols, 23), ya = new float[rows], yb = new float[rows];
         float[] ra = new float[rows], rb = new float[rows];
         for (int r = 0; r < rows; r++) {
-            ra[r] = reference(a.weights(), cols, r, x, 0);
-            rb[r] = reference(b.weights(), cols, r, x, 0);
+            ra[r] = integerDot(a, cols, r, x, 0);
+            rb[r] = integerDot(b, cols, r, x, 0);
         }
         int[] seen = new int[rows];
         boolean[] ready = new boolean[rows];
@@ -200,14 +310,37 @@ class AffineWeightMatrixTest {
         assertThat(y).containsExactly(ra);
     }
 
+    /** A stack of 20-row matrices (experts: a whole 16-row block and 4 rows after it each) sliced into them. */
     @Test
-    void aSliceOfRowsIsThoseRowsOfTheMatrix() {
-        var c = random(4, 32, DType.F16, 24, 128, 5);
-        var s = c.packed().slice(8, 8);
-        float[] x = activations(128, 6), y = new float[8];
+    void aSliceOfAStackIsThatMatrix() {
+        var c = random(4, 32, DType.F16, 60, 128, 5, 20);
+        var s = c.packed().slice(20, 20);
+        float[] x = activations(128, 6), y = new float[20];
         s.matvec(x, 0, y, 0);
-        for (int r = 0; r < 8; r++) assertThat(y[r]).isEqualTo(reference(c.weights(), 128, 8 + r, x, 0));
-        assertThat(s.bytes()).isEqualTo(8L * 128 / 2 + 8L * 4 * 2 * 2);
+        for (int r = 0; r < 20; r++) {
+            var row = new Case(null, java.util.Arrays.copyOfRange(c.weights(), (20 + r) * 128, (21 + r) * 128),
+                    java.util.Arrays.copyOfRange(c.codes(), (20 + r) * 128, (21 + r) * 128),
+                    java.util.Arrays.copyOfRange(c.scales(), (20 + r) * 4, (21 + r) * 4), java.util.Arrays.copyOfRange(c.biases(), (20 + r) * 4, (21 + r) * 4), 32);
+            assertDecodeRow(row, 128, 0, x, 0, y[r], "slice row " + r);
+            for (int col = 0; col < 128; col++) assertThat(s.get(r, col)).isEqualTo(c.weights()[(20 + r) * 128 + col]);
+        }
+        assertThat(s.bytes()).isEqualTo(20L * 128 / 2 + 20L * 4 * 2 * 2);
+        org.assertj.core.api.Assertions.assertThatThrownBy(() -> c.packed().slice(8, 16)).hasMessageContaining("whole segments");
+    }
+
+    /** Activations the integer kernel cannot hold (not finite, or a group of them below 2^-97) take the fp32 chain for the call. */
+    @Test
+    void decodeOfActivationsOutsideTheFixedPointRangeIsTheFp32Chain() {
+        var c = random(4, 64, DType.BF16, 40, 128, 9);
+        float[] x = activations(128, 10), y = new float[40];
+        x[70] = Float.NaN;
+        c.packed().matvec(x, 0, y, 0);
+        for (int r = 0; r < 40; r++) assertThat(y[r]).as("row %d", r).isNaN();
+        x = activations(128, 11);
+        for (int i = 0; i < 64; i++) x[i] *= 1e-35f;
+        c.packed().matvec(x, 0, y, 0);
+        for (int r = 0; r < 40; r++)
+            assertThat(Float.floatToRawIntBits(y[r])).as("row %d", r).isEqualTo(Float.floatToRawIntBits(reference(c.weights(), 128, r, x, 0)));
     }
 
     @Test

@@ -49,7 +49,21 @@ public final class QuantizedTensors {
 
         public long rows() { return codes.elementCount() * 32 / groups.bits() / cols(); }
 
-        public WeightMatrix matrix() { return WeightMatrix.affine(name, (int) rows(), (int) cols(), codes.data(), groups); }
+        /** Bytes the blocked codes take (as many as stored). */
+        public long codeBytes() { return rows() * groups.rowBytes((int) cols()); }
+
+        /** Bytes a pass over the matrix reads: codes, scales and biases. */
+        public long bytes() { return codeBytes() + rows() * groups.pairRowBytes((int) cols()); }
+
+        /**
+         * The matrix, its codes blocked into {@code into} ({@link #codeBytes()} bytes); a stack of matrices ([E, rows,
+         * cols], MoE experts) is blocked per matrix, so that each slice of it is one.
+         */
+        public WeightMatrix matrix(MemorySegment into) {
+            var g = shape.length >= 3 ? new AffineGroups(groups.bits(), groups.groupSize(), groups.pairType(), groups.pairs(), (int) shape[shape.length - 2])
+                    : groups;
+            return WeightMatrix.affine(name, (int) rows(), (int) cols(), codes.data(), g, into);
+        }
 
         /** The fp32 tensor (a copy in {@code arena}), as the dequantizing loader makes it. */
         public TensorView dequantized(Arena arena) {
