@@ -64,8 +64,9 @@ public final class WeightResidency implements AutoCloseable {
 
     /** Places {@code mapped}'s streamed matrices as {@code mode} says; the result lives until {@link #close}. */
     public static Placed place(ModelWeights mapped, Mode mode) {
-        // the mapped matrices' bytes (a packed matrix's codes), the slab they fill (each starting on ALIGN), and the bytes
-        // already in anonymous memory (quantized weights dequantized at load): those stay where they are, never copied twice
+        // the mapped matrices' bytes, the slab they fill (each starting on ALIGN), and the bytes
+        // already in anonymous memory (quantized weights dequantized, or their codes blocked, at load): those stay where they are,
+        // never copied twice
         long[] sizes = new long[3];
         mapped.withStreamedMatrices(m -> {
             if (m.data().isMapped()) {
@@ -77,7 +78,7 @@ public final class WeightResidency implements AutoCloseable {
         long bytes = sizes[0];
         if (bytes == 0 && sizes[2] > 0)
             return new Placed(mapped, new WeightResidency(null, true, String.format(Locale.ROOT,
-                    "resident in anonymous memory (%.2f GB dequantized at load%s)", sizes[2] / 1e9, HugePageMemory.available() ? ", on huge pages" : "")));
+                    "resident in anonymous memory (%.2f GB made at load: quantized weights dequantized or their codes blocked%s)", sizes[2] / 1e9, HugePageMemory.available() ? ", on huge pages" : "")));
         String gb = String.format(Locale.ROOT, "%.2f GB", bytes / 1e9);
         if (mode == Mode.MAPPED) return new Placed(mapped, new WeightResidency(null, false, "mapped from the checkpoint files (" + gb + ", as asked)"));
         var why = HugePageMemory.unavailableReason();
@@ -102,7 +103,7 @@ public final class WeightResidency implements AutoCloseable {
                 // weights are not counted twice in its resident set.
                 if (m.data().isMapped()) m.data().unload();
                 next[0] += align(m.dataBytes());
-                return m.withData(dst); // a packed matrix's codes; its scales and biases are already in anonymous memory
+                return m.withData(dst);
             });
             return new Placed(placed, new WeightResidency(arena, true, "resident in anonymous memory on huge pages (" + gb + " copied from the checkpoint files)"));
         } catch (RuntimeException | OutOfMemoryError e) {
