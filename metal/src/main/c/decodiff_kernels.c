@@ -810,8 +810,10 @@ KERNEL_AMX float decodiff_amx_loop(int64_t iterations) {
  * holds columns 8k .. 8k + 7, byte 4i + j the code of column 8k + j in its low nibble and of 8k + 4 + j in its high
  * one; 8-bit: chunk k holds columns 4k .. 4k + 3, byte 4i + j column 4k + j. The rows after the last whole block
  * (rows % 16 of them) follow row-major, as MLX stores them. So one 64-byte load gives sixteen rows four (or eight)
- * columns each, the shape of a VNNI dot product. Pairs: row r, group g at index r · (cols / group) + g, two values
- * (scale, bias) in `fmt`: AFFINE_F32 (8 bytes a pair), AFFINE_BF16 or AFFINE_F16 (4 bytes).
+ * columns each, the shape of a VNNI dot product. Pairs, two values (scale, bias) in `fmt` (AFFINE_F32: 8 bytes a pair,
+ * AFFINE_BF16 or AFFINE_F16: 4 bytes), blocked alike (decodiff_affine_block_pairs): in a block of 16 rows, group g's
+ * 16 pairs follow each other (row 16b + i, group g at index 16b · groups + 16g + i: one 64-byte load for the block);
+ * the rows after the last whole block keep MLX's index r · groups + g.
  *
  * Prefill (the GEMM) keeps the fp32 contract above: each weight is fl(fl(scale · q) + bias), the very value
  * AffineDequantizer writes (with bf16 or f16 scales the product is exact and the sum rounds once, so a fused
@@ -873,6 +875,27 @@ void decodiff_affine_block(const uint8_t *in, uint8_t *out, int64_t rows, int64_
     memcpy(out + full * rb, in + full * rb, (size_t) ((rows - full) * rb));
 }
 
+/* Index of the pair of row r, group g (the blocked layout above). */
+static inline int64_t pair_index(int64_t rows, int64_t groups, int64_t r, int64_t g) {
+    const int64_t full = rows / BLOCK * BLOCK;
+    return r >= full ? r * groups + g : (r - r % BLOCK) * groups + g * BLOCK + r % BLOCK;
+}
+
+/* Regroups MLX-ordered pairs (index r · groups + g, `bytes` each) in place into the blocked order. 0 where out of memory. */
+int32_t decodiff_affine_block_pairs(uint8_t *pairs, int64_t rows, int64_t groups, int32_t bytes) {
+    const int64_t full = rows / BLOCK * BLOCK, span = BLOCK * groups * bytes;
+    uint8_t *tmp = malloc(span > 0 ? span : 1);
+    if (!tmp) return 0;
+    for (int64_t b = 0; b < full; b += BLOCK) {
+        uint8_t *blk = pairs + b * groups * bytes;
+        memcpy(tmp, blk, span);
+        for (int i = 0; i < BLOCK; i++)
+            for (int64_t g = 0; g < groups; g++) memcpy(blk + (g * BLOCK + i) * bytes, tmp + (i * groups + g) * bytes, bytes);
+    }
+    free(tmp);
+    return 1;
+}
+
 KERNEL_Q static inline __attribute__((always_inline)) void affine_pair(const void *pairs, const int fmt, int64_t i, float *s, float *b) {
     if (fmt == AFFINE_F32) {
         const float *p = (const float *) pairs + 2 * i;
@@ -917,7 +940,7 @@ KERNEL_Q static float affine_row_fp32(const uint8_t *codes, const void *pairs, i
     __m512 a = _mm512_setzero_ps();
     float s = 0, o = 0;
     for (int64_t c = 0; c < cols; c += L) {
-        if (c % group == 0) affine_pair(pairs, fmt, r * groups + c / group, &s, &o);
+        if (c % group == 0) affine_pair(pairs, fmt, pair_index(rows, groups, r, c / group), &s, &o);
         __m512 w = _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(s), affine_codes(codes, bits, rows, cols, r, c)), _mm512_set1_ps(o));
         a = _mm512_fmadd_ps(w, _mm512_loadu_ps(x + c), a);
     }
@@ -969,17 +992,18 @@ KERNEL_Q static int affine_stage(const float *x, int64_t cols, int64_t group, in
     return 1;
 }
 
-/* Scale and bias of rows [r, r + 16), group g, as vectors. */
+/* Scale and bias of rows [r, r + 16) (a whole block), group g, as vectors: the block's 16 pairs of the group are contiguous. */
 KERNEL_Q static inline __attribute__((always_inline)) void affine_pairs16(const void *pairs, const int fmt, int64_t groups, int64_t r, int64_t g,
                                                                          __m512 *s, __m512 *b) {
-    const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32((int) groups));
+    const int64_t at = r * groups + g * BLOCK;
     if (fmt == AFFINE_F32) {
-        const float *p = (const float *) pairs + 2 * (r * groups + g);
-        *s = _mm512_i32gather_ps(idx, p, 8);
-        *b = _mm512_i32gather_ps(idx, p + 1, 8);
+        const float *p = (const float *) pairs + 2 * at;
+        __m512 lo = _mm512_loadu_ps(p), hi = _mm512_loadu_ps(p + 16);
+        *s = _mm512_permutex2var_ps(lo, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), hi);
+        *b = _mm512_permutex2var_ps(lo, _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), hi);
         return;
     }
-    __m512i v = _mm512_i32gather_epi32(idx, (const int32_t *) pairs + r * groups + g, 4);
+    __m512i v = _mm512_loadu_si512((const int32_t *) pairs + at);
     if (fmt == AFFINE_BF16) {
         *s = _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
         *b = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32((int) 0xffff0000u)));
@@ -1125,7 +1149,7 @@ KERNEL_Q static void affine_pack_rows(const uint8_t *codes, const void *pairs, i
         float s = 0, o = 0;
         for (int64_t c = 0; c < n; c += L) {
             int64_t col = c0 + c;
-            if (c == 0 || col % group == 0) affine_pair(pairs, fmt, (r + i) * groups + col / group, &s, &o);
+            if (c == 0 || col % group == 0) affine_pair(pairs, fmt, pair_index(rows, groups, r + i, col / group), &s, &o);
             __m512 q = affine_codes(codes, bits, rows, cols, r + i, col);
             _mm512_store_ps(wp + c * ROWS + i * L, _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(s), q), _mm512_set1_ps(o)));
         }

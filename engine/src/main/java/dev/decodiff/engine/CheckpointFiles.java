@@ -213,7 +213,13 @@ public final class CheckpointFiles implements AutoCloseable {
             total = Math.max(total, 64);
             slab = HugePageMemory.available() ? HugePageMemory.allocate(total, dequantized) : dequantized.allocate(total, 64);
         }
-        return matrices.computeIfAbsent(p.name(), n -> p.matrix(slab.asSlice(slabOffsets.get(n), p.codeBytes())));
+        return matrices.computeIfAbsent(p.name(), n -> {
+            var m = p.matrix(slab.asSlice(slabOffsets.get(n), p.codeBytes()));
+            // reading the stored codes faulted the file's pages into this process; drop them (they stay in the page
+            // cache) so the weights are not counted twice in its resident set
+            if (p.codes().data().isMapped()) p.codes().data().unload();
+            return m;
+        });
     }
 
     /** {@link #matrix} of a 2-D tensor [rows, cols]. */

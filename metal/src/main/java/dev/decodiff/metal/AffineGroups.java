@@ -13,7 +13,8 @@ import java.nio.ByteOrder;
  * <p>The codes are <em>blocked</em>: MLX stores row r at r·cols·bits/8 bytes, element c at bits [c·bits, (c+1)·bits)
  * little-endian; {@link #block} regroups each 16 rows into 64-byte chunks of 16 rows × 8 (4-bit) or 4 (8-bit) columns
  * (bytes 4i..4i+3 of a chunk are row i's; 4-bit: byte j holds column j in its low nibble and 4 + j in its high one),
- * the shape the integer decode kernel reads. The rows after the last whole block stay row-major. A stack of
+ * the shape the integer decode kernel reads; the pairs alike (a block's 16 pairs of one group follow each other, row
+ * 16b + i, group g at index 16b·groups + 16g + i). The rows after the last whole block stay as MLX orders them. A stack of
  * {@code segmentRows}-row matrices (MoE experts) is blocked segment by segment, so that each expert's slice is itself
  * a blocked matrix; {@code segmentRows} 0 means one segment, the whole matrix.
  */
@@ -42,6 +43,14 @@ public record AffineGroups(int bits, int groupSize, DType pairType, MemorySegmen
     /** Whether the native kernels can read a {@code rows}-row matrix as one blocked matrix (its segments are whole blocks). */
     boolean oneLayout(int rows) { return segment(rows) == rows || segment(rows) % BLOCK == 0; }
 
+    /** Index in {@link #pairs} of the pair of row r, group g of a [rows, cols] matrix (blocked). */
+    long pairIndex(int rows, int cols, int r, int g) {
+        int seg = segment(rows), rr = r % seg, full = seg / BLOCK * BLOCK, groups = cols / groupSize;
+        long base = (long) (r - rr) * groups;
+        if (rr >= full) return base + (long) rr * groups + g;
+        return base + (long) (rr - rr % BLOCK) * groups + (long) g * BLOCK + rr % BLOCK;
+    }
+
     /** Byte of the blocked codes that holds element (r, c) of a [rows, cols] matrix; for 4 bits, {@link #nibble} says which half. */
     long codeByte(int rows, int cols, int r, int c) {
         int seg = segment(rows), rr = r % seg, full = seg / BLOCK * BLOCK;
@@ -64,33 +73,45 @@ public record AffineGroups(int bits, int groupSize, DType pairType, MemorySegmen
     }
 
     /**
-     * MLX's row-major codes of a [rows, cols] matrix ({@code stored}) blocked into {@code out} (as many bytes): on the
-     * native kernels where they run, else element by element.
+     * MLX's row-major codes of a [rows, cols] matrix ({@code stored}) blocked into {@code out} (as many bytes), and
+     * {@link #pairs} (MLX's order as given) blocked in place: on the native kernels where they run, else element by element.
      */
     public void block(MemorySegment stored, int rows, int cols, MemorySegment out) {
+        block(stored, rows, cols, out, NativeKernels.affineAvailable());
+    }
+
+    /** {@link #block}, on the native kernels or in Java (which a test holds to the native bytes). */
+    void block(MemorySegment stored, int rows, int cols, MemorySegment out, boolean natively) {
         long bytes = rows * rowBytes(cols);
         if (stored.byteSize() < bytes || out.byteSize() < bytes)
             throw new IllegalArgumentException(bytes + " bytes of codes for [" + rows + ", " + cols + "], segments of " + stored.byteSize() + " and " + out.byteSize());
         int seg = segment(rows);
         if (rows % seg != 0) throw new IllegalArgumentException(rows + " rows are no whole number of " + seg + "-row segments");
-        long segBytes = seg * rowBytes(cols);
+        long segBytes = seg * rowBytes(cols), segPairs = seg * pairRowBytes(cols);
+        int groups = cols / groupSize, pairBytes = 2 * pairType.bytes();
+        var one = new AffineGroups(bits, groupSize, pairType, pairs, 0);
         for (long s = 0; s < rows / seg; s++) {
+            var ps = pairs.asSlice(s * segPairs, segPairs);
             var src = stored.asSlice(s * segBytes, segBytes);
             var dst = out.asSlice(s * segBytes, segBytes);
-            if (NativeKernels.affineAvailable()) NativeKernels.affineBlock(src, dst, seg, cols, bits);
-            else {
-                var one = new AffineGroups(bits, groupSize, pairType, pairs, 0);
-                for (int r = 0; r < seg; r++)
-                    for (int c = 0; c < cols; c++) {
-                        long rowMajor = r * rowBytes(cols) + (long) c * bits / 8;
-                        int q = src.get(ValueLayout.JAVA_BYTE, rowMajor) & 0xff;
-                        if (bits == 4) q = q >>> 4 * (c & 1) & 0xf;
-                        long at = one.codeByte(seg, cols, r, c);
-                        int sh = bits == 4 ? one.nibble(seg, r, c) : 0;
-                        byte old = dst.get(ValueLayout.JAVA_BYTE, at);
-                        dst.set(ValueLayout.JAVA_BYTE, at, (byte) (bits == 8 ? q : (old & ~(0xf << sh)) | q << sh));
-                    }
+            if (natively) {
+                NativeKernels.affineBlockPairs(ps, seg, groups, pairBytes);
+                NativeKernels.affineBlock(src, dst, seg, cols, bits);
+                continue;
             }
+            byte[] mlx = ps.toArray(ValueLayout.JAVA_BYTE);
+            for (int r = 0; r < seg; r++)
+                for (int g = 0; g < groups; g++)
+                    MemorySegment.copy(mlx, (r * groups + g) * pairBytes, ps, ValueLayout.JAVA_BYTE, one.pairIndex(seg, cols, r, g) * pairBytes, pairBytes);
+            for (int r = 0; r < seg; r++)
+                for (int c = 0; c < cols; c++) {
+                    int q = src.get(ValueLayout.JAVA_BYTE, r * rowBytes(cols) + (long) c * bits / 8) & 0xff;
+                    if (bits == 4) q = q >>> 4 * (c & 1) & 0xf;
+                    long at = one.codeByte(seg, cols, r, c);
+                    int sh = bits == 4 ? one.nibble(seg, r, c) : 0;
+                    byte old = dst.get(ValueLayout.JAVA_BYTE, at);
+                    dst.set(ValueLayout.JAVA_BYTE, at, (byte) (bits == 8 ? q : (old & ~(0xf << sh)) | q << sh));
+                }
         }
     }
 
@@ -124,7 +145,7 @@ public record AffineGroups(int bits, int groupSize, DType pairType, MemorySegmen
     /** Element (r, c) of a [rows, cols] matrix whose blocked codes are {@code codes}: fl(fl(scale·q) + bias). */
     float get(MemorySegment codes, int rows, int cols, int r, int c) {
         int q = code(codes, rows, cols, r, c);
-        long i = (long) r * (cols / groupSize) + c / groupSize;
+        long i = pairIndex(rows, cols, r, c / groupSize);
         float s = pair(i, 0), o = pair(i, 1);
         return s * q + o;
     }

@@ -42,7 +42,7 @@ public final class NativeKernels {
     /** The AVX512-BF16 GEMM of --matmul bf16, or null where the CPU lacks those instructions. */
     private static final MethodHandle MATMUL_BF16DOT;
     /** The matvec and GEMM on MLX affine 4-/8-bit codes, or null where the CPU lacks AVX512-VBMI or F16C. */
-    private static final MethodHandle MATVEC_AFFINE, MATMUL_AFFINE, AFFINE_BLOCK;
+    private static final MethodHandle MATVEC_AFFINE, MATMUL_AFFINE, AFFINE_BLOCK, AFFINE_BLOCK_PAIRS;
     /** The AMX tile GEMM, its activation packers and its peak loop, or null where the CPU or the kernel refuses AMX. */
     private static final MethodHandle MATMUL_AMX, AMX_PACK_X, AMX_PACK_XR, AMX_PACKED_SHORTS, AMX_SCRATCH_SHORTS, AMX_LOOP;
     /** Columns of one K slice of the AMX GEMM (its chunks of tokens are sized for a slice's activations). */
@@ -56,7 +56,7 @@ public final class NativeKernels {
     private static final String STATUS;
 
     static {
-        MethodHandle mv = null, mm = null, sr = null, dot = null, scratch = null, mvq = null, mmq = null, blk = null;
+        MethodHandle mv = null, mm = null, sr = null, dot = null, scratch = null, mvq = null, mmq = null, blk = null, blkp = null;
         MethodHandle amx = null, packX = null, packXr = null, packedShorts = null, amxScratch = null, amxLoop = null;
         int sliceColumns = 0;
         String status, amxStatus = "";
@@ -87,6 +87,8 @@ public final class NativeKernels {
                             FunctionDescriptor.ofVoid(ADDRESS, ADDRESS, JAVA_INT, JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, ADDRESS), critical);
                     blk = linker.downcallHandle(find(lookup, "decodiff_affine_block"),
                             FunctionDescriptor.ofVoid(ADDRESS, ADDRESS, JAVA_LONG, JAVA_LONG, JAVA_INT));
+                    blkp = linker.downcallHandle(find(lookup, "decodiff_affine_block_pairs"),
+                            FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG, JAVA_LONG, JAVA_INT));
                     mmq = linker.downcallHandle(find(lookup, "decodiff_matmul_affine"),
                             FunctionDescriptor.ofVoid(ADDRESS, ADDRESS, JAVA_INT, JAVA_INT, JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, ADDRESS, ADDRESS), critical);
                 }
@@ -122,6 +124,7 @@ public final class NativeKernels {
         MATVEC_AFFINE = off ? null : mvq;
         MATMUL_AFFINE = off ? null : mmq;
         AFFINE_BLOCK = off ? null : blk;
+        AFFINE_BLOCK_PAIRS = off ? null : blkp;
         MATMUL_AMX = off ? null : amx;
         AMX_PACK_X = packX;
         AMX_PACK_XR = packXr;
@@ -184,6 +187,17 @@ public final class NativeKernels {
         } catch (Throwable t) {
             throw new IllegalStateException("native affine blocking failed", t);
         }
+    }
+
+    /** An affine matrix's (scale, bias) pairs, {@code bytes} each, in MLX's order, blocked in place (as {@link AffineGroups} says). */
+    static void affineBlockPairs(MemorySegment pairs, int rows, int groups, int bytes) {
+        int done;
+        try {
+            done = (int) AFFINE_BLOCK_PAIRS.invokeExact(pairs, (long) rows, (long) groups, bytes);
+        } catch (Throwable t) {
+            throw new IllegalStateException("native affine pair blocking failed", t);
+        }
+        if (done != 1) throw new OutOfMemoryError("no memory to block " + rows + " rows of affine scales and biases");
     }
 
     /** As {@link #matmulBf16} on an affine matrix (scratch from {@link #matmulScratch}). */

@@ -38,7 +38,7 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
 
     /**
      * An MLX affine matrix from its codes as the checkpoint stores them (row-major), blocked into {@code into} (at least
-     * {@code rows · cols · bits / 8} bytes); scales and biases as {@code affine} holds them.
+     * {@code rows · cols · bits / 8} bytes), and {@code affine}'s pairs (in MLX's order) blocked in place: once per pairs.
      */
     public static WeightMatrix affine(String name, int rows, int cols, MemorySegment stored, AffineGroups affine, MemorySegment into) {
         long bytes = rows * affine.rowBytes(cols);

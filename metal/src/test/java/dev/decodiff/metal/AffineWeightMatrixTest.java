@@ -328,6 +328,23 @@ class AffineWeightMatrixTest {
         org.assertj.core.api.Assertions.assertThatThrownBy(() -> c.packed().slice(8, 16)).hasMessageContaining("whole segments");
     }
 
+    /** The Java blocking (where the native kernels are off) writes the native bytes, codes and pairs, for each layout. */
+    @ParameterizedTest(name = "{0}-bit {1} [{2}, 128] segments of {3}")
+    @CsvSource({"4,BF16,37,0", "8,F32,21,0", "4,F16,60,20", "8,BF16,48,16"})
+    void javaBlockingWritesTheNativeBytes(int bits, DType pairType, int rows, int segment) {
+        assumeThat(NativeKernels.affineAvailable()).as(NativeKernels.status()).isTrue();
+        var rnd = new Random(rows * 31L + bits);
+        long codeBytes = (long) rows * 128 * bits / 8, pairBytes = (long) rows * (128 / 32) * 2 * pairType.bytes();
+        var stored = Arena.ofAuto().allocate(codeBytes);
+        for (long i = 0; i < codeBytes; i++) stored.set(ValueLayout.JAVA_BYTE, i, (byte) rnd.nextInt());
+        MemorySegment[] pairs = {Arena.ofAuto().allocate(pairBytes), Arena.ofAuto().allocate(pairBytes)}, out = {Arena.ofAuto().allocate(codeBytes), Arena.ofAuto().allocate(codeBytes)};
+        for (long i = 0; i < pairBytes; i++) pairs[0].set(ValueLayout.JAVA_BYTE, i, (byte) rnd.nextInt());
+        pairs[1].copyFrom(pairs[0]);
+        for (int k = 0; k < 2; k++) new AffineGroups(bits, 32, pairType, pairs[k], segment).block(stored, rows, 128, out[k], k == 0);
+        assertThat(out[1].toArray(ValueLayout.JAVA_BYTE)).as("codes").isEqualTo(out[0].toArray(ValueLayout.JAVA_BYTE));
+        assertThat(pairs[1].toArray(ValueLayout.JAVA_BYTE)).as("pairs").isEqualTo(pairs[0].toArray(ValueLayout.JAVA_BYTE));
+    }
+
     /** Activations the integer kernel cannot hold (not finite, or a group of them below 2^-97) take the fp32 chain for the call. */
     @Test
     void decodeOfActivationsOutsideTheFixedPointRangeIsTheFp32Chain() {
