@@ -1044,7 +1044,12 @@ KERNEL_Q static float affine_row_int(const uint8_t *codes, const void *pairs, in
     return acc;
 }
 
-#define DPB(a, u, p) a = _mm512_dpbusd_epi32(a, u, _mm512_set1_epi32(p))
+/*
+ * a += u · (the 32-bit word p in every lane), bytes times bytes summed in fours: VPDPBUSD with the word as an embedded
+ * broadcast from memory. Written out because gcc 12 broadcasts into a register first (a separate instruction per
+ * product); the embedded form made the kernel 15-25 % faster from cache (one and two threads, [2048, 1536] 4-bit).
+ */
+#define DPB(a, u, p) __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(a) : "v"(u), "m"(p))
 /* How far ahead the blocked matvec prefetches into L2 (the same stream as rows8's, one sequential one here). */
 #define AFFINE_AHEAD 16384
 /*
