@@ -34,6 +34,7 @@ Usage:
 import argparse
 import hashlib
 import json
+import mmap
 import os
 import shutil
 import struct
@@ -65,16 +66,18 @@ NP = {"F32": np.float32, "BF16": np.uint16, "F16": np.float16, "U32": np.uint32,
 
 
 def read_safetensors(path):
+    """The tensors as read-only views of the file, mapped (a 9 GB checkpoint is not read into memory at once)."""
     with open(path, "rb") as f:
         n = struct.unpack("<Q", f.read(8))[0]
         header = json.loads(f.read(n))
-        data = f.read()
+        data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     out = {}
     for name, t in header.items():
         if name == "__metadata__":
             continue
         b, e = t["data_offsets"]
-        out[name] = (t["dtype"], np.frombuffer(data[b:e], dtype=NP[t["dtype"]]).reshape(t["shape"]))
+        count = (e - b) // np.dtype(NP[t["dtype"]]).itemsize
+        out[name] = (t["dtype"], np.frombuffer(data, dtype=NP[t["dtype"]], count=count, offset=8 + n + b).reshape(t["shape"]))
     return out
 
 
@@ -149,12 +152,13 @@ def quantize(w, bits, group):
     return pack(q, bits), scale, bias, q
 
 
-def quantize_rows(w, bits, group, rows=16384):
-    """quantize() of a 2-D w a block of rows at a time (groups are independent: the same result, a fraction of the
-    temporaries; a 262,144-row embedding otherwise needs several GB of them)."""
-    if w.ndim != 2 or w.shape[0] <= rows:
-        return quantize(w, bits, group)[:3]
-    parts = [quantize(w[r:r + rows], bits, group)[:3] for r in range(0, w.shape[0], rows)]
+def quantize_rows(dtype, a, bits, group, rows=16384):
+    """quantize() of the stored tensor a (dtype) as fp32, a 2-D one a block of rows at a time (groups are independent:
+    the same result, a fraction of the temporaries; a 262,144-row embedding otherwise needs several GB of them, and
+    E2B's per-layer table 9 GB as fp32)."""
+    if a.ndim != 2 or a.shape[0] <= rows:
+        return quantize(as_f32(dtype, a), bits, group)[:3]
+    parts = [quantize(as_f32(dtype, a[r:r + rows]), bits, group)[:3] for r in range(0, a.shape[0], rows)]
     return tuple(np.concatenate([p[k] for p in parts]) for k in range(3))
 
 
@@ -274,7 +278,7 @@ def convert(sdir, odir, bits, group, overrides):
         m = mod[: -len(".weight")] if mod.endswith(".weight") else None
         b, g = overrides.get(m, (bits, group))
         if quantizable(key, dtype, a) and a.shape[-1] % g == 0:
-            pk, s, bi = quantize_rows(as_f32(dtype, a), b, g)
+            pk, s, bi = quantize_rows(dtype, a, b, g)
             out[full] = ("U32", pk)
             out[PREFIX + m + ".scales"] = ("BF16", s)
             out[PREFIX + m + ".biases"] = ("BF16", bi)
