@@ -165,7 +165,7 @@ public final class NativeKernels {
     }
 
     /**
-     * Whether MLX affine 4- and 8-bit matrices run packed on the native kernels here (AVX-512 with VBMI and F16C); where
+     * Whether MLX affine 4- and 8-bit matrices run packed on the native kernels here (AVX-512 with VBMI, VNNI and F16C); where
      * they cannot, the loader dequantizes them to fp32 instead.
      */
     public static boolean affineAvailable() { return MATVEC_AFFINE != null; }

@@ -369,7 +369,8 @@ class AffineWeightMatrixTest {
         } catch (java.io.IOException e) {
             throw new AssertionError(e);
         }
-        boolean cpu = flags.contains(" avx512vbmi ") && flags.contains(" f16c ") && flags.contains(" avx512bw ");
+        boolean cpu = flags.contains(" avx512vbmi ") && flags.contains(" f16c ") && flags.contains(" avx512bw ") && flags.contains(" avx512_vnni ")
+                && flags.contains(" avx512dq ") && flags.contains(" fma ");
         assertThat(NativeKernels.affineAvailable()).as(NativeKernels.status()).isEqualTo(cpu && NativeKernels.available());
     }
 

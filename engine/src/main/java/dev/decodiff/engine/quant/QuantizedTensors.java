@@ -73,7 +73,7 @@ public final class QuantizedTensors {
 
     /** What a quantized checkpoint's load will do with its matrices, in one line (for --version). */
     public static String policy() {
-        if (keepsPacked()) return "MLX 4- and 8-bit matrices kept packed (dequantized in the native kernels); 2-, 3-, 5- and 6-bit dequantized to fp32 at load";
+        if (keepsPacked()) return "MLX 4- and 8-bit matrices kept packed (prefill dequantizes them in the native kernels, decode sums each group exactly in integers); 2-, 3-, 5- and 6-bit dequantized to fp32 at load";
         String why = !NativeKernels.affineAvailable() ? "the native affine kernels are not in use here: " + NativeKernels.status() : "-Ddecodiff.quantized=dequantize";
         return "MLX matrices of every bit width dequantized to fp32 at load (" + why + ")";
     }
@@ -146,7 +146,14 @@ public final class QuantizedTensors {
             var spec = ov != null ? ov.spec() : q.defaults();
             long[] shape = checkedShape(dir, t, scales, biases, spec, ov != null);
             if (keep && (spec.bits() == 4 || spec.bits() == 8)) packed.put(name, pack(t, shape, scales, biases, spec, arena));
-            else out.put(name, dequantize(t, shape, scales, biases, spec, arena));
+            else {
+                // kept packed, a matrix may be larger (E2B's per-layer table: 2.35 G elements); as fp32 it may not
+                long elements = Arrays.stream(shape).reduce(1, Math::multiplyExact);
+                if (elements > Integer.MAX_VALUE)
+                    throw new CheckpointException(dir + ": tensor '" + name + "' has " + elements + " elements, more than one fp32 matrix may hold here; "
+                            + "at 4 or 8 bits it loads kept packed, where the native affine kernels run (" + policy() + ")");
+                out.put(name, dequantize(t, shape, scales, biases, spec, arena));
+            }
             specs.put(name, spec);
         }
         return new Resolved(out, packed, new QuantizationSummary(q, specs, packed.keySet()));
@@ -181,8 +188,8 @@ public final class QuantizedTensors {
                     + ": the packed shapes disagree with config.json; " + fix);
         long rows = 1;
         for (int i = 0; i < ws.length - 1; i++) rows *= ws[i];
-        if (rows * cols > Integer.MAX_VALUE || rows > Integer.MAX_VALUE)
-            throw new CheckpointException(dir + ": tensor '" + name + "' has " + rows * cols + " elements, more than one fp32 matrix may hold here");
+        if (rows > Integer.MAX_VALUE)
+            throw new CheckpointException(dir + ": tensor '" + name + "' has " + rows + " rows, more than one matrix may hold here");
         long[] shape = ws.clone();
         shape[shape.length - 1] = cols;
         return shape;
