@@ -222,6 +222,22 @@ public final class CheckpointFiles implements AutoCloseable {
         });
     }
 
+    /**
+     * {@link #matrix} of a 2-D table looked up a row at a time and never streamed through a kernel (E2B's per-layer
+     * embeddings): MLX affine codes stay where the checkpoint stores them (mapped, only the rows read come in), not
+     * blocked into memory of their own.
+     */
+    public WeightMatrix lookupTable(String name, long rows, long cols) {
+        resolved();
+        var p = packed.get(prefix + name);
+        if (p == null) p = packed.get(name);
+        if (p == null || p.shape().length != 2) return matrix(name, rows, cols);
+        if (p.rows() != rows || p.cols() != cols)
+            throw new CheckpointException(dir + ": tensor '" + p.name() + "' has shape " + java.util.Arrays.toString(p.shape()) + ", config.json implies ["
+                    + rows + ", " + cols + "]");
+        return WeightMatrix.affineAsStored(p.name(), (int) rows, (int) cols, p.codes().data(), p.groups());
+    }
+
     /** {@link #matrix} of a 2-D tensor [rows, cols]. */
     public WeightMatrix matrix(String name, long rows, long cols) {
         return matrix(name, Math.toIntExact(rows), Math.toIntExact(cols), rows, cols);

@@ -28,7 +28,7 @@ public record ModelWeights(WeightMatrix embed, WeightMatrix lmHead, float[] fina
         WeightMatrix pleEmbed = null, pleProj = null;
         float[] pleNorm = null;
         if (P > 0) {
-            pleEmbed = f.matrix("embed_tokens_per_layer.weight", c.pleVocab(), (long) L * P);
+            pleEmbed = f.lookupTable("embed_tokens_per_layer.weight", c.pleVocab(), (long) L * P);
             pleProj = f.matrix("per_layer_model_projection.weight", (long) L * P, H);
             pleNorm = vec(f, "per_layer_projection_norm.weight", P);
         }

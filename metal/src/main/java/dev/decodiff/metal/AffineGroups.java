@@ -16,9 +16,10 @@ import java.nio.ByteOrder;
  * the shape the integer decode kernel reads; the pairs alike (a block's 16 pairs of one group follow each other, row
  * 16b + i, group g at index 16b·groups + 16g + i). The rows after the last whole block stay as MLX orders them. A stack of
  * {@code segmentRows}-row matrices (MoE experts) is blocked segment by segment, so that each expert's slice is itself
- * a blocked matrix; {@code segmentRows} 0 means one segment, the whole matrix.
+ * a blocked matrix; {@code segmentRows} 0 means one segment, the whole matrix. A table only looked up a row at a time
+ * (E2B's per-layer embeddings) stays {@code asStored}: codes and pairs in MLX's order, read by the Java kernels only.
  */
-public record AffineGroups(int bits, int groupSize, DType pairType, MemorySegment pairs, int segmentRows) {
+public record AffineGroups(int bits, int groupSize, DType pairType, MemorySegment pairs, int segmentRows, boolean asStored) {
     /** Rows of one block of the blocked layout. */
     public static final int BLOCK = 16;
     private static final ValueLayout.OfFloat F32 = ValueLayout.JAVA_FLOAT_UNALIGNED.withOrder(ByteOrder.LITTLE_ENDIAN);
@@ -32,20 +33,28 @@ public record AffineGroups(int bits, int groupSize, DType pairType, MemorySegmen
         if (segmentRows < 0) throw new IllegalArgumentException("segment rows must not be negative: " + segmentRows);
     }
 
+    /** Blocked, in segments of {@code segmentRows} rows (0: one). */
+    public AffineGroups(int bits, int groupSize, DType pairType, MemorySegment pairs, int segmentRows) {
+        this(bits, groupSize, pairType, pairs, segmentRows, false);
+    }
+
     /** One segment: a plain matrix. */
     public AffineGroups(int bits, int groupSize, DType pairType, MemorySegment pairs) {
         this(bits, groupSize, pairType, pairs, 0);
     }
 
+    /** The same quantization read as MLX stores it (row-major codes, pairs in row order), for a table looked up by rows. */
+    public AffineGroups stored() { return new AffineGroups(bits, groupSize, pairType, pairs, 0, true); }
+
     /** Rows of each independently blocked segment of a {@code rows}-row matrix. */
     int segment(int rows) { return segmentRows == 0 ? rows : segmentRows; }
 
     /** Whether the native kernels can read a {@code rows}-row matrix as one blocked matrix (its segments are whole blocks). */
-    boolean oneLayout(int rows) { return segment(rows) == rows || segment(rows) % BLOCK == 0; }
+    boolean oneLayout(int rows) { return !asStored && (segment(rows) == rows || segment(rows) % BLOCK == 0); }
 
     /** Index in {@link #pairs} of the pair of row r, group g of a [rows, cols] matrix (blocked). */
     long pairIndex(int rows, int cols, int r, int g) {
-        int seg = segment(rows), rr = r % seg, full = seg / BLOCK * BLOCK, groups = cols / groupSize;
+        int seg = segment(rows), rr = r % seg, full = asStored ? 0 : seg / BLOCK * BLOCK, groups = cols / groupSize;
         long base = (long) (r - rr) * groups;
         if (rr >= full) return base + (long) rr * groups + g;
         return base + (long) (rr - rr % BLOCK) * groups + (long) g * BLOCK + rr % BLOCK;
@@ -53,7 +62,7 @@ public record AffineGroups(int bits, int groupSize, DType pairType, MemorySegmen
 
     /** Byte of the blocked codes that holds element (r, c) of a [rows, cols] matrix; for 4 bits, {@link #nibble} says which half. */
     long codeByte(int rows, int cols, int r, int c) {
-        int seg = segment(rows), rr = r % seg, full = seg / BLOCK * BLOCK;
+        int seg = segment(rows), rr = r % seg, full = asStored ? 0 : seg / BLOCK * BLOCK;
         long rb = rowBytes(cols), base = (long) (r - rr) * rb;
         if (rr >= full) return base + rr * rb + (long) c * bits / 8;
         long block = base + (long) (rr - rr % BLOCK) * rb + 4 * (rr % BLOCK);
@@ -63,7 +72,7 @@ public record AffineGroups(int bits, int groupSize, DType pairType, MemorySegmen
     /** 4-bit: the shift (0 or 4) of element (r, c)'s nibble in {@link #codeByte}. */
     int nibble(int rows, int r, int c) {
         int seg = segment(rows), rr = r % seg;
-        return rr >= seg / BLOCK * BLOCK ? 4 * (c & 1) : (c % 8 >= 4 ? 4 : 0);
+        return asStored || rr >= seg / BLOCK * BLOCK ? 4 * (c & 1) : (c % 8 >= 4 ? 4 : 0);
     }
 
     /** The code of element (r, c) of a [rows, cols] matrix whose blocked codes are {@code codes}. */
@@ -82,6 +91,7 @@ public record AffineGroups(int bits, int groupSize, DType pairType, MemorySegmen
 
     /** {@link #block}, on the native kernels or in Java (which a test holds to the native bytes). */
     void block(MemorySegment stored, int rows, int cols, MemorySegment out, boolean natively) {
+        if (asStored) throw new IllegalStateException("a table kept as stored is not blocked");
         long bytes = rows * rowBytes(cols);
         if (stored.byteSize() < bytes || out.byteSize() < bytes)
             throw new IllegalArgumentException(bytes + " bytes of codes for [" + rows + ", " + cols + "], segments of " + stored.byteSize() + " and " + out.byteSize());
@@ -153,6 +163,6 @@ public record AffineGroups(int bits, int groupSize, DType pairType, MemorySegmen
     /** The pairs of rows [rowStart, rowStart + rows) of a matrix of {@code cols} columns (whole segments of it). */
     AffineGroups slice(int cols, int rowStart, int rows) {
         return new AffineGroups(bits, groupSize, pairType, pairs.asSlice(rowStart * pairRowBytes(cols), rows * pairRowBytes(cols)),
-                segmentRows == rows ? 0 : segmentRows);
+                segmentRows == rows ? 0 : segmentRows, asStored);
     }
 }

@@ -47,6 +47,14 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
         return new WeightMatrix(name, DType.U32, rows, cols, blocked, affine);
     }
 
+    /**
+     * An MLX affine matrix read where it is stored, codes and pairs in MLX's order: for a table looked up a row at a time
+     * (E2B's per-layer embeddings), which no kernel streams — products over it take the Java kernels.
+     */
+    public static WeightMatrix affineAsStored(String name, int rows, int cols, MemorySegment stored, AffineGroups affine) {
+        return new WeightMatrix(name, DType.U32, rows, cols, stored, affine.stored());
+    }
+
     /** {@link #affine(String, int, int, MemorySegment, AffineGroups, MemorySegment)} into memory of its own. */
     public static WeightMatrix affine(String name, int rows, int cols, MemorySegment stored, AffineGroups affine) {
         return affine(name, rows, cols, stored, affine, Arena.ofAuto().allocate(Math.max(1, rows * affine.rowBytes(cols)), 64));
@@ -115,7 +123,7 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
 
     /** The [rows, cols] matrix stored at rows [rowStart, rowStart+rows) of this one (e.g. one expert of a stacked tensor). */
     public WeightMatrix slice(int rowStart, int nRows) {
-        if (affine != null) {
+        if (affine != null && !affine.asStored()) {
             int seg = affine.segment(rows);
             if (rowStart % seg != 0 || nRows % seg != 0)
                 throw new IllegalArgumentException("tensor '" + name + "': rows [" + rowStart + ", " + (rowStart + nRows) + ") cut its " + seg
@@ -134,7 +142,7 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
 
     /** Whether the native kernels take this matrix (bf16, or affine codes where the CPU has the affine kernels). */
     private boolean nativeKernel() {
-        return affine != null ? NativeKernels.affineAvailable() : dtype == DType.BF16 && NativeKernels.available();
+        return affine != null ? NativeKernels.affineAvailable() && !affine.asStored() : dtype == DType.BF16 && NativeKernels.available();
     }
 
     /** Rows [from, to) of the native matvec. */
@@ -297,7 +305,8 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
 
     /**
      * {@link #matmul} on the FMA kernels only (never AMX tiles): every (t, r) gets the bits of {@link #dot}, so a
-     * prefill gives each token the bits of decoding it alone ({@link MatmulPrecision#FP32_FMA}).
+     * prefill gives each token the bits of decoding it alone ({@link MatmulPrecision#FP32_FMA}) — but on packed
+     * affine weights, whose native matvec sums in integers (see the class comment).
      */
     public void matmulFma(float[] x, int tokens, float[] y) {
         if (tokens == 1) matvec(x, 0, y, 0);
@@ -356,6 +365,7 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
     private void requireNative() {
         if (affine != null) {
             if (!NativeKernels.affineAvailable()) throw new IllegalStateException("native affine kernels are not in use: " + NativeKernels.status());
+            if (affine.asStored()) throw new IllegalStateException("tensor '" + name + "' is a table kept as stored, for row lookups; the native kernels read blocked codes");
             if (!affine.oneLayout(rows))
                 throw new IllegalStateException("tensor '" + name + "' is a stack of " + affine.segment(rows) + "-row segments; slice it into them first");
             return;

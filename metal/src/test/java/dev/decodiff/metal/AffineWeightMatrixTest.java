@@ -328,6 +328,40 @@ class AffineWeightMatrixTest {
         org.assertj.core.api.Assertions.assertThatThrownBy(() -> c.packed().slice(8, 16)).hasMessageContaining("whole segments");
     }
 
+    /** A table kept as stored (row lookups, E2B's per-layer embeddings): its rows are the dequantized ones, its products the fp32 chain's. */
+    @Test
+    void aTableKeptAsStoredReadsItsRowsWhereTheyAre() {
+        for (int bits : new int[]{4, 8}) {
+            int rows = 37, cols = 192;
+            var rnd = new Random(bits);
+            var c = random(bits, 64, DType.BF16, rows, cols, 70 + bits);
+            // the stored codes again, as MLX writes them (random() blocked a copy of its own)
+            var stored = Arena.ofAuto().allocate((long) rows * cols * bits / 8);
+            for (int r = 0; r < rows; r++)
+                for (int col = 0; col < cols; col++) {
+                    int q = c.codes()[r * cols + col];
+                    long at = ((long) r * cols + col) * bits / 8;
+                    int old = stored.get(ValueLayout.JAVA_BYTE, at) & 0xff;
+                    stored.set(ValueLayout.JAVA_BYTE, at, (byte) (bits == 8 ? q : col % 2 == 0 ? (old & 0xf0) | q : (old & 0x0f) | q << 4));
+                }
+            var pairs = Arena.ofAuto().allocate((long) rows * 3 * 4);
+            for (int i = 0; i < rows * 3; i++) {
+                pairs.set(ValueLayout.JAVA_SHORT_UNALIGNED, 4L * i, (short) (Float.floatToRawIntBits(c.scales()[i]) >>> 16));
+                pairs.set(ValueLayout.JAVA_SHORT_UNALIGNED, 4L * i + 2, (short) (Float.floatToRawIntBits(c.biases()[i]) >>> 16));
+            }
+            var t = WeightMatrix.affineAsStored("table", rows, cols, stored, new AffineGroups(bits, 64, DType.BF16, pairs));
+            float[] row = new float[cols];
+            int r = rnd.nextInt(rows);
+            t.row(r, row, 0);
+            assertThat(row).containsExactly(java.util.Arrays.copyOfRange(c.weights(), r * cols, (r + 1) * cols));
+            float[] x = activations(cols, 71), y = new float[rows];
+            t.matvec(x, 0, y, 0);
+            for (int i = 0; i < rows; i++) assertThat(y[i]).as("row %d", i).isEqualTo(reference(c.weights(), cols, i, x, 0));
+            var s = t.slice(5, 3);
+            for (int col = 0; col < cols; col++) assertThat(s.get(1, col)).isEqualTo(c.weights()[6 * cols + col]);
+        }
+    }
+
     /** The Java blocking (where the native kernels are off) writes the native bytes, codes and pairs, for each layout. */
     @ParameterizedTest(name = "{0}-bit {1} [{2}, 128] segments of {3}")
     @CsvSource({"4,BF16,37,0", "8,F32,21,0", "4,F16,60,20", "8,BF16,48,16"})
