@@ -163,7 +163,7 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
             MappedPages.random(data);
             return;
         }
-        long rowBytes = (long) cols * dtype.bytes();
+        long rowBytes = affine != null ? affine.rowBytes(cols) : (long) cols * dtype.bytes(); // a packed table is read as stored
         for (int r : rows) if (r >= 0 && r < this.rows) MappedPages.willNeed(data.asSlice(r * rowBytes, rowBytes));
     }
 

@@ -359,6 +359,22 @@ class AffineWeightMatrixTest {
             for (int i = 0; i < rows; i++) assertThat(y[i]).as("row %d", i).isEqualTo(reference(c.weights(), cols, i, x, 0));
             var s = t.slice(5, 3);
             for (int col = 0; col < cols; col++) assertThat(s.get(1, col)).isEqualTo(c.weights()[6 * cols + col]);
+            // mapped from a file, as a checkpoint's table is: the lookups' advice covers its rows' bytes, the last one included
+            try {
+                var file = java.nio.file.Files.createTempFile("decodiff-table", ".bin");
+                java.nio.file.Files.write(file, stored.toArray(ValueLayout.JAVA_BYTE));
+                try (var ch = java.nio.channels.FileChannel.open(file); var arena = Arena.ofConfined()) {
+                    var mapped = ch.map(java.nio.channels.FileChannel.MapMode.READ_ONLY, 0, stored.byteSize(), arena);
+                    var m = WeightMatrix.affineAsStored("table", rows, cols, mapped, new AffineGroups(bits, 64, DType.BF16, pairs));
+                    m.adviseLookups(new int[]{0, rows - 1});
+                    m.row(rows - 1, row, 0);
+                    assertThat(row).containsExactly(java.util.Arrays.copyOfRange(c.weights(), (rows - 1) * cols, rows * cols));
+                } finally {
+                    java.nio.file.Files.delete(file);
+                }
+            } catch (java.io.IOException e) {
+                throw new java.io.UncheckedIOException(e);
+            }
         }
     }
 
