@@ -7,8 +7,8 @@ import java.nio.ByteOrder;
 /**
  * The quantization of a {@link WeightMatrix} kept as MLX affine codes: {@code bits}-bit codes (the matrix's data) and,
  * per row and group of {@code groupSize} columns, one (scale, bias) pair in {@code pairType} (F32, BF16 or F16: the
- * checkpoint's own values), pair (r, g) at index r·(cols/groupSize) + g of {@code pairs}, scale first. Element (r, c)
- * is scale·q + bias.
+ * checkpoint's own values) in {@code pairs}, scale first, MLX's order (pair (r, g) at index r·(cols/groupSize) + g) until
+ * {@link #block} regroups them. Element (r, c) is scale·q + bias.
  *
  * <p>The codes are <em>blocked</em>: MLX stores row r at r·cols·bits/8 bytes, element c at bits [c·bits, (c+1)·bits)
  * little-endian; {@link #block} regroups each 16 rows into 64-byte chunks of 16 rows × 8 (4-bit) or 4 (8-bit) columns
