@@ -13,6 +13,7 @@ import dev.decodiff.metal.WeightMatrix;
 import java.io.IOException;
 import java.io.InputStream;
 import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.security.MessageDigest;
@@ -47,7 +48,7 @@ public final class CheckpointFiles implements AutoCloseable {
     /** Packed matrices with their codes blocked, by tensor name (made on first use). */
     private final Map<String, WeightMatrix> matrices = new LinkedHashMap<>();
     private final Map<String, Long> slabOffsets = new LinkedHashMap<>();
-    private java.lang.foreign.MemorySegment slab;
+    private MemorySegment slab;
 
     private CheckpointFiles(Path dir, List<SafetensorsFile> shards, Map<String, TensorView> stored, String prefix, MlxQuantization declared) {
         this.dir = dir;
@@ -187,16 +188,22 @@ public final class CheckpointFiles implements AutoCloseable {
      * rows), the tensor checked against {@code shape}: MLX affine codes kept packed, or the float tensor's view.
      */
     public WeightMatrix matrix(String name, int rows, int cols, long... shape) {
+        var p = packedTensor(name, rows, cols, shape);
+        return p == null ? WeightMatrix.of(get(name, shape), rows, cols) : blocked(p);
+    }
+
+    /** The packed tensor by its name below the prefix (null for a float one), checked against {@code shape} and [rows, cols]. */
+    private QuantizedTensors.PackedTensor packedTensor(String name, int rows, int cols, long... shape) {
         resolved();
         var p = packed.get(prefix + name);
         if (p == null) p = packed.get(name);
-        if (p == null) return WeightMatrix.of(get(name, shape), rows, cols);
+        if (p == null) return null;
         if (!java.util.Arrays.equals(p.shape(), shape))
             throw new CheckpointException(dir + ": tensor '" + p.name() + "' has shape " + java.util.Arrays.toString(p.shape()) + ", config.json implies "
                     + java.util.Arrays.toString(shape));
         if (p.rows() != rows || p.cols() != cols)
             throw new IllegalArgumentException("tensor '" + p.name() + "' " + java.util.Arrays.toString(p.shape()) + " is not [" + rows + ", " + cols + "]");
-        return blocked(p);
+        return p;
     }
 
     /**
@@ -228,14 +235,9 @@ public final class CheckpointFiles implements AutoCloseable {
      * blocked into memory of their own.
      */
     public WeightMatrix lookupTable(String name, long rows, long cols) {
-        resolved();
-        var p = packed.get(prefix + name);
-        if (p == null) p = packed.get(name);
-        if (p == null || p.shape().length != 2) return matrix(name, rows, cols);
-        if (p.rows() != rows || p.cols() != cols)
-            throw new CheckpointException(dir + ": tensor '" + p.name() + "' has shape " + java.util.Arrays.toString(p.shape()) + ", config.json implies ["
-                    + rows + ", " + cols + "]");
-        return WeightMatrix.affineAsStored(p.name(), (int) rows, (int) cols, p.codes().data(), p.groups());
+        int r = Math.toIntExact(rows), c = Math.toIntExact(cols);
+        var p = packedTensor(name, r, c, rows, cols);
+        return p == null ? WeightMatrix.of(get(name, rows, cols), r, c) : WeightMatrix.affineAsStored(p.name(), r, c, p.codes().data(), p.groups());
     }
 
     /** {@link #matrix} of a 2-D tensor [rows, cols]. */

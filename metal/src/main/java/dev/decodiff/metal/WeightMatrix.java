@@ -142,7 +142,7 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
 
     /** Whether the native kernels take this matrix (bf16, or affine codes where the CPU has the affine kernels). */
     private boolean nativeKernel() {
-        return affine != null ? NativeKernels.affineAvailable() && !affine.asStored() : dtype == DType.BF16 && NativeKernels.available();
+        return affine != null ? NativeKernels.affineAvailable() && affine.oneLayout(rows) : dtype == DType.BF16 && NativeKernels.available();
     }
 
     /** Rows [from, to) of the native matvec. */

@@ -7,10 +7,16 @@ import org.junit.jupiter.params.provider.CsvSource;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
+import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.nio.ByteOrder;
+import java.nio.channels.FileChannel;
+import java.nio.file.Files;
+import java.util.Arrays;
 import java.util.Random;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.assertj.core.api.Assumptions.assumeThat;
 
 /**
@@ -318,14 +324,14 @@ class AffineWeightMatrixTest {
         float[] x = activations(128, 6), y = new float[20];
         s.matvec(x, 0, y, 0);
         for (int r = 0; r < 20; r++) {
-            var row = new Case(null, java.util.Arrays.copyOfRange(c.weights(), (20 + r) * 128, (21 + r) * 128),
-                    java.util.Arrays.copyOfRange(c.codes(), (20 + r) * 128, (21 + r) * 128),
-                    java.util.Arrays.copyOfRange(c.scales(), (20 + r) * 4, (21 + r) * 4), java.util.Arrays.copyOfRange(c.biases(), (20 + r) * 4, (21 + r) * 4), 32);
+            var row = new Case(null, Arrays.copyOfRange(c.weights(), (20 + r) * 128, (21 + r) * 128),
+                    Arrays.copyOfRange(c.codes(), (20 + r) * 128, (21 + r) * 128),
+                    Arrays.copyOfRange(c.scales(), (20 + r) * 4, (21 + r) * 4), Arrays.copyOfRange(c.biases(), (20 + r) * 4, (21 + r) * 4), 32);
             assertDecodeRow(row, 128, 0, x, 0, y[r], "slice row " + r);
             for (int col = 0; col < 128; col++) assertThat(s.get(r, col)).isEqualTo(c.weights()[(20 + r) * 128 + col]);
         }
         assertThat(s.bytes()).isEqualTo(20L * 128 / 2 + 20L * 4 * 2 * 2);
-        org.assertj.core.api.Assertions.assertThatThrownBy(() -> c.packed().slice(8, 16)).hasMessageContaining("whole segments");
+        assertThatThrownBy(() -> c.packed().slice(8, 16)).hasMessageContaining("whole segments");
     }
 
     /** A table kept as stored (row lookups, E2B's per-layer embeddings): its rows are the dequantized ones, its products the fp32 chain's. */
@@ -353,7 +359,7 @@ class AffineWeightMatrixTest {
             float[] row = new float[cols];
             int r = rnd.nextInt(rows);
             t.row(r, row, 0);
-            assertThat(row).containsExactly(java.util.Arrays.copyOfRange(c.weights(), r * cols, (r + 1) * cols));
+            assertThat(row).containsExactly(Arrays.copyOfRange(c.weights(), r * cols, (r + 1) * cols));
             float[] x = activations(cols, 71), y = new float[rows];
             t.matvec(x, 0, y, 0);
             for (int i = 0; i < rows; i++) assertThat(y[i]).as("row %d", i).isEqualTo(reference(c.weights(), cols, i, x, 0));
@@ -361,19 +367,19 @@ class AffineWeightMatrixTest {
             for (int col = 0; col < cols; col++) assertThat(s.get(1, col)).isEqualTo(c.weights()[6 * cols + col]);
             // mapped from a file, as a checkpoint's table is: the lookups' advice covers its rows' bytes, the last one included
             try {
-                var file = java.nio.file.Files.createTempFile("decodiff-table", ".bin");
-                java.nio.file.Files.write(file, stored.toArray(ValueLayout.JAVA_BYTE));
-                try (var ch = java.nio.channels.FileChannel.open(file); var arena = Arena.ofConfined()) {
-                    var mapped = ch.map(java.nio.channels.FileChannel.MapMode.READ_ONLY, 0, stored.byteSize(), arena);
+                var file = Files.createTempFile("decodiff-table", ".bin");
+                Files.write(file, stored.toArray(ValueLayout.JAVA_BYTE));
+                try (var ch = FileChannel.open(file); var arena = Arena.ofConfined()) {
+                    var mapped = ch.map(FileChannel.MapMode.READ_ONLY, 0, stored.byteSize(), arena);
                     var m = WeightMatrix.affineAsStored("table", rows, cols, mapped, new AffineGroups(bits, 64, DType.BF16, pairs));
                     m.adviseLookups(new int[]{0, rows - 1});
                     m.row(rows - 1, row, 0);
-                    assertThat(row).containsExactly(java.util.Arrays.copyOfRange(c.weights(), (rows - 1) * cols, rows * cols));
+                    assertThat(row).containsExactly(Arrays.copyOfRange(c.weights(), (rows - 1) * cols, rows * cols));
                 } finally {
-                    java.nio.file.Files.delete(file);
+                    Files.delete(file);
                 }
-            } catch (java.io.IOException e) {
-                throw new java.io.UncheckedIOException(e);
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
             }
         }
     }
@@ -415,8 +421,8 @@ class AffineWeightMatrixTest {
         if (!NativeKernels.expectedHere()) return;
         String flags;
         try {
-            flags = java.nio.file.Files.readAllLines(java.nio.file.Path.of("/proc/cpuinfo")).stream().filter(l -> l.startsWith("flags")).findFirst().orElse("") + " ";
-        } catch (java.io.IOException e) {
+            flags = Files.readAllLines(java.nio.file.Path.of("/proc/cpuinfo")).stream().filter(l -> l.startsWith("flags")).findFirst().orElse("") + " ";
+        } catch (IOException e) {
             throw new AssertionError(e);
         }
         boolean cpu = flags.contains(" avx512vbmi ") && flags.contains(" f16c ") && flags.contains(" avx512bw ") && flags.contains(" avx512_vnni ")
