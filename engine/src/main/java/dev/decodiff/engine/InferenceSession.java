@@ -476,14 +476,21 @@ public final class InferenceSession {
         Arrays.fill(out, 0, T * qDim, 0f); // attention accumulates into it
         final float[] subK = readK, subV = readV;
         int[][] quads = headQuads(nh, nkv);
-        Parallel.forRange(T * quads.length, 1, (from, to) -> {
+        // A long step's rows read their keys and values together, a block of rows at a time (the same bits, see
+        // attendRows); rows reading packed history, or a probe's substitute, go one at a time.
+        boolean together = T > 1 && d % 32 == 0 && (start == 0 || (view.packedK() == null && view.packedV() == null));
+        int together1 = together ? (subK != null ? T - 1 : T) : 0;
+        if (together1 > 1) attendRows(spec, q, together1, T, start, view, quads, out);
+        int first = together1 > 1 ? together1 : 0;
+        if (first == T) return out;
+        Parallel.forRange((T - first) * quads.length, 1, (from, to) -> {
             // Fault prefill-bidirectional: a row also sees the step's later positions, so it may read more than W keys.
             int cap = sliding && !faults.bidirectionalPrefill() ? Math.min(window, last + 1) : last + 1;
             float[] scores = new float[VectorMath.HEADS * cap];
             float[][] keyRows = new float[cap][], valueRows = new float[cap][];
             int[] offsets = new int[cap], qOffs = new int[VectorMath.HEADS], slots = new int[cap];
             for (int task = from; task < to; task++) {
-                int t = task / quads.length;
+                int t = first + task / quads.length;
                 int[] quad = quads[task % quads.length];
                 int kh = quad[0], heads = quad.length - 1;
                 int p = start + t;
@@ -507,6 +514,68 @@ public final class InferenceSession {
             }
         });
         return out;
+    }
+
+    /** Query rows {@link #attendRows} takes per task: each block of keys and values is read once for this many rows. */
+    private static final int ROWS_TOGETHER = 16;
+    /** {@link #attendRows}'s scores, one buffer per thread (a block of a long prompt's rows: megabytes). */
+    private static final ThreadLocal<float[]> ROW_SCORES = ThreadLocal.withInitial(() -> new float[0]);
+
+    /**
+     * Attention of rows [0, rows) of a step of T rows (spec §2.4), {@link #ROWS_TOGETHER} rows of one head group per task:
+     * where each row read its keys and values alone, a 4,096-token prefill streamed a full layer's keys and values
+     * from memory once per row (about 70 GB a layer); a block of rows reads them together, block by block from L2. Every
+     * score, weight and output is computed as for one row, so the bits are the same. Rows read f32 keys and values only.
+     */
+    private void attendRows(LayerSpec spec, float[] q, int rows, int T, int start, KeyValueView view, int[][] quads, float[] out) {
+        int nh = cfg.numHeads(), d = spec.headDim(), qDim = nh * d;
+        boolean sliding = spec.type() == LayerType.SLIDING;
+        int window = cfg.slidingWindow() + (faults.windowPlusOne() ? 1 : 0) - (faults.windowMinusTwo() ? 2 : 0);
+        int stepLast = start + T - 1;
+        int blocks = (rows + ROWS_TOGETHER - 1) / ROWS_TOGETHER;
+        // Later rows of a causal step read more keys: small pieces let the threads even out.
+        Parallel.forRange(blocks * quads.length, 1, 16, (from, to) -> {
+            int[][] qOffs = new int[ROWS_TOGETHER][VectorMath.HEADS];
+            int[] lo = new int[ROWS_TOGETHER], count = new int[ROWS_TOGETHER], base = new int[ROWS_TOGETHER];
+            for (int task = from; task < to; task++) {
+                int t0 = task / quads.length * ROWS_TOGETHER, n = Math.min(ROWS_TOGETHER, rows - t0);
+                int[] quad = quads[task % quads.length];
+                int kh = quad[0], heads = quad.length - 1, first = Integer.MAX_VALUE, end = 0, cap = 0;
+                for (int r = 0; r < n; r++) {
+                    int p = start + t0 + r;
+                    lo[r] = sliding ? Math.max(0, p - window + 1) : 0;
+                    int hi = faults.bidirectionalPrefill() ? stepLast : p;
+                    count[r] = hi - lo[r] + 1;
+                    first = Math.min(first, lo[r]);
+                    end = Math.max(end, hi + 1);
+                    cap = Math.max(cap, count[r]);
+                    for (int m = 0; m < heads; m++) qOffs[r][m] = (t0 + r) * qDim + quad[1 + m] * d;
+                }
+                float[][] keyRows = new float[end - first][], valueRows = new float[end - first][];
+                int[] offsets = new int[end - first];
+                for (int j = first; j < end; j++) {
+                    keyRows[j - first] = view.keys(j);
+                    valueRows[j - first] = view.values(j);
+                    offsets[j - first] = view.offset(j) + kh * d;
+                }
+                for (int r = 0; r < n; r++) {
+                    lo[r] -= first;
+                    base[r] = r * VectorMath.HEADS * cap;
+                }
+                float[] scores = ROW_SCORES.get();
+                if (scores.length < n * VectorMath.HEADS * cap) ROW_SCORES.set(scores = new float[n * VectorMath.HEADS * cap]);
+                VectorMath.dotsHeadsRows(q, qOffs, heads, n, keyRows, offsets, lo, count, d, scores, base, cap);
+                for (int r = 0; r < n; r++) {
+                    for (int m = 0; m < heads; m++) {
+                        int at = base[r] + m * cap;
+                        if (faults.scoreScale()) VectorMath.scale(scores, at, count[r], (float) (1 / Math.sqrt(d)));
+                        if (faults.scoreSoftcap()) Transcendentals.softcap(scores, at, at + count[r], 50f);
+                        VectorMath.softmax(scores, at, count[r]);
+                    }
+                }
+                VectorMath.weightedSumRows(scores, base, cap, heads, n, valueRows, offsets, lo, count, d, out, qOffs);
+            }
+        });
     }
 
     /**

@@ -56,7 +56,14 @@ public final class VectorMath {
      */
     public static void dotsHeads(float[] q, int[] qOff, int heads, PackedRows.Span packed, float[][] keys, int[] keyOff, int n, int d,
                                  float[] scores, int stride) {
+        dotsRange(q, qOff, heads, packed, keys, keyOff, 0, n, d, scores, 0, stride);
+    }
+
+    /** Keys rows [k0, k0 + n) of keys/keyOff, scores at scores[s0 + h·stride + i] (packed rows only with k0 = 0). */
+    private static void dotsRange(float[] q, int[] qOff, int heads, PackedRows.Span packed, float[][] keys, int[] keyOff, int k0, int n, int d,
+                                  float[] scores, int s0, int stride) {
         if (heads < 1 || heads > HEADS) throw new IllegalArgumentException("heads must be 1.." + HEADS + ", is " + heads);
+        if (packed != null && k0 != 0) throw new IllegalArgumentException("packed keys are read from the first row on");
         // Fewer than four heads: the spare chains repeat the last head (same bits), only the real ones are stored.
         int q0 = qOff[0], q1 = qOff[Math.min(1, heads - 1)], q2 = qOff[Math.min(2, heads - 1)], q3 = qOff[heads - 1];
         int bound = d - (d % L), i = 0, np = packed == null ? 0 : packed.count();
@@ -65,46 +72,130 @@ public final class VectorMath {
         // lane j of each key per step), the same additions in the same order as the one-key loop below, which would
         // otherwise cost more than the FMAs for a 256-wide head.
         for (; i + L <= n; i += L) {
-            for (int j = 0; j < L; j++) {
-                if (i + j < np) dotLanes4(q, q0, q1, q2, q3, null, packed.element(i + j), packed.rows(), bound, lanes, j * L, L * L);
-                else dotLanes4(q, q0, q1, q2, q3, keys[i + j], keyOff[i + j], null, bound, lanes, j * L, L * L);
+            for (int j = 0; j < L; ) {
+                if (i + j >= np && j + 4 <= L) {
+                    dotLanes4x4(q, q0, q1, q2, q3, keys, keyOff, k0 + i + j, bound, lanes, j * L, L * L);
+                    j += 4;
+                } else {
+                    if (i + j < np) dotLanes4(q, q0, q1, q2, q3, null, packed.element(i + j), packed.rows(), bound, lanes, j * L, L * L);
+                    else dotLanes4(q, q0, q1, q2, q3, keys[k0 + i + j], keyOff[k0 + i + j], null, bound, lanes, j * L, L * L);
+                    j++;
+                }
             }
             for (int h = 0; h < heads; h++) {
                 var sum = FloatVector.zero(F);
                 for (int lane = 0; lane < L; lane++) sum = sum.add(FloatVector.fromArray(F, lanes, h * L * L + lane, TRANSPOSE, 0));
-                sum.intoArray(scores, h * stride + i);
+                sum.intoArray(scores, s0 + h * stride + i);
             }
             for (int c = bound; c < d; c++) {
                 for (int j = 0; j < L; j++) {
-                    float kc = element(packed, keys, keyOff, i + j, c);
-                    scores[i + j] += q[q0 + c] * kc;
-                    if (heads > 1) scores[stride + i + j] += q[q1 + c] * kc;
-                    if (heads > 2) scores[2 * stride + i + j] += q[q2 + c] * kc;
-                    if (heads > 3) scores[3 * stride + i + j] += q[q3 + c] * kc;
+                    float kc = element(packed, keys, keyOff, k0 + i + j, c);
+                    scores[s0 + i + j] += q[q0 + c] * kc;
+                    if (heads > 1) scores[s0 + stride + i + j] += q[q1 + c] * kc;
+                    if (heads > 2) scores[s0 + 2 * stride + i + j] += q[q2 + c] * kc;
+                    if (heads > 3) scores[s0 + 3 * stride + i + j] += q[q3 + c] * kc;
                 }
             }
         }
         for (; i < n; i++) {
             if (i < np) dotLanes4(q, q0, q1, q2, q3, null, packed.element(i), packed.rows(), bound, lanes, 0, L);
-            else dotLanes4(q, q0, q1, q2, q3, keys[i], keyOff[i], null, bound, lanes, 0, L);
-            float s0 = 0f, s1 = 0f, s2 = 0f, s3 = 0f;
+            else dotLanes4(q, q0, q1, q2, q3, keys[k0 + i], keyOff[k0 + i], null, bound, lanes, 0, L);
+            float a0 = 0f, a1 = 0f, a2 = 0f, a3 = 0f;
             for (int j = 0; j < L; j++) {
-                s0 += lanes[j];
-                s1 += lanes[L + j];
-                s2 += lanes[2 * L + j];
-                s3 += lanes[3 * L + j];
+                a0 += lanes[j];
+                a1 += lanes[L + j];
+                a2 += lanes[2 * L + j];
+                a3 += lanes[3 * L + j];
             }
             for (int c = bound; c < d; c++) {
-                float kc = element(packed, keys, keyOff, i, c);
-                s0 += q[q0 + c] * kc;
-                s1 += q[q1 + c] * kc;
-                s2 += q[q2 + c] * kc;
-                s3 += q[q3 + c] * kc;
+                float kc = element(packed, keys, keyOff, k0 + i, c);
+                a0 += q[q0 + c] * kc;
+                a1 += q[q1 + c] * kc;
+                a2 += q[q2 + c] * kc;
+                a3 += q[q3 + c] * kc;
             }
-            scores[i] = s0;
-            if (heads > 1) scores[stride + i] = s1;
-            if (heads > 2) scores[2 * stride + i] = s2;
-            if (heads > 3) scores[3 * stride + i] = s3;
+            scores[s0 + i] = a0;
+            if (heads > 1) scores[s0 + stride + i] = a1;
+            if (heads > 2) scores[s0 + 2 * stride + i] = a2;
+            if (heads > 3) scores[s0 + 3 * stride + i] = a3;
+        }
+    }
+
+    /**
+     * Key rows {@link #dotsHeadsRows} and {@link #weightedSumRows} take per block: 64 rows of a 512-wide head are
+     * 128 KB, which stays in L2 while every query row of the call reads it.
+     */
+    private static final int KEY_BLOCK = 64;
+    /** {@link #weightedSumRows}'s scaled weights, one buffer per thread (a block of a long prompt's rows: megabytes). */
+    private static final ThreadLocal<float[]> SCALED_WEIGHTS = ThreadLocal.withInitial(() -> new float[0]);
+
+    /**
+     * {@link #dotsHeads} for several query rows (a prefill's) that read runs of the same keys: row r's heads at
+     * qOffs[r], its keys rows [from[r], from[r] + count[r]) of keys/keyOff, its scores at
+     * scores[base[r] + h·stride + i] for its i-th key. The keys are visited in blocks that stay in L2 while every row
+     * reads them, where one row at a time streamed all of a long prompt's keys from memory for each row. Each score is
+     * the same dot product in the same order: the bits of {@link #dotsHeads} row by row.
+     */
+    public static void dotsHeadsRows(float[] q, int[][] qOffs, int heads, int rows, float[][] keys, int[] keyOff, int[] from, int[] count, int d,
+                                     float[] scores, int[] base, int stride) {
+        int most = 0;
+        for (int r = 0; r < rows; r++) most = Math.max(most, count[r]);
+        // Block m of each row is its keys [64m, 64m + 64): whole sixteens for the kernel, and the rows' blocks m overlap
+        // (a task's rows start within a few keys of each other), so block m's keys are read from memory once.
+        for (int k = 0; k < most; k += KEY_BLOCK) {
+            for (int r = 0; r < rows; r++) {
+                int n = Math.min(KEY_BLOCK, count[r] - k);
+                if (n > 0) dotsRange(q, qOffs[r], heads, null, keys, keyOff, from[r] + k, n, d, scores, base[r] + k, stride);
+            }
+        }
+    }
+
+    /**
+     * {@link #weightedSumHeads} for several query rows: row r's weights at p[base[r] + h·stride + i] for its i-th value,
+     * its values rows [from[r], from[r] + count[r]) of values/valueOff, its outputs at out[outOffs[r][h] ..]. The values
+     * are visited in blocks that stay in L2 while every row reads them; each output is the same sum in the same order,
+     * scaled alike, so the bits are {@link #weightedSumHeads}'s row by row. Head dims a multiple of 32 only.
+     */
+    public static void weightedSumRows(float[] p, int[] base, int stride, int heads, int rows, float[][] values, int[] valueOff, int[] from,
+                                       int[] count, int d, float[] out, int[][] outOffs) {
+        if (heads < 1 || heads > HEADS) throw new IllegalArgumentException("heads must be 1.." + HEADS + ", is " + heads);
+        if (d % (2 * L) != 0) throw new IllegalArgumentException("head dim " + d + " is not a multiple of " + 2 * L);
+        int h1 = Math.min(1, heads - 1), h2 = Math.min(2, heads - 1), h3 = heads - 1;
+        float[] saved = new float[rows * heads * d];
+        int[][] real = new int[rows][];
+        int[] at = new int[rows];
+        int most = 0, total = 0;
+        for (int r = 0; r < rows; r++) {
+            total += Math.max(0, count[r]) * heads;
+            most = Math.max(most, count[r]);
+        }
+        float[] scaled = SCALED_WEIGHTS.get();
+        if (scaled.length < total) SCALED_WEIGHTS.set(scaled = new float[total]);
+        for (int r = 0, next = 0; r < rows; r++) {
+            int n = count[r];
+            real[r] = java.util.Arrays.copyOf(outOffs[r], heads);
+            if (n <= 0) continue;
+            for (int h = 0; h < heads; h++) System.arraycopy(out, real[r][h], saved, (r * heads + h) * d, d);
+            at[r] = next;
+            for (int h = 0; h < heads; h++)
+                for (int i = 0; i < n; i++) scaled[next + h * n + i] = times2p32(p[base[r] + h * stride + i]);
+            next += heads * n;
+            scaleRows(out, real[r], d, SCALE);
+        }
+        for (int k = 0; k < most; k += KEY_BLOCK) { // block m of each row: its values [64m, 64m + 64), as for the scores
+            for (int r = 0; r < rows; r++) {
+                int n = count[r], f = from[r], a = f + k, b = f + Math.min(n, k + KEY_BLOCK);
+                if (a >= b) continue;
+                accumulateF32(scaled, at[r] - f, at[r] + h1 * n - f, at[r] + h2 * n - f, at[r] + h3 * n - f, values, valueOff, a, b, d, out,
+                        outOffs[r][0], outOffs[r][h1], outOffs[r][h2], outOffs[r][h3]);
+            }
+        }
+        for (int r = 0; r < rows; r++) {
+            if (count[r] <= 0 || scaleRows(out, real[r], d, 1f / SCALE)) continue;
+            for (int h = 0; h < heads; h++) System.arraycopy(saved, (r * heads + h) * d, out, real[r][h], d);
+            int b0 = base[r] - from[r];
+            accumulate(p, b0, b0 + h1 * stride, b0 + h2 * stride, b0 + h3 * stride, null, values, valueOff, from[r], from[r] + count[r], d, out,
+                    outOffs[r][0], outOffs[r][h1], outOffs[r][h2], outOffs[r][h3]);
         }
     }
 
@@ -131,6 +222,62 @@ public final class VectorMath {
         a1.intoArray(lanes, at + headStride);
         a2.intoArray(lanes, at + 2 * headStride);
         a3.intoArray(lanes, at + 3 * headStride);
+    }
+
+    /**
+     * {@link #dotLanes4} for four f32 key rows at once (keys[k] .. keys[k + 3]), key m's lanes at lanes[at + m·16 ..]: each
+     * query and key vector is loaded once for four products instead of once per product, and every accumulator adds
+     * the same products in the same order (the same bits).
+     */
+    private static void dotLanes4x4(float[] q, int q0, int q1, int q2, int q3, float[][] keys, int[] keyOff, int k, int bound, float[] lanes, int at,
+                                    int headStride) {
+        float[] r0 = keys[k], r1 = keys[k + 1], r2 = keys[k + 2], r3 = keys[k + 3];
+        int o0 = keyOff[k], o1 = keyOff[k + 1], o2 = keyOff[k + 2], o3 = keyOff[k + 3];
+        var z = FloatVector.zero(F);
+        FloatVector a00 = z, a01 = z, a02 = z, a03 = z, a10 = z, a11 = z, a12 = z, a13 = z;
+        FloatVector a20 = z, a21 = z, a22 = z, a23 = z, a30 = z, a31 = z, a32 = z, a33 = z;
+        for (int c = 0; c < bound; c += L) {
+            var v0 = FloatVector.fromArray(F, r0, o0 + c);
+            var v1 = FloatVector.fromArray(F, r1, o1 + c);
+            var v2 = FloatVector.fromArray(F, r2, o2 + c);
+            var v3 = FloatVector.fromArray(F, r3, o3 + c);
+            var x = FloatVector.fromArray(F, q, q0 + c);
+            a00 = x.fma(v0, a00);
+            a01 = x.fma(v1, a01);
+            a02 = x.fma(v2, a02);
+            a03 = x.fma(v3, a03);
+            x = FloatVector.fromArray(F, q, q1 + c);
+            a10 = x.fma(v0, a10);
+            a11 = x.fma(v1, a11);
+            a12 = x.fma(v2, a12);
+            a13 = x.fma(v3, a13);
+            x = FloatVector.fromArray(F, q, q2 + c);
+            a20 = x.fma(v0, a20);
+            a21 = x.fma(v1, a21);
+            a22 = x.fma(v2, a22);
+            a23 = x.fma(v3, a23);
+            x = FloatVector.fromArray(F, q, q3 + c);
+            a30 = x.fma(v0, a30);
+            a31 = x.fma(v1, a31);
+            a32 = x.fma(v2, a32);
+            a33 = x.fma(v3, a33);
+        }
+        a00.intoArray(lanes, at);
+        a01.intoArray(lanes, at + L);
+        a02.intoArray(lanes, at + 2 * L);
+        a03.intoArray(lanes, at + 3 * L);
+        a10.intoArray(lanes, at + headStride);
+        a11.intoArray(lanes, at + headStride + L);
+        a12.intoArray(lanes, at + headStride + 2 * L);
+        a13.intoArray(lanes, at + headStride + 3 * L);
+        a20.intoArray(lanes, at + 2 * headStride);
+        a21.intoArray(lanes, at + 2 * headStride + L);
+        a22.intoArray(lanes, at + 2 * headStride + 2 * L);
+        a23.intoArray(lanes, at + 2 * headStride + 3 * L);
+        a30.intoArray(lanes, at + 3 * headStride);
+        a31.intoArray(lanes, at + 3 * headStride + L);
+        a32.intoArray(lanes, at + 3 * headStride + 2 * L);
+        a33.intoArray(lanes, at + 3 * headStride + 3 * L);
     }
 
     /**
@@ -169,10 +316,10 @@ public final class VectorMath {
             for (int h = 0; h < heads; h++)
                 for (int i = 0; i < n; i++) scaled[h * n + i] = times2p32(p[h * stride + i]);
             scaleRows(out, real, c2, SCALE);
-            accumulate(scaled, 0, h1 * n, h2 * n, h3 * n, packed, values, valueOff, n, c2, out, u0, u1, u2, u3);
+            accumulate(scaled, 0, h1 * n, h2 * n, h3 * n, packed, values, valueOff, 0, n, c2, out, u0, u1, u2, u3);
             if (!scaleRows(out, real, c2, 1f / SCALE)) {
                 for (int h = 0; h < heads; h++) System.arraycopy(saved, h * c2, out, real[h], c2);
-                accumulate(p, p0, p1, p2, p3, packed, values, valueOff, n, c2, out, u0, u1, u2, u3);
+                accumulate(p, p0, p1, p2, p3, packed, values, valueOff, 0, n, c2, out, u0, u1, u2, u3);
             }
         }
         for (int h = 0; h < heads; h++) {
@@ -218,19 +365,18 @@ public final class VectorMath {
         return packed != null && i < packed.count() ? packed.rows().load(packed.element(i) + c) : FloatVector.fromArray(F, rows[i], off[i] + c);
     }
 
-    /** Columns [0, c2) of the heads' outputs, all rows in order. */
-    private static void accumulate(float[] p, int p0, int p1, int p2, int p3, PackedRows.Span packed, float[][] values, int[] valueOff, int n, int c2,
-                                   float[] out, int u0, int u1, int u2, int u3) {
+    /** Columns [0, c2) of the heads' outputs, rows [lo, hi) in order (packed rows only from 0). */
+    private static void accumulate(float[] p, int p0, int p1, int p2, int p3, PackedRows.Span packed, float[][] values, int[] valueOff, int lo, int hi,
+                                   int c2, float[] out, int u0, int u1, int u2, int u3) {
         int np = packed == null ? 0 : packed.count();
         // Rows in blocks that stay in L2 while every column block passes over them: a column block touches only two
         // cache lines of each row, and walking all n rows for each one would stride through memory d/32 times.
-        for (int i0 = 0; i0 < n; i0 += ROW_BLOCK) {
-            int i1 = Math.min(n, i0 + ROW_BLOCK);
+        for (int i0 = lo; i0 < hi; i0 += ROW_BLOCK) {
+            int i1 = Math.min(hi, i0 + ROW_BLOCK);
             int split = Math.clamp(np, i0, i1); // packed rows first: the rows stay in order
-            for (int c = 0; c < c2; c += 2 * L) {
+            for (int c = 0; c < c2; c += 2 * L)
                 if (split > i0) accumulateRows(p, p0, p1, p2, p3, packed, values, valueOff, i0, split, c, out, u0, u1, u2, u3);
-                if (split < i1) accumulateRows(p, p0, p1, p2, p3, null, values, valueOff, split, i1, c, out, u0, u1, u2, u3);
-            }
+            if (split < i1) accumulateF32(p, p0, p1, p2, p3, values, valueOff, split, i1, c2, out, u0, u1, u2, u3);
         }
     }
 
@@ -245,6 +391,82 @@ public final class VectorMath {
             }
         }
         return finite;
+    }
+
+    /**
+     * Columns [0, c2) of four heads' outputs += their weights · f32 value rows [i0, i1), in row order: 64 columns a
+     * pass where they fit (each weight broadcast once for sixteen multiply-adds instead of eight), then 32.
+     */
+    private static void accumulateF32(float[] p, int p0, int p1, int p2, int p3, float[][] values, int[] valueOff, int i0, int i1, int c2,
+                                      float[] out, int u0, int u1, int u2, int u3) {
+        int c = 0;
+        for (; c + 4 * L <= c2; c += 4 * L) accumulateRows64(p, p0, p1, p2, p3, values, valueOff, i0, i1, c, out, u0, u1, u2, u3);
+        for (; c < c2; c += 2 * L) accumulateRows(p, p0, p1, p2, p3, null, values, valueOff, i0, i1, c, out, u0, u1, u2, u3);
+    }
+
+    /** Columns [c, c+64) of four heads' outputs += their weights · f32 value rows [i0, i1), in row order. */
+    private static void accumulateRows64(float[] p, int p0, int p1, int p2, int p3, float[][] values, int[] valueOff, int i0, int i1, int c,
+                                         float[] out, int u0, int u1, int u2, int u3) {
+        var o00 = FloatVector.fromArray(F, out, u0 + c);
+        var o01 = FloatVector.fromArray(F, out, u0 + c + L);
+        var o02 = FloatVector.fromArray(F, out, u0 + c + 2 * L);
+        var o03 = FloatVector.fromArray(F, out, u0 + c + 3 * L);
+        var o10 = FloatVector.fromArray(F, out, u1 + c);
+        var o11 = FloatVector.fromArray(F, out, u1 + c + L);
+        var o12 = FloatVector.fromArray(F, out, u1 + c + 2 * L);
+        var o13 = FloatVector.fromArray(F, out, u1 + c + 3 * L);
+        var o20 = FloatVector.fromArray(F, out, u2 + c);
+        var o21 = FloatVector.fromArray(F, out, u2 + c + L);
+        var o22 = FloatVector.fromArray(F, out, u2 + c + 2 * L);
+        var o23 = FloatVector.fromArray(F, out, u2 + c + 3 * L);
+        var o30 = FloatVector.fromArray(F, out, u3 + c);
+        var o31 = FloatVector.fromArray(F, out, u3 + c + L);
+        var o32 = FloatVector.fromArray(F, out, u3 + c + 2 * L);
+        var o33 = FloatVector.fromArray(F, out, u3 + c + 3 * L);
+        for (int i = i0; i < i1; i++) {
+            float[] row = values[i];
+            int e = valueOff[i] + c;
+            var v0 = FloatVector.fromArray(F, row, e);
+            var v1 = FloatVector.fromArray(F, row, e + L);
+            var v2 = FloatVector.fromArray(F, row, e + 2 * L);
+            var v3 = FloatVector.fromArray(F, row, e + 3 * L);
+            var b = FloatVector.broadcast(F, p[p0 + i]);
+            o00 = v0.fma(b, o00);
+            o01 = v1.fma(b, o01);
+            o02 = v2.fma(b, o02);
+            o03 = v3.fma(b, o03);
+            b = FloatVector.broadcast(F, p[p1 + i]);
+            o10 = v0.fma(b, o10);
+            o11 = v1.fma(b, o11);
+            o12 = v2.fma(b, o12);
+            o13 = v3.fma(b, o13);
+            b = FloatVector.broadcast(F, p[p2 + i]);
+            o20 = v0.fma(b, o20);
+            o21 = v1.fma(b, o21);
+            o22 = v2.fma(b, o22);
+            o23 = v3.fma(b, o23);
+            b = FloatVector.broadcast(F, p[p3 + i]);
+            o30 = v0.fma(b, o30);
+            o31 = v1.fma(b, o31);
+            o32 = v2.fma(b, o32);
+            o33 = v3.fma(b, o33);
+        }
+        o00.intoArray(out, u0 + c);
+        o01.intoArray(out, u0 + c + L);
+        o02.intoArray(out, u0 + c + 2 * L);
+        o03.intoArray(out, u0 + c + 3 * L);
+        o10.intoArray(out, u1 + c);
+        o11.intoArray(out, u1 + c + L);
+        o12.intoArray(out, u1 + c + 2 * L);
+        o13.intoArray(out, u1 + c + 3 * L);
+        o20.intoArray(out, u2 + c);
+        o21.intoArray(out, u2 + c + L);
+        o22.intoArray(out, u2 + c + 2 * L);
+        o23.intoArray(out, u2 + c + 3 * L);
+        o30.intoArray(out, u3 + c);
+        o31.intoArray(out, u3 + c + L);
+        o32.intoArray(out, u3 + c + 2 * L);
+        o33.intoArray(out, u3 + c + 3 * L);
     }
 
     /** Columns [c, c+32) of four heads' outputs += their weights · value rows [i0, i1), in row order. */

@@ -102,6 +102,57 @@ class AttentionKernelsTest {
             assertThat(Float.floatToRawIntBits(out[e])).as("out[%d]", e).isEqualTo(Float.floatToRawIntBits(perHead[e]));
     }
 
+    /**
+     * The kernels for several query rows (a prefill's block of rows, each over its own causal or sliding run of keys,
+     * the keys spanning several of the kernels' key blocks) give every row the bits of the scalar loop.
+     */
+    @ParameterizedTest
+    @CsvSource({"4,16,150,64,0", "1,5,40,32,0", "3,20,200,256,0", "2,16,130,64,24", "4,9,70,32,7", "4,1,3,64,0"})
+    void rowsReadingRunsOfTheSameKeysGetEachRowsOwnBits(int heads, int rows, int keys, int d, int window) {
+        var rnd = new Random(heads * 17L + rows * 5L + keys + d + window);
+        int stride = 2 * d;
+        float[] kv = new float[(keys + 1) * stride], q = new float[rows * 4 * d + 3];
+        for (int i = 0; i < kv.length; i++) kv[i] = (float) rnd.nextGaussian();
+        for (int i = 0; i < q.length; i++) q[i] = (float) rnd.nextGaussian();
+        float[][] kr = new float[keys][];
+        int[] off = new int[keys];
+        for (int i = 0; i < keys; i++) {
+            kr[i] = kv;
+            off[i] = (keys - i) * stride + d % 3; // rows anywhere in the array
+        }
+        int[][] qOffs = new int[rows][VectorMath.HEADS];
+        int[] from = new int[rows], count = new int[rows], base = new int[rows];
+        int cap = keys;
+        for (int r = 0; r < rows; r++) {
+            int p = keys - rows + r; // the last rows of a causal step
+            from[r] = window > 0 ? Math.max(0, p - window + 1) : 0;
+            count[r] = p - from[r] + 1;
+            base[r] = r * VectorMath.HEADS * cap;
+            for (int h = 0; h < heads; h++) qOffs[r][h] = 3 + (r * 4 + (3 - h)) * d;
+        }
+        float[] scores = new float[rows * VectorMath.HEADS * cap];
+        VectorMath.dotsHeadsRows(q, qOffs, heads, rows, kr, off, from, count, d, scores, base, cap);
+        for (int r = 0; r < rows; r++)
+            for (int h = 0; h < heads; h++) {
+                for (int i = 0; i < count[r]; i++)
+                    assertThat(Float.floatToRawIntBits(scores[base[r] + h * cap + i])).as("row %d head %d key %d", r, h, i)
+                            .isEqualTo(Float.floatToRawIntBits(referenceScore(q, qOffs[r][h], kr[from[r] + i], off[from[r] + i], d)));
+                VectorMath.softmax(scores, base[r] + h * cap, count[r]);
+            }
+        float[] out = new float[q.length], reference = new float[q.length];
+        for (int i = 0; i < out.length; i++) out[i] = reference[i] = i % 5 == 0 ? 0f : (float) rnd.nextGaussian(); // adds to what is there
+        VectorMath.weightedSumRows(scores, base, cap, heads, rows, kr, off, from, count, d, out, qOffs);
+        for (int r = 0; r < rows; r++)
+            for (int h = 0; h < heads; h++)
+                for (int e = 0; e < d; e++)
+                    for (int i = 0; i < count[r]; i++) {
+                        int o = qOffs[r][h] + e;
+                        reference[o] = Math.fma(kr[from[r] + i][off[from[r] + i] + e], scores[base[r] + h * cap + i], reference[o]);
+                    }
+        for (int e = 0; e < out.length; e++)
+            assertThat(Float.floatToRawIntBits(out[e])).as("out[%d]", e).isEqualTo(Float.floatToRawIntBits(reference[e]));
+    }
+
     /** Element e of packed rows decoded by the format's definition (bf16: the high half; q8_0: q·d; q4_0: (n − 8)·d). */
     private static float decoded(PackedRows rows, int e) {
         return switch (rows.format()) {
@@ -187,8 +238,16 @@ class AttentionKernelsTest {
             off[i] = i * d;
         }
         int[] outOff = {0, d, 2 * d};
-        float[] out = new float[heads * d];
+        float[] out = new float[heads * d], outRows = new float[heads * d + d];
         VectorMath.weightedSumHeads(p, n, heads, rows, off, n, d, out, outOff);
+        // the same row among others through the several-rows kernel (a second row over the later half of the values)
+        int[][] rowOffs = {outOff, {heads * d, heads * d, heads * d, heads * d}};
+        float[] p2 = new float[2 * heads * n];
+        System.arraycopy(p, 0, p2, 0, heads * n);
+        System.arraycopy(p, 0, p2, heads * n, n / 2);
+        VectorMath.weightedSumRows(p2, new int[]{0, heads * n}, n, heads, 2, rows, off, new int[]{0, n - n / 2}, new int[]{n, n / 2}, d, outRows,
+                rowOffs);
+        assertThat(java.util.Arrays.copyOf(outRows, heads * d)).isEqualTo(out);
         for (int h = 0; h < heads; h++)
             for (int e = 0; e < d; e++) {
                 float scaled = 0f, plain = 0f;
@@ -203,8 +262,10 @@ class AttentionKernelsTest {
         float[] big = v.clone();
         big[5 * d + 7] = 3e38f; // × 2^32 overflows: the block is redone unscaled
         for (int i = 0; i < n; i++) rows[i] = big;
-        float[] outBig = new float[heads * d];
+        float[] outBig = new float[heads * d], outBigRows = new float[heads * d];
         VectorMath.weightedSumHeads(p, n, heads, rows, off, n, d, outBig, outOff);
+        VectorMath.weightedSumRows(p, new int[]{0}, n, heads, 1, rows, off, new int[]{0}, new int[]{n}, d, outBigRows, new int[][]{outOff});
+        assertThat(outBigRows).isEqualTo(outBig);
         for (int h = 0; h < heads; h++)
             for (int e = 0; e < d; e++) {
                 float plain = 0f;
