@@ -338,22 +338,23 @@ public final class InferenceSession {
             VectorMath.add(m, 0, moe, 0, T * H);
         }
         rowsNorm(m, T, H, lw.postFeedforwardNorm(), m);
-        for (int j = 0; j < x.length; j++) x[j] = residual[j] + m[j];
+        VectorMath.sum(residual, 0, m, 0, x, 0, x.length);
         float s = faults.noLayerScalar() ? 1f : lw.layerScalar();
-        if (faults.scalarBeforePle()) for (int j = 0; j < x.length; j++) x[j] *= s;
+        if (faults.scalarBeforePle()) VectorMath.scale(x, 0, x.length, s);
 
         if (ple != null) {
             int P = cfg.pleDim(), L = cfg.numLayers();
             float[] g = new float[T * P];
             lw.pleGate().matmul(x, T, g, matmul);
-            for (int t = 0; t < T; t++)
-                for (int j = 0; j < P; j++) g[t * P + j] = VectorMath.geluTanh(g[t * P + j]) * ple[(faults.pleLayerMajor() ? i * T + t : t * L + i) * P + j];
+            float[] pl = new float[T * P]; // this layer's per-layer inputs, row by row
+            for (int t = 0; t < T; t++) System.arraycopy(ple, (faults.pleLayerMajor() ? i * T + t : t * L + i) * P, pl, t * P, P);
+            Transcendentals.geluTanhTimes(g, pl, 0, T * P);
             float[] p = new float[T * H];
             lw.pleProjection().matmul(g, T, p, matmul);
             rowsNorm(p, T, H, lw.plePostNorm(), p);
             VectorMath.add(x, 0, p, 0, x.length);
         }
-        if (!faults.scalarBeforePle()) for (int j = 0; j < x.length; j++) x[j] *= s;
+        if (!faults.scalarBeforePle()) VectorMath.scale(x, 0, x.length, s);
         capture(names[i][OUT], new int[]{T, H}, x, x.length);
     }
 
