@@ -182,6 +182,61 @@ public class KernelBench {
         bh.consume(out);
     }
 
+    /** Query rows of a prefill's attention block ({@link #attentionPrefillBlock}): the last 16 of a 2048-token causal prompt. */
+    static final int BLOCK_ROWS = 16;
+    float[] blockQ, blockOut, blockScores;
+    int[][] blockQOffs = new int[BLOCK_ROWS][VectorMath.HEADS];
+    int[] blockFrom = new int[BLOCK_ROWS], blockCount = new int[BLOCK_ROWS], blockBase = new int[BLOCK_ROWS];
+
+    @Setup
+    public void setupBlock() {
+        var rnd = new java.util.Random(7);
+        blockQ = new float[BLOCK_ROWS * VectorMath.HEADS * D];
+        for (int i = 0; i < blockQ.length; i++) blockQ[i] = (float) rnd.nextGaussian() * 0.05f;
+        blockOut = new float[blockQ.length];
+        blockScores = new float[BLOCK_ROWS * VectorMath.HEADS * CTX];
+        for (int r = 0; r < BLOCK_ROWS; r++) {
+            blockCount[r] = CTX - BLOCK_ROWS + r + 1;
+            blockBase[r] = r * VectorMath.HEADS * CTX;
+            for (int h = 0; h < VectorMath.HEADS; h++) blockQOffs[r][h] = (r * VectorMath.HEADS + h) * D;
+        }
+    }
+
+    /** Those 16 rows one at a time, as a prefill attended before: every row reads its up to 2048 keys and values alone. */
+    @Benchmark
+    public void attentionPrefillRowByRow(Blackhole bh) {
+        for (int j = 0; j < CTX; j++) {
+            keyRows[j] = keys;
+            valueRows[j] = values;
+            offsets[j] = j * D;
+        }
+        java.util.Arrays.fill(blockOut, 0f);
+        for (int r = 0; r < BLOCK_ROWS; r++) {
+            int n = blockCount[r];
+            VectorMath.dotsHeads(blockQ, blockQOffs[r], VectorMath.HEADS, keyRows, offsets, n, D, groupScores, CTX);
+            for (int h = 0; h < VectorMath.HEADS; h++) VectorMath.softmax(groupScores, h * CTX, n);
+            VectorMath.weightedSumHeads(groupScores, CTX, VectorMath.HEADS, valueRows, offsets, n, D, blockOut, blockQOffs[r]);
+        }
+        bh.consume(blockOut);
+    }
+
+    /** The same 16 rows together (dotsHeadsRows, weightedSumRows): each block of keys and values read once for all of them; same bits. */
+    @Benchmark
+    public void attentionPrefillBlock(Blackhole bh) {
+        for (int j = 0; j < CTX; j++) {
+            keyRows[j] = keys;
+            valueRows[j] = values;
+            offsets[j] = j * D;
+        }
+        java.util.Arrays.fill(blockOut, 0f);
+        VectorMath.dotsHeadsRows(blockQ, blockQOffs, VectorMath.HEADS, BLOCK_ROWS, keyRows, offsets, blockFrom, blockCount, D, blockScores, blockBase, CTX);
+        for (int r = 0; r < BLOCK_ROWS; r++)
+            for (int h = 0; h < VectorMath.HEADS; h++) VectorMath.softmax(blockScores, blockBase[r] + h * CTX, blockCount[r]);
+        VectorMath.weightedSumRows(blockScores, blockBase, CTX, VectorMath.HEADS, BLOCK_ROWS, valueRows, offsets, blockFrom, blockCount, D, blockOut,
+                blockQOffs);
+        bh.consume(blockOut);
+    }
+
     /** The same four heads one at a time, one key at a time (dot, then axpy per key): same bits, for the ratio. */
     @Benchmark
     public void attentionPerHeadPerKey(Blackhole bh) {
