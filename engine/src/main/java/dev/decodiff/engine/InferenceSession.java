@@ -480,9 +480,9 @@ public final class InferenceSession {
         // A long step's rows read their keys and values together, a block of rows at a time (the same bits, see
         // attendRows); rows reading packed history, or a probe's substitute, go one at a time.
         boolean together = T > 1 && d % 32 == 0 && (start == 0 || (view.packedK() == null && view.packedV() == null));
-        int together1 = together ? (subK != null ? T - 1 : T) : 0;
-        if (together1 > 1) attendRows(spec, q, together1, T, start, view, quads, out);
-        int first = together1 > 1 ? together1 : 0;
+        int blockRows = together ? (subK != null ? T - 1 : T) : 0;
+        if (blockRows > 1) attendRows(spec, q, blockRows, T, start, view, quads, out);
+        int first = blockRows > 1 ? blockRows : 0;
         if (first == T) return out;
         Parallel.forRange((T - first) * quads.length, 1, (from, to) -> {
             // Fault prefill-bidirectional: a row also sees the step's later positions, so it may read more than W keys.
@@ -524,9 +524,9 @@ public final class InferenceSession {
 
     /**
      * Attention of rows [0, rows) of a step of T rows (spec §2.4), {@link #ROWS_TOGETHER} rows of one head group per task:
-     * where each row read its keys and values alone, a 4,096-token prefill streamed a full layer's keys and values
-     * from memory once per row (about 70 GB a layer); a block of rows reads them together, block by block from L2. Every
-     * score, weight and output is computed as for one row, so the bits are the same. Rows read f32 keys and values only.
+     * where each row read its keys and values alone, a 4,096-token prefill re-read a full layer's 16 MB of keys and
+     * values (past the L2) once per row and head group; a block of rows reads them together, block by block from L2.
+     * Every score, weight and output is computed as for one row, so the bits are the same. Rows read f32 keys and values only.
      */
     private void attendRows(LayerSpec spec, float[] q, int rows, int T, int start, KeyValueView view, int[][] quads, float[] out) {
         int nh = cfg.numHeads(), d = spec.headDim(), qDim = nh * d;

@@ -136,7 +136,7 @@ public final class VectorMath {
      * {@link #dotsHeads} for several query rows (a prefill's) that read runs of the same keys: row r's heads at
      * qOffs[r], its keys rows [from[r], from[r] + count[r]) of keys/keyOff, its scores at
      * scores[base[r] + h·stride + i] for its i-th key. The keys are visited in blocks that stay in L2 while every row
-     * reads them, where one row at a time streamed all of a long prompt's keys from memory for each row. Each score is
+     * reads them, where a row at a time re-read all of a long prompt's keys (past the L2) for each row. Each score is
      * the same dot product in the same order: the bits of {@link #dotsHeads} row by row.
      */
     public static void dotsHeadsRows(float[] q, int[][] qOffs, int heads, int rows, float[][] keys, int[] keyOff, int[] from, int[] count, int d,
@@ -144,7 +144,7 @@ public final class VectorMath {
         int most = 0;
         for (int r = 0; r < rows; r++) most = Math.max(most, count[r]);
         // Block m of each row is its keys [64m, 64m + 64): whole sixteens for the kernel, and the rows' blocks m overlap
-        // (a task's rows start within a few keys of each other), so block m's keys are read from memory once.
+        // (a task's rows start within a few keys of each other), so block m's keys come into L2 once for all the rows.
         for (int k = 0; k < most; k += KEY_BLOCK) {
             for (int r = 0; r < rows; r++) {
                 int n = Math.min(KEY_BLOCK, count[r] - k);
