@@ -587,13 +587,17 @@ public final class VectorMath {
 
     /** In-place softmax of x[off..off+n), max-subtracted, fp32 result. */
     public static void softmax(float[] x, int off, int n) {
+        // The maximum in lanes first: max is exact and order-free (Math.max's NaN and signed zeros, lane by lane too).
+        var m = FloatVector.broadcast(F, Float.NEGATIVE_INFINITY);
+        int i = 0;
+        for (int bound = n - n % L; i < bound; i += L) m = m.lanewise(VectorOperators.MAX, FloatVector.fromArray(F, x, off + i));
         float max = Float.NEGATIVE_INFINITY;
-        for (int i = 0; i < n; i++) max = Math.max(max, x[off + i]);
+        for (int lane = 0; lane < L; lane++) max = Math.max(max, m.lane(lane));
+        for (; i < n; i++) max = Math.max(max, x[off + i]);
         Transcendentals.expShifted(x, off, n, max);
         double sum = 0;
-        for (int i = 0; i < n; i++) sum += x[off + i];
-        float inv = (float) (1.0 / sum);
-        for (int i = 0; i < n; i++) x[off + i] *= inv;
+        for (i = 0; i < n; i++) sum += x[off + i];
+        scale(x, off, n, (float) (1.0 / sum));
     }
 
     public static void scale(float[] x, int off, int n, float s) {

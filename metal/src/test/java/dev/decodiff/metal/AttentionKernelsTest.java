@@ -153,6 +153,38 @@ class AttentionKernelsTest {
             assertThat(Float.floatToRawIntBits(out[e])).as("out[%d]", e).isEqualTo(Float.floatToRawIntBits(reference[e]));
     }
 
+    /**
+     * softmax gives the bits of its scalar definition: the maximum by Math.max in order, e^fl(x - max) by
+     * {@link Transcendentals#exp(double)}, the sum in double in order, each element times fl(1 / sum) — with masked
+     * (-inf) scores, signed zeros and lengths that are not a multiple of the vector.
+     */
+    @ParameterizedTest
+    @CsvSource({"1", "5", "16", "17", "40", "333"})
+    void softmaxGivesTheBitsOfItsScalarDefinition(int n) {
+        var rnd = new Random(n);
+        float[] x = new float[n + 3];
+        for (int i = 0; i < x.length; i++)
+            x[i] = switch (i % 7) {
+                case 0 -> Float.NEGATIVE_INFINITY;
+                case 1 -> -0.0f;
+                case 2 -> 0.0f;
+                default -> (float) (rnd.nextGaussian() * 8);
+            };
+        x[3 + n / 2] = 0.5f; // at least one finite score
+        float[] want = x.clone();
+        int off = 3;
+        float max = Float.NEGATIVE_INFINITY;
+        for (int i = 0; i < n; i++) max = Math.max(max, want[off + i]);
+        for (int i = 0; i < n; i++) want[off + i] = (float) Transcendentals.exp(want[off + i] - max); // the difference in fp32, as the kernel takes it
+        double sum = 0;
+        for (int i = 0; i < n; i++) sum += want[off + i];
+        float inv = (float) (1.0 / sum);
+        for (int i = 0; i < n; i++) want[off + i] *= inv;
+        VectorMath.softmax(x, off, n);
+        for (int i = 0; i < x.length; i++)
+            assertThat(Float.floatToRawIntBits(x[i])).as("x[%d]", i).isEqualTo(Float.floatToRawIntBits(want[i]));
+    }
+
     /** Element e of packed rows decoded by the format's definition (bf16: the high half; q8_0: q·d; q4_0: (n − 8)·d). */
     private static float decoded(PackedRows rows, int e) {
         return switch (rows.format()) {
