@@ -481,7 +481,7 @@ public final class InferenceSession {
         // attendRows); rows reading packed history, or a probe's substitute, go one at a time.
         boolean together = T > 1 && d % 32 == 0 && (start == 0 || (view.packedK() == null && view.packedV() == null));
         int blockRows = together ? (subK != null ? T - 1 : T) : 0;
-        if (blockRows > 1) attendRows(spec, q, blockRows, T, start, view, quads, out);
+        if (blockRows > 1) attendRows(spec, q, blockRows, T, start, window, view, quads, out);
         int first = blockRows > 1 ? blockRows : 0;
         if (first == T) return out;
         Parallel.forRange((T - first) * quads.length, 1, (from, to) -> {
@@ -523,15 +523,14 @@ public final class InferenceSession {
     private static final ThreadLocal<float[]> ROW_SCORES = ThreadLocal.withInitial(() -> new float[0]);
 
     /**
-     * Attention of rows [0, rows) of a step of T rows (spec §2.4), {@link #ROWS_TOGETHER} rows of one head group per task:
+     * Attention of rows [0, rows) of a step of T rows (spec §2.4) over a sliding layer's {@code window} as attendWindow sets it, {@link #ROWS_TOGETHER} rows of one head group per task:
      * where each row read its keys and values alone, a 4,096-token prefill re-read a full layer's 16 MB of keys and
      * values (past the L2) once per row and head group; a block of rows reads them together, block by block from L2.
      * Every score, weight and output is computed as for one row, so the bits are the same. Rows read f32 keys and values only.
      */
-    private void attendRows(LayerSpec spec, float[] q, int rows, int T, int start, KeyValueView view, int[][] quads, float[] out) {
+    private void attendRows(LayerSpec spec, float[] q, int rows, int T, int start, int window, KeyValueView view, int[][] quads, float[] out) {
         int nh = cfg.numHeads(), d = spec.headDim(), qDim = nh * d;
         boolean sliding = spec.type() == LayerType.SLIDING;
-        int window = cfg.slidingWindow() + (faults.windowPlusOne() ? 1 : 0) - (faults.windowMinusTwo() ? 2 : 0);
         int stepLast = start + T - 1;
         int blocks = (rows + ROWS_TOGETHER - 1) / ROWS_TOGETHER;
         // Later rows of a causal step read more keys: small pieces let the threads even out.

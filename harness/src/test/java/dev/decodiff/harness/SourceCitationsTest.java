@@ -9,6 +9,7 @@ import java.nio.file.Path;
 import java.nio.file.SimpleFileVisitor;
 import java.nio.file.attribute.BasicFileAttributes;
 import java.util.ArrayList;
+import java.util.Set;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -43,7 +44,7 @@ class SourceCitationsTest {
         assertThat(found).isEmpty();
     }
 
-    private static final java.util.Set<String> SKIPPED = java.util.Set.of("target", ".git", "node_modules", ".device-carry");
+    private static final Set<String> SKIPPED = Set.of("target", ".git", "node_modules", ".device-carry");
 
     /** An occurrence that is not a string literal of its own (a test asserting that output lacks the name). */
     private static boolean cites(String text, String name) {

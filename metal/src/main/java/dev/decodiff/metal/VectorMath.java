@@ -144,7 +144,7 @@ public final class VectorMath {
      * 128 KB, which stays in L2 while every query row of the call reads it.
      */
     private static final int KEY_BLOCK = 64;
-    /** {@link #weightedSumRows}'s scaled weights, one buffer per thread (a block of a long prompt's rows: megabytes). */
+    /** {@link #weightedSumRows}'s scaled weights and saved outputs, one buffer per thread (a block of a long prompt's rows: megabytes). */
     private static final ThreadLocal<float[]> SCALED_WEIGHTS = ThreadLocal.withInitial(() -> new float[0]);
 
     /**
@@ -179,7 +179,6 @@ public final class VectorMath {
         if (heads < 1 || heads > HEADS) throw new IllegalArgumentException("heads must be 1.." + HEADS + ", is " + heads);
         if (d % (2 * L) != 0) throw new IllegalArgumentException("head dim " + d + " is not a multiple of " + 2 * L);
         int h1 = Math.min(1, heads - 1), h2 = Math.min(2, heads - 1), h3 = heads - 1;
-        float[] saved = new float[rows * heads * d];
         int[][] real = new int[rows][];
         int[] at = new int[rows];
         int most = 0, total = 0;
@@ -187,13 +186,16 @@ public final class VectorMath {
             total += Math.max(0, count[r]) * heads;
             most = Math.max(most, count[r]);
         }
+        // one per-thread buffer: the scaled weights, then (from index total) each row's outputs as they were
         float[] scaled = SCALED_WEIGHTS.get();
-        if (scaled.length < total) SCALED_WEIGHTS.set(scaled = new float[total]);
+        if (scaled.length < total + rows * heads * d) SCALED_WEIGHTS.set(scaled = new float[total + rows * heads * d]);
+        float[] saved = scaled;
+        int savedAt = total;
         for (int r = 0, next = 0; r < rows; r++) {
             int n = count[r];
             real[r] = java.util.Arrays.copyOf(outOffs[r], heads);
             if (n <= 0) continue;
-            for (int h = 0; h < heads; h++) System.arraycopy(out, real[r][h], saved, (r * heads + h) * d, d);
+            for (int h = 0; h < heads; h++) System.arraycopy(out, real[r][h], saved, savedAt + (r * heads + h) * d, d);
             at[r] = next;
             for (int h = 0; h < heads; h++)
                 for (int i = 0; i < n; i++) scaled[next + h * n + i] = times2p32(p[base[r] + h * stride + i]);
@@ -210,7 +212,7 @@ public final class VectorMath {
         }
         for (int r = 0; r < rows; r++) {
             if (count[r] <= 0 || scaleRows(out, real[r], d, 1f / SCALE)) continue;
-            for (int h = 0; h < heads; h++) System.arraycopy(saved, (r * heads + h) * d, out, real[r][h], d);
+            for (int h = 0; h < heads; h++) System.arraycopy(saved, savedAt + (r * heads + h) * d, out, real[r][h], d);
             int b0 = base[r] - from[r];
             accumulate(p, b0, b0 + h1 * stride, b0 + h2 * stride, b0 + h3 * stride, null, values, valueOff, from[r], from[r] + count[r], d, out,
                     outOffs[r][0], outOffs[r][h1], outOffs[r][h2], outOffs[r][h3]);
