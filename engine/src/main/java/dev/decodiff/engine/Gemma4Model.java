@@ -34,10 +34,19 @@ public final class Gemma4Model implements AutoCloseable {
         }
     }
 
-    public static Gemma4Model load(Path dir) { return load(dir, WeightResidency.configured()); }
+    public static Gemma4Model load(Path dir) { return load(dir, WeightResidency.configured(), -1); }
+
+    /**
+     * Loads for a run that will decode {@code decodeTokens} tokens after its prompt: where that is few, the weights
+     * stay in the file mapping rather than being copied onto huge pages (see {@link WeightResidency}).
+     */
+    public static Gemma4Model load(Path dir, long decodeTokens) { return load(dir, WeightResidency.configured(), decodeTokens); }
 
     /** Loads with the weights placed as {@code placement} says (tests compare placements). */
-    static Gemma4Model load(Path dir, WeightResidency.Mode placement) {
+    static Gemma4Model load(Path dir, WeightResidency.Mode placement) { return load(dir, placement, -1); }
+
+    /** Loads with the weights placed as {@code placement} says for a run of {@code decodeTokens} decode tokens (-1: unknown). */
+    static Gemma4Model load(Path dir, WeightResidency.Mode placement, long decodeTokens) {
         Path cfg = dir.resolve("config.json");
         if (!Files.isRegularFile(cfg)) throw new CheckpointException(dir + ": no config.json — point --model at a Hugging Face checkpoint folder");
         var config = Gemma4Config.read(cfg);
@@ -46,7 +55,7 @@ public final class Gemma4Model implements AutoCloseable {
             var mapped = ModelWeights.load(files, config);
             // the per-layer table is looked up a row per token: readahead around each row would read most of it
             if (mapped.pleEmbed() != null) mapped.pleEmbed().adviseLookups(null);
-            return new Gemma4Model(dir, config, files, WeightResidency.place(mapped, placement));
+            return new Gemma4Model(dir, config, files, WeightResidency.place(mapped, placement, decodeTokens));
         } catch (RuntimeException e) {
             files.close();
             throw e;

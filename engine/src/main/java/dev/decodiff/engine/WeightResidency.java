@@ -15,15 +15,24 @@ import java.util.Locale;
  * it reads them markedly slower than from 2 MB pages (see {@link HugePageMemory}); the copy has the same bytes, so
  * results keep their bits.
  *
- * <p>{@code -Ddecodiff.weights=auto} (the default) copies when the machine has huge pages and the copy leaves at least
- * a quarter of the available memory (and 2 GB) free; {@code resident} always copies (and fails without huge pages);
- * {@code mapped} never does.
+ * <p>{@code -Ddecodiff.weights=auto} (the default) copies when the machine has huge pages, the copy leaves at least
+ * a quarter of the available memory (and 2 GB) free, and the caller will decode enough tokens for the copy to pay
+ * (unknown counts as enough): the copy is a one-time cost (2.6–20 s for E2B's 4.6 GB, most of it the kernel compacting
+ * memory into 2 MB pages) that only decode earns back, a fraction of the weights' read time per token, while a
+ * prompt's prefill is bound by its arithmetic and runs as fast from the mapping. {@code resident} always copies (and
+ * fails without huge pages); {@code mapped} never does.
  */
 public final class WeightResidency implements AutoCloseable {
     public enum Mode { AUTO, MAPPED, RESIDENT }
 
     private static final long ALIGN = 64;
     private static final long MIN_FREE = 2L << 30;
+    /**
+     * Fewest decode tokens for which auto makes the copy: where the copy reads faster (22 against 31 GB/s) E2B saves
+     * ~0.06 s a token, so 2.6–20 s of copying is earned back after 45–330 tokens; on hosts whose file mapping reads as
+     * fast it is never earned back. A compare of a long prompt and a few steps maps.
+     */
+    public static final long COPY_FROM_DECODE_TOKENS = 128;
 
     private final Arena arena;
     private final String description;
@@ -58,12 +67,19 @@ public final class WeightResidency implements AutoCloseable {
             case MAPPED -> "mapped from the checkpoint files (-Ddecodiff.weights=mapped)";
             case RESIDENT -> why.map(w -> "resident asked, but no huge pages: " + w).orElse("copied onto huge pages (-Ddecodiff.weights=resident)");
             case AUTO -> why.map(w -> "mapped from the checkpoint files (no huge pages: " + w + ")")
-                    .orElse("copied onto huge pages when they fit in the available memory, else mapped (-Ddecodiff.weights=auto)");
+                    .orElse("copied onto huge pages when they fit in the available memory and the run decodes at least " + COPY_FROM_DECODE_TOKENS
+                            + " tokens, else mapped (-Ddecodiff.weights=auto)");
         };
     }
 
     /** Places {@code mapped}'s streamed matrices as {@code mode} says; the result lives until {@link #close}. */
-    public static Placed place(ModelWeights mapped, Mode mode) {
+    public static Placed place(ModelWeights mapped, Mode mode) { return place(mapped, mode, -1); }
+
+    /**
+     * {@link #place(ModelWeights, Mode)} for a caller that will decode {@code decodeTokens} tokens (-1: unknown): under
+     * auto, fewer than {@link #COPY_FROM_DECODE_TOKENS} keep the mapping.
+     */
+    public static Placed place(ModelWeights mapped, Mode mode, long decodeTokens) {
         // the mapped matrices' bytes, the slab they fill (each starting on ALIGN), and the bytes
         // already in anonymous memory (quantized weights dequantized, or their codes blocked, at load): those stay where they are,
         // never copied twice
@@ -87,6 +103,9 @@ public final class WeightResidency implements AutoCloseable {
                 throw new IllegalStateException("-Ddecodiff.weights=resident needs transparent huge pages: " + why.get());
             return new Placed(mapped, new WeightResidency(null, false, "mapped from the checkpoint files (" + gb + "; no huge pages: " + why.get() + ")"));
         }
+        if (mode == Mode.AUTO && decodeTokens >= 0 && decodeTokens < COPY_FROM_DECODE_TOKENS)
+            return new Placed(mapped, new WeightResidency(null, false, String.format(Locale.ROOT,
+                    "mapped from the checkpoint files (%s; %,d decode tokens to run: the huge-page copy pays from %d on)", gb, decodeTokens, COPY_FROM_DECODE_TOKENS)));
         long available = availableMemory();
         if (mode == Mode.AUTO && available >= 0 && bytes > available - Math.max(MIN_FREE, available / 4))
             return new Placed(mapped, new WeightResidency(null, false,

@@ -78,6 +78,28 @@ class WeightResidencyTest {
     }
 
     @Test
+    void autoKeepsTheMappingForARunOfFewDecodeTokensAndCopiesForALongOne() {
+        assumeTrue(HugePageMemory.available(), "this machine has no transparent huge pages");
+        long few = WeightResidency.COPY_FROM_DECODE_TOKENS - 1, enough = WeightResidency.COPY_FROM_DECODE_TOKENS;
+        try (var shortRun = Gemma4Model.load(TINY, WeightResidency.Mode.AUTO, few);
+             var noDecode = Gemma4Model.load(TINY, WeightResidency.Mode.AUTO, 0);
+             var longRun = Gemma4Model.load(TINY, WeightResidency.Mode.AUTO, enough);
+             var unknown = Gemma4Model.load(TINY, WeightResidency.Mode.AUTO, -1);
+             var insisted = Gemma4Model.load(TINY, WeightResidency.Mode.RESIDENT, 0)) {
+            assertThat(shortRun.weightsResident()).isFalse();
+            assertThat(shortRun.weightPlacement()).startsWith("mapped from the checkpoint files").contains(few + " decode tokens");
+            assertThat(noDecode.weightsResident()).isFalse();
+            assertThat(longRun.weightsResident()).isTrue();
+            assertThat(unknown.weightsResident()).as("a run whose length is unknown copies, as before").isTrue();
+            assertThat(insisted.weightsResident()).as("resident copies whatever the run").isTrue();
+            var mapped = ModelWeights.load(shortRun.files(), shortRun.config());
+            var a = matrices(shortRun.weights());
+            var b = matrices(mapped);
+            for (int i = 0; i < a.size(); i++) assertThat(a.get(i).data().address()).isEqualTo(b.get(i).data().address());
+        }
+    }
+
+    @Test
     void anUnknownPlacementIsRefusedWithTheValidValues() {
         String old = System.getProperty("decodiff.weights");
         System.setProperty("decodiff.weights", "onheap");

@@ -164,7 +164,7 @@ final class CompareCommand implements Callable<Integer> {
         var options = engine.options();
         Gemma4Model loaded;
         try (var part = PartClock.enter("load")) {
-            loaded = Gemma4Model.load(modelDir);
+            loaded = Gemma4Model.load(modelDir, ref.stepCount() - 1L); // the steps after the prompt decode a token each
         }
         try (var m = loaded) {
             var rm = ref.manifest();

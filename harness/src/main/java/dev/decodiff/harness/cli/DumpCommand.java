@@ -111,7 +111,7 @@ final class DumpCommand implements Callable<Integer> {
         // records it (unless the user chose their own), or it would look as if whole layers went missing.
         if (selected == null && ref != null && ref.manifest().selectedPoints() != null) selected = ref.manifest().selectedPoints();
         if (viaLlamaCpp) return dumpLlamaCpp(globs, selected, ref, prompt);
-        try (var m = Gemma4Model.load(model)) {
+        try (var m = Gemma4Model.load(model, stepsToRun(ref) - 1L)) { // each step after the prompt's decodes a token
             return dump(m, globs, selected, options, ref, prompt);
         } catch (EngineThrewException e) {
             var err = spec.commandLine().getErr();
@@ -135,13 +135,13 @@ final class DumpCommand implements Callable<Integer> {
             Set<String> refPoints = ref.allPoints();
             Predicate<String> g = globs;
             var rm = ref.manifest();
-            int n = steps == null ? rm.stepCount() : Math.min(steps, rm.stepCount());
+            int n = stepsToRun(ref);
             w = DumpWriter.create(out, force, producer, modelInfo, rm.tokens(), rm.promptLength(), selected);
             try (var bar = new ProgressBar("dumping", n)) {
                 new DumpRecorder(m, options, p -> refPoints.contains(p) && g.test(p), w, this::noPointMatched).teacherForced(rm, n, bar::update);
             }
         } else {
-            int n = steps == null ? 16 : steps;
+            int n = stepsToRun(null);
             maxPositions.check(model.resolve("config.json"), m.config().maxPositions(), (long) prompt.length + n - 1,
                     "the prompt (" + prompt.length + " tokens) and -n " + n, "lower -n");
             w = DumpWriter.create(out, force, producer, modelInfo, Arrays.stream(prompt).boxed().toList(), prompt.length, selected);
@@ -167,6 +167,12 @@ final class DumpCommand implements Callable<Integer> {
                 + "; see docs/dump-format.md for the names (e.g. 'layers.5.*,logits')");
     }
 
+    /** Steps the dump records: -n, at most the reference's when teacher-forced on one, else 16 (or all the reference's). */
+    private int stepsToRun(DumpReader ref) {
+        if (ref != null) return steps == null ? ref.stepCount() : Math.min(steps, ref.stepCount());
+        return steps == null ? 16 : steps;
+    }
+
     /** Every contract point name of a model with this many layers (a superset of what the engine records). */
     private static Set<String> contractNames(int layers) {
         var names = new java.util.LinkedHashSet<String>(List.of(CapturePoints.EMBED, CapturePoints.PLE, CapturePoints.FINAL_NORM, CapturePoints.LOGITS));
@@ -177,7 +183,7 @@ final class DumpCommand implements Callable<Integer> {
     /** The same dump, produced by llama.cpp on the checkpoint's GGUF (producer "llama.cpp", its release). */
     private Integer dumpLlamaCpp(Predicate<String> globs, List<String> selected, DumpReader ref, int[] prompt) {
         var id = ModelLocator.identity(model);
-        int n = ref != null ? (steps == null ? ref.stepCount() : Math.min(steps, ref.stepCount())) : steps == null ? 16 : steps;
+        int n = stepsToRun(ref);
         int total = ref != null ? ref.manifest().tokens().size() : prompt.length + n;
         var options = llamaCpp.options(engine, total);
         Path gguf = llamaCpp.resolveGguf(model, allowMismatch);

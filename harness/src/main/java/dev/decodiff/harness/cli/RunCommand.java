@@ -78,7 +78,7 @@ final class RunCommand implements Callable<Integer> {
         var options = engine.options();
         boolean haveTokenizer = Files.isRegularFile(model.resolve("tokenizer.json"));
         if (!ids && !haveTokenizer) throw new BadInputException(model, "has no tokenizer.json to print text; pass --ids to print token ids");
-        try (var m = Gemma4Model.load(model); var tok = ids ? null : TextTokenizer.load(model)) {
+        try (var m = Gemma4Model.load(model, n - 1L); var tok = ids ? null : TextTokenizer.load(model)) {
             long positions = (long) prompt.length + n - 1; // the last sampled token is never fed
             maxPositions.check(model.resolve("config.json"), m.config().maxPositions(), positions,
                     "the prompt (" + prompt.length + " tokens) and -n " + n, "lower -n");
