@@ -191,9 +191,12 @@ KERNEL void decodiff_matvec_bf16(const uint16_t *w, int64_t cols, int32_t from, 
  * Where the time goes (6144 × 1536 weights, 168 tokens, one thread, CPU time; 0.82-0.89 of the FMA peak in all):
  * the tile loop alone runs at ~0.98 of the peak with its operands in L1 or L2 and ~0.92-0.95 over a whole chunk of
  * activations, the lane sums take ~3 %. Tried and not taken, each measured no faster (0.99-1.03×): widening each
- * group's rows once per call instead of once per token chunk (four groups' rows kept in L2 across the chunks), row
- * groups sharing each column block of a wide matrix (its activations read from L2 four or eight times in a row),
- * software prefetch of the activations, shorter column blocks.
+ * group's rows once per call instead of once per token chunk (four groups' rows kept in L2 across the chunks),
+ * software prefetch of the activations, shorter column blocks. Rows wider than a column block go through it eight
+ * groups at a time (SUPER_GROUPS): no faster where the L2 is 2 MB, but with a 1 MB L2 (Zen 4) a 42-token chunk of
+ * 12288-column activations no longer fits, and E2B's widest down projection (1536 × 12288, 1,024 tokens, two
+ * threads) took 0.224 and 0.211 s against 0.225 and 0.245 (one thread, jmh/c/kernels_ab.c, 12288 × 1536 × 42:
+ * 1.03× median).
  */
 /* One token of the tile: u is its activation vector, a<i><j> the accumulator of row i, token j. */
 #define TOKEN(j)                                                  \
@@ -284,24 +287,38 @@ KERNEL static void sum_lanes16(const float *a, float *y, int64_t ystride) {
     UNROLLED for (int j = 0; j < 4; j++) memcpy(y + j * ystride, sums + j * ROWS, ROWS * sizeof(float));
 }
 
+/*
+ * Row groups of a row wider than one column block that decodiff_matmul_bf16 takes through each column block together
+ * (a "superblock"): that block of the chunk's activations (42 tokens × 2048 columns: 344 KB) then stays in L2 while
+ * all of them pass over it, where one group at a time streamed all of a wide row's activations (42 × 12288 columns:
+ * 2 MB, past a 1 MB L2) for each group. Their accumulators (8 × 42 tokens × 4 rows × 64 B: 86 KB) wait in the scratch.
+ */
+#define SUPER_GROUPS 8
+
+/* Row groups one superblock of a row of `bound` vector columns takes. */
+static inline int64_t super_groups(int64_t bound) { return bound > COL_BLOCK ? SUPER_GROUPS : 1; }
+
 /* The scratch, carved out of the caller's: accumulators, one packed weight block, the packed activation tiles. */
 typedef struct {
-    float *acc;  /* tokens · ROWS · 16: token t, row i at (t · ROWS + i) · 16 */
+    float *acc;  /* groups · tokens · ROWS · 16: group g, token t, row i at ((g · tokens + t) · ROWS + i) · 16 */
     float *wp;   /* ROWS · COL_BLOCK */
     float *xp;   /* (tokens / TILE_TOKENS) · TILE_TOKENS · bound: tile k's column c at (k · bound + c) · TILE_TOKENS */
 } gemm_scratch;
 
-static gemm_scratch carve(float *scratch, int32_t tokens) {
+static gemm_scratch carve_groups(float *scratch, int32_t tokens, int64_t groups) {
     float *p = (float *) (((uintptr_t) scratch + 63) & ~(uintptr_t) 63);
-    gemm_scratch s = {p, p + (int64_t) tokens * ROWS * L, p + (int64_t) tokens * ROWS * L + ROWS * COL_BLOCK};
+    int64_t acc = groups * tokens * ROWS * L;
+    gemm_scratch s = {p, p + acc, p + acc + ROWS * COL_BLOCK};
     return s;
 }
+
+static gemm_scratch carve(float *scratch, int32_t tokens) { return carve_groups(scratch, tokens, 1); }
 
 /* Floats of scratch decodiff_matmul_bf16 and decodiff_matmul_bf16dot need for `tokens` tokens of `cols` columns. */
 int64_t decodiff_matmul_scratch_floats(int64_t cols, int32_t tokens) {
     /* Per tiled token: bound fp32 columns (decodiff_matmul_bf16) or cols rounded up to 32 bf16 ones (bf16dot). */
     int64_t bound = cols - cols % L, padded = (cols + 31) / 32 * 16, per_token = bound > padded ? bound : padded;
-    return 16 + (int64_t) tokens * ROWS * L + ROWS * COL_BLOCK + (int64_t) (tokens / TILE_TOKENS) * TILE_TOKENS * per_token;
+    return 16 + super_groups(bound) * tokens * ROWS * L + ROWS * COL_BLOCK + (int64_t) (tokens / TILE_TOKENS) * TILE_TOKENS * per_token;
 }
 
 KERNEL static void pack_tiles(const float *x, int64_t cols, int64_t bound, int32_t tokens, float *xp) {
@@ -356,23 +373,30 @@ KERNEL static void sum_tile(const float *acc, float *y, int32_t rows, int64_t r,
 /* scratch: decodiff_matmul_scratch_floats(cols, tokens) floats (any alignment). */
 KERNEL void decodiff_matmul_bf16(const uint16_t *w, int64_t cols, int32_t rows, int32_t from, int32_t to,
                                  const float *x, int32_t tokens, float *y, float *scratch) {
-    gemm_scratch s = carve(scratch, tokens);
-    int64_t bound = cols - cols % L, tiled = tokens - tokens % TILE_TOKENS;
+    int64_t bound = cols - cols % L, tiled = tokens - tokens % TILE_TOKENS, groups = super_groups(bound);
+    gemm_scratch s = carve_groups(scratch, tokens, groups);
     pack_tiles(x, cols, bound, tokens, s.xp);
     int64_t end = to - (to - from) % ROWS;
-    for (int64_t r = from; r < end; r += ROWS) {
+    for (int64_t r0 = from; r0 < end; r0 += groups * ROWS) {
+        int64_t r1 = r0 + groups * ROWS < end ? r0 + groups * ROWS : end;
         for (int64_t c0 = 0; c0 < bound; c0 += COL_BLOCK) {
-            int64_t n = bound - c0 < COL_BLOCK ? bound - c0 : COL_BLOCK, t = 0, last = c0 + n == bound;
-            /* The block pack_rows reads next: these rows' next columns, or the next group's first ones. */
-            const uint16_t *next = !last ? w + r * cols + c0 + n : r + 2 * ROWS <= end ? w + (r + ROWS) * cols : NULL;
-            pack_rows(w, cols, r, c0, n, s.wp, next);
-            for (; t < tiled; t += TILE_TOKENS) {
-                tile4x6(s.wp, s.xp + t * bound + c0 * TILE_TOKENS, n, s.acc + t * ROWS * L, c0 == 0);
-                if (last) sum_tile(s.acc, y, rows, r, t);
+            int64_t n = bound - c0 < COL_BLOCK ? bound - c0 : COL_BLOCK, last = c0 + n == bound;
+            for (int64_t r = r0; r < r1; r += ROWS) {
+                float *acc = s.acc + (r - r0) / ROWS * tokens * ROWS * L;
+                /* The block pack_rows reads next: the next group's in this column block, else the superblock's first
+                 * group's next columns, else the next superblock's first columns. */
+                const uint16_t *next = r + ROWS < r1 ? w + (r + ROWS) * cols + c0 : !last ? w + r0 * cols + c0 + n : r1 + ROWS <= end ? w + r1 * cols : NULL;
+                pack_rows(w, cols, r, c0, n, s.wp, next);
+                int64_t t = 0;
+                for (; t < tiled; t += TILE_TOKENS) {
+                    tile4x6(s.wp, s.xp + t * bound + c0 * TILE_TOKENS, n, acc + t * ROWS * L, c0 == 0);
+                    if (last) sum_tile(acc, y, rows, r, t);
+                }
+                for (; t < tokens; t++) tile4x1(s.wp, x + t * cols + c0, n, acc + t * ROWS * L, c0 == 0);
             }
-            for (; t < tokens; t++) tile4x1(s.wp, x + t * cols + c0, n, s.acc + t * ROWS * L, c0 == 0);
         }
-        finish_rows(w, cols, bound, rows, r, x, bound > 0 ? tiled - tiled % 4 : 0, tokens, y, s.acc);
+        for (int64_t r = r0; r < r1; r += ROWS)
+            finish_rows(w, cols, bound, rows, r, x, bound > 0 ? tiled - tiled % 4 : 0, tokens, y, s.acc + (r - r0) / ROWS * tokens * ROWS * L);
     }
     for (int64_t r = end; r < to; r++)
         for (int t = 0; t < tokens; t++) y[(int64_t) t * rows + r] = dot1(w + r * cols, cols, x + (int64_t) t * cols);

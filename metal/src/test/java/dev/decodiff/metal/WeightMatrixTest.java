@@ -53,7 +53,10 @@ class WeightMatrixTest {
             // a 6-token tile plus two tokens, a tail; fewer tokens than a tile; rows fewer than one group
             "BF16,37,2100,8", "BF16,70,4200,14", "BF16,18,2060,5", "BF16,3,40,7",
             // rows too wide for a chunk's activations to fit L2: the native GEMM still takes 42 tokens per chunk
-            "BF16,9,6404,50"})
+            "BF16,9,6404,50",
+            // rows wider than a column block go through it eight groups at a time: thread chunks of 48 rows (a full
+            // eight-group pass, then four groups) and a last chunk of three groups and a row
+            "BF16,301,2100,13"})
     void matvecAndMatmulAreBitIdenticalToTheOneRowDot(DType dtype, int rows, int cols, int tokens) {
         var w = random(dtype, rows, cols, rows * 31L + cols);
         var rnd = new Random(tokens);
