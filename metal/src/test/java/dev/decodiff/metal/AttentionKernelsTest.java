@@ -107,9 +107,11 @@ class AttentionKernelsTest {
      * the keys spanning several of the kernels' key blocks) give every row the bits of the scalar loop.
      */
     @ParameterizedTest
-    @CsvSource({"4,16,150,64,0", "1,5,40,32,0", "3,20,200,256,0", "2,16,130,64,24", "4,9,70,32,7", "4,1,3,64,0"})
-    void rowsReadingRunsOfTheSameKeysGetEachRowsOwnBits(int heads, int rows, int keys, int d, int window) {
-        var rnd = new Random(heads * 17L + rows * 5L + keys + d + window);
+    @CsvSource({"4,16,150,64,0,0", "1,5,40,32,0,0", "3,20,200,256,0,0", "2,16,130,64,24,0", "4,9,70,32,7,0", "4,1,3,64,0,0",
+            // a ring: the rows run on evenly in one array but wrap inside a key block (the kernels' even-step path must not take it)
+            "4,16,150,64,0,37", "2,16,130,64,24,100", "3,7,90,32,0,89"})
+    void rowsReadingRunsOfTheSameKeysGetEachRowsOwnBits(int heads, int rows, int keys, int d, int window, int ringStart) {
+        var rnd = new Random(heads * 17L + rows * 5L + keys + d + window + ringStart);
         int stride = 2 * d;
         float[] kv = new float[(keys + 1) * stride], q = new float[rows * 4 * d + 3];
         for (int i = 0; i < kv.length; i++) kv[i] = (float) rnd.nextGaussian();
@@ -118,7 +120,8 @@ class AttentionKernelsTest {
         int[] off = new int[keys];
         for (int i = 0; i < keys; i++) {
             kr[i] = kv;
-            off[i] = (keys - i) * stride + d % 3; // rows anywhere in the array
+            // rows anywhere in the array, or in a ring's slots from ringStart on
+            off[i] = (ringStart == 0 ? keys - i : (i + ringStart) % keys) * stride + d % 3;
         }
         int[][] qOffs = new int[rows][VectorMath.HEADS];
         int[] from = new int[rows], count = new int[rows], base = new int[rows];
