@@ -1220,15 +1220,14 @@ KERNEL_Q void decodiff_matmul_affine(const uint8_t *codes, const void *pairs, in
  * the score kernel's time at head dims 512 and 256; here a 16 × 16 transpose sums sixteen scores' lanes in ~70
  * cycles. And the value rows' per-row array loads and bounds checks go.
  *
- * decodiff_attention_scores: for up to four heads (q + qo0 .. qo3; spare heads repeat the last) and keys rows
- * k + koff[k0 + i], i < n: scores[s0 + h·stride + i] = 16 lane accumulators over the head dim's vector part in order (one fused
+ * decodiff_attention_scores: for up to four heads (q + qo0 .. qo3; spare heads repeat the last) and keys rows k + ko[i],
+ * i < n: scores[s0 + h·stride + i] = 16 lane accumulators over the head dim's vector part in order (one fused
  * multiply-add each), summed in lane order from 0.0f, then the scalar tail c >= d - d % 16 as separately rounded
  * products added in order.
  */
 KERNEL void decodiff_attention_scores(const float *q, int32_t qo0, int32_t qo1, int32_t qo2, int32_t qo3, int32_t heads, const float *k,
-                                      const int32_t *koff, int32_t k0, int32_t n, int32_t d, float *scores, int32_t s0, int32_t stride) {
+                                      const int32_t *ko, int32_t n, int32_t d, float *scores, int32_t s0, int32_t stride) {
     const float *q0 = q + qo0, *q1 = q + qo1, *q2 = q + qo2, *q3 = q + qo3;
-    const int32_t *ko = koff + k0;
     int32_t bound = d - d % L, i = 0;
     float lanes[4][L][L] __attribute__((aligned(64))); /* head, key of the sixteen, lane */
     for (; i + L <= n; i += L) {

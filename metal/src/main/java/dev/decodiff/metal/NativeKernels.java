@@ -83,7 +83,7 @@ public final class NativeKernels {
                 sr = linker.downcallHandle(find(lookup, "decodiff_stream_read"), FunctionDescriptor.of(JAVA_LONG, ADDRESS, JAVA_LONG), critical);
                 scratch = linker.downcallHandle(find(lookup, "decodiff_matmul_scratch_floats"), FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_INT));
                 scores = linker.downcallHandle(find(lookup, "decodiff_attention_scores"), FunctionDescriptor.ofVoid(ADDRESS, JAVA_INT, JAVA_INT, JAVA_INT,
-                        JAVA_INT, JAVA_INT, ADDRESS, ADDRESS, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, JAVA_INT), critical);
+                        JAVA_INT, JAVA_INT, ADDRESS, ADDRESS, JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, JAVA_INT), critical);
                 values = linker.downcallHandle(find(lookup, "decodiff_attention_values"), FunctionDescriptor.ofVoid(ADDRESS, JAVA_INT, JAVA_INT, JAVA_INT,
                         JAVA_INT, ADDRESS, ADDRESS, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, JAVA_INT, JAVA_INT, JAVA_INT), critical);
                 if ((int) linker.downcallHandle(find(lookup, "decodiff_cpu_bf16dot"), FunctionDescriptor.of(JAVA_INT)).invokeExact() == 1)
@@ -157,7 +157,7 @@ public final class NativeKernels {
                                 float[] scores, int s0, int stride) {
         try {
             ATTENTION_SCORES.invokeExact(MemorySegment.ofArray(q), q0, q1, q2, q3, heads, MemorySegment.ofArray(k),
-                    MemorySegment.ofArray(ko), ko0, n, d, MemorySegment.ofArray(scores), s0, stride);
+                    MemorySegment.ofArray(ko).asSlice(4L * ko0), n, d, MemorySegment.ofArray(scores), s0, stride);
         } catch (Throwable t) {
             throw new IllegalStateException("native attention scores failed", t);
         }
