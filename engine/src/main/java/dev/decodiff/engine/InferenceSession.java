@@ -41,7 +41,11 @@ public final class InferenceSession {
 
     // Working buffers reused by every layer and step (grown on demand): a step used to allocate a few hundred MB
     // of short-lived arrays in prefill, which the heap grew to hold. Probes still get private copies (capture).
-    private static final int S_H = 0, S_A = 1, S_RES = 2, S_MLP = 3, S_G = 4, S_U = 5, S_Q = 6, S_ATT = 7, SLOTS = 8;
+    // A long prompt's arrays are large enough for G1 to place each in humongous regions, which only a young collection
+    // (or a marking cycle) reclaims: where little else is allocated, those come rarely and a 4,096-token compare's
+    // heap grew past 4 GB of dead arrays. So the per-layer ones are slots here too.
+    private static final int S_H = 0, S_A = 1, S_RES = 2, S_MLP = 3, S_G = 4, S_U = 5, S_Q = 6, S_ATT = 7, S_MLP_IN = 8, S_MLP_OUT = 9,
+            S_PLE_GATE = 10, S_PLE_IN = 11, S_PLE_OUT = 12, S_READ_K = 13, S_READ_V = 14, SLOTS = 15;
     private final float[][] scratch = new float[SLOTS][];
 
     private float[] scratch(int slot, int n) {
@@ -344,12 +348,12 @@ public final class InferenceSession {
 
         if (ple != null) {
             int P = cfg.pleDim(), L = cfg.numLayers();
-            float[] g = new float[T * P];
+            float[] g = scratch(S_PLE_GATE, T * P);
             lw.pleGate().matmul(x, T, g, matmul);
-            float[] pl = new float[T * P]; // this layer's per-layer inputs, row by row
+            float[] pl = scratch(S_PLE_IN, T * P); // this layer's per-layer inputs, row by row
             for (int t = 0; t < T; t++) System.arraycopy(ple, (faults.pleLayerMajor() ? i * T + t : t * L + i) * P, pl, t * P, P);
             Transcendentals.geluTanhTimes(g, pl, 0, T * P);
-            float[] p = new float[T * H];
+            float[] p = scratch(S_PLE_OUT, T * H);
             lw.pleProjection().matmul(g, T, p, matmul);
             rowsNorm(p, T, H, lw.plePostNorm(), p);
             VectorMath.add(x, 0, p, 0, x.length);
@@ -465,11 +469,11 @@ public final class InferenceSession {
         float[] readK = null, readV = null;
         if (probe != null && (probe.wants(names[i][K_READ]) || probe.wants(names[i][V_READ]))) {
             int C = last - lastLo + 1;
-            readK = new float[C * stride];
-            readV = new float[C * stride];
+            readK = scratch(S_READ_K, C * stride); // the probe gets its own copy; a substitute stays here for this layer
+            readV = scratch(S_READ_V, C * stride);
             for (int j = lastLo; j <= last; j++) view.copyRow(j, readK, readV, (j - lastLo) * stride);
-            boolean kChanged = capture(names[i][K_READ], new int[]{C, nkv, d}, readK, readK.length);
-            boolean vChanged = capture(names[i][V_READ], new int[]{C, nkv, d}, readV, readV.length);
+            boolean kChanged = capture(names[i][K_READ], new int[]{C, nkv, d}, readK, C * stride);
+            boolean vChanged = capture(names[i][V_READ], new int[]{C, nkv, d}, readV, C * stride);
             if (!kChanged && !vChanged) readK = readV = null;
         }
 
@@ -673,7 +677,9 @@ public final class InferenceSession {
         float[] out = scratch(S_MLP, T * H);
         for (int r0 = 0; r0 < T; ) {
             int n = T - r0 <= MLP_ROWS + 1 ? T - r0 : MLP_ROWS;
-            float[] part = mlpRows(gate, up, down, Arrays.copyOfRange(h, r0 * in, (r0 + n) * in), n, new float[n * H]);
+            float[] rows = scratch(S_MLP_IN, n * in);
+            System.arraycopy(h, r0 * in, rows, 0, n * in);
+            float[] part = mlpRows(gate, up, down, rows, n, scratch(S_MLP_OUT, n * H));
             System.arraycopy(part, 0, out, r0 * H, n * H);
             r0 += n;
         }
