@@ -17,7 +17,7 @@ import java.util.Locale;
  *
  * <p>{@code -Ddecodiff.weights=auto} (the default) copies when the machine has huge pages, the copy leaves at least
  * a quarter of the available memory (and 2 GB) free, and the caller will decode enough tokens for the copy to pay
- * (unknown counts as enough): the copy is a one-time cost (2.6–20 s for E2B's 4.6 GB, most of it the kernel compacting
+ * (unknown counts as enough): the copy is a one-time cost (2.6–13 s for E2B's 4.6 GB, most of it the kernel compacting
  * memory into 2 MB pages) that only decode earns back, a fraction of the weights' read time per token, while a
  * prompt's prefill is bound by its arithmetic and runs as fast from the mapping. {@code resident} always copies (and
  * fails without huge pages); {@code mapped} never does.
@@ -29,7 +29,7 @@ public final class WeightResidency implements AutoCloseable {
     private static final long MIN_FREE = 2L << 30;
     /**
      * Fewest decode tokens for which auto makes the copy: where the copy reads faster (22 against 31 GB/s) E2B saves
-     * ~0.06 s a token, so 2.6–20 s of copying is earned back after 45–330 tokens; on hosts whose file mapping reads as
+     * ~0.06 s a token, so 2.6–13 s of copying is earned back after 45–220 tokens; on hosts whose file mapping reads as
      * fast it is never earned back. A compare of a long prompt and a few steps maps.
      */
     public static final long COPY_FROM_DECODE_TOKENS = 128;
