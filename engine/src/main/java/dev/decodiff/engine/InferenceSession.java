@@ -41,9 +41,10 @@ public final class InferenceSession {
 
     // Working buffers reused by every layer and step (grown on demand): a step used to allocate a few hundred MB
     // of short-lived arrays in prefill, which the heap grew to hold. Probes still get private copies (capture).
-    // A long prompt's arrays are large enough for G1 to place each in humongous regions, which only a young collection
-    // (or a marking cycle) reclaims: where little else is allocated, those come rarely and a 4,096-token compare's
-    // heap grew past 4 GB of dead arrays. So the per-layer ones are slots here too.
+    // A long prompt's arrays are large enough for G1 to place each in humongous regions, which only a collection
+    // reclaims, and G1 grows the heap for a new one rather than collect: where little else is allocated, collections
+    // come rarely and dead arrays pile up (a 4,096-token compare with less else allocated reached 4.5 GB of heap). So
+    // the per-layer ones are slots here too.
     private static final int S_H = 0, S_A = 1, S_RES = 2, S_MLP = 3, S_G = 4, S_U = 5, S_Q = 6, S_ATT = 7, S_MLP_IN = 8, S_MLP_OUT = 9,
             S_PLE_GATE = 10, S_PLE_IN = 11, S_PLE_OUT = 12, S_READ_K = 13, S_READ_V = 14, SLOTS = 15;
     private final float[][] scratch = new float[SLOTS][];

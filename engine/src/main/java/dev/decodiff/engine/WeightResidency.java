@@ -72,12 +72,10 @@ public final class WeightResidency implements AutoCloseable {
         };
     }
 
-    /** Places {@code mapped}'s streamed matrices as {@code mode} says; the result lives until {@link #close}. */
-    public static Placed place(ModelWeights mapped, Mode mode) { return place(mapped, mode, -1); }
-
     /**
-     * {@link #place(ModelWeights, Mode)} for a caller that will decode {@code decodeTokens} tokens (-1: unknown): under
-     * auto, fewer than {@link #COPY_FROM_DECODE_TOKENS} keep the mapping.
+     * Places {@code mapped}'s streamed matrices as {@code mode} says for a caller that will decode {@code decodeTokens}
+     * tokens (-1: unknown; under auto, fewer than {@link #COPY_FROM_DECODE_TOKENS} keep the mapping); the result lives
+     * until {@link #close}.
      */
     public static Placed place(ModelWeights mapped, Mode mode, long decodeTokens) {
         // the mapped matrices' bytes, the slab they fill (each starting on ALIGN), and the bytes
