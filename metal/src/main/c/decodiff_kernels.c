@@ -194,9 +194,9 @@ KERNEL void decodiff_matvec_bf16(const uint16_t *w, int64_t cols, int32_t from, 
  * group's rows once per call instead of once per token chunk (four groups' rows kept in L2 across the chunks),
  * software prefetch of the activations, shorter column blocks. Rows wider than a column block go through it eight
  * groups at a time (SUPER_GROUPS): no faster where the L2 is 2 MB, but with a 1 MB L2 (Zen 4) a 42-token chunk of
- * 12288-column activations no longer fits, and E2B's widest down projection (1536 × 12288, 1,024 tokens, two
- * threads) took 0.224 and 0.211 s against 0.225 and 0.245 (one thread, jmh/c/kernels_ab.c, 12288 × 1536 × 42:
- * 1.03× median).
+ * 12288-column activations no longer fits it. There, 1.03× median on one thread (jmh/c/kernels_ab.c, 12288 1536 42),
+ * and E2B's widest down projection (1536 × 12288, 1,024 tokens) took 0.224 and 0.211 s on two threads against 0.225
+ * and 0.245 before.
  */
 /* One token of the tile: u is its activation vector, a<i><j> the accumulator of row i, token j. */
 #define TOKEN(j)                                                  \

@@ -108,7 +108,7 @@ class AttentionKernelsTest {
      */
     @ParameterizedTest
     @CsvSource({"4,16,150,64,0,0", "1,5,40,32,0,0", "3,20,200,256,0,0", "2,16,130,64,24,0", "4,9,70,32,7,0", "4,1,3,64,0,0",
-            // a ring: the rows run on evenly in one array but wrap inside a key block (the kernels' even-step path must not take it)
+            // a ring: the rows lie in one array at evenly spaced offsets that wrap back to its start inside a key block
             "4,16,150,64,0,37", "2,16,130,64,24,100", "3,7,90,32,0,89"})
     void rowsReadingRunsOfTheSameKeysGetEachRowsOwnBits(int heads, int rows, int keys, int d, int window, int ringStart) {
         var rnd = new Random(heads * 17L + rows * 5L + keys + d + window + ringStart);
