@@ -2,7 +2,7 @@
 # the method profiles of a training run), made by one training run and kept beside the jars.
 #
 # startup_cache_option CACHE CLASSPATH JAVA-ARGUMENT... prints "-XX:AOTCache=CACHE" when CACHE holds a cache this JDK
-# made from these jars. It (re)makes the cache first when there is none yet, or the jars or the JDK changed since:
+# made from these jars. It (re)makes the cache first when there is none yet, or the jars, the JDK or the JVM options changed since:
 # `java -XX:AOTCacheOutput=CACHE -cp CLASSPATH JAVA-ARGUMENT...` is the training run (the JVM options, the main
 # class and the workload), its output goes to CACHE.log. If that fails (a JDK without the option, a read-only folder)
 # it prints nothing and the run starts without a cache; it does not try again until the jars or the JDK change. In a
@@ -12,7 +12,8 @@
 startup_cache_option() {
   local cache="$1" cp="$2"; shift 2
   local stamp="$cache.jdk" jdk jars=() parts part
-  jdk="$JAVA_HOME $(grep -s '^JAVA_RUNTIME_VERSION=' "$JAVA_HOME/release" || true)"
+  # the JDK and the JVM options: a cache made under other options (the launcher's changed) is made again
+  jdk="$JAVA_HOME $(grep -s '^JAVA_RUNTIME_VERSION=' "$JAVA_HOME/release" || true) $*"
   IFS=: read -ra parts <<<"$cp"
   for part in "${parts[@]}"; do
     case "$part" in

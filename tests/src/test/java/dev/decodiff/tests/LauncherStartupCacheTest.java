@@ -17,7 +17,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 /**
  * The launcher's startup cache (scripts/startup-cache.sh, the JDK's AOT cache): made once from the jars, made again
- * when a jar changes, never made by a JDK that cannot, and a cache the JVM cannot use — missing, garbage, empty, made
+ * when a jar or the JVM options change, never made by a JDK that cannot, and a cache the JVM cannot use — missing, garbage, empty, made
  * from other jars — costs a run nothing but the speed-up: same exit code, same stdout, nothing more on stderr than the
  * JVM's incubator notice that the launcher drops. The jars are copies of decodiff's own (the large ND4J ones, which
  * `--version` does not load, left out), so that touching one leaves the build alone.
@@ -63,10 +63,14 @@ class LauncherStartupCacheTest {
     private static Path javaHome() { return Path.of(System.getProperty("java.home")); }
 
     /** {@code startup_cache_option CACHE CLASSPATH <JVM options> Main --version}, as the launcher calls it, in bash. */
-    private static Result option(Path cache, Path javaHome) throws Exception {
+    private static Result option(Path cache, Path javaHome) throws Exception { return option(cache, javaHome, List.of()); }
+
+    /** The same with more JVM options after the launcher's. */
+    private static Result option(Path cache, Path javaHome, List<String> more) throws Exception {
         var script = ReferenceCases.repoRoot().resolve("scripts/startup-cache.sh");
         var cmd = new ArrayList<>(List.of("bash", "-c", ". \"$0\"; startup_cache_option \"$@\"", script.toString(), cache.toString(), classpath));
         cmd.addAll(JVM);
+        cmd.addAll(more);
         cmd.addAll(List.of(MAIN, "--version"));
         return run(cmd, javaHome);
     }
@@ -126,6 +130,17 @@ class LauncherStartupCacheTest {
         var afterRemade = version(remade.out().strip());
         assertThat(shown(afterRemade.err())).isEmpty();
         assertThat(cacheLine(afterRemade.out())).isEqualTo("startup cache: in use (" + cache + ")");
+
+        // the launcher's JVM options changed: the cache is made again under them, once (the jar back in the past first,
+        // so that only the options differ)
+        Files.setLastModifiedTime(jar, FileTime.fromMillis(System.currentTimeMillis() - 3_600_000));
+        assertThat(option(cache, javaHome()).err()).as("the jars as they were").isEmpty();
+        FileTime before = Files.getLastModifiedTime(cache);
+        var otherOptions = option(cache, javaHome(), List.of("-XX:MaxNewSize=96m"));
+        assertThat(otherOptions.err()).contains("making the JVM's startup cache");
+        assertThat(otherOptions.out().strip()).isEqualTo("-XX:AOTCache=" + cache);
+        assertThat(Files.getLastModifiedTime(cache)).isNotEqualTo(before);
+        assertThat(option(cache, javaHome(), List.of("-XX:MaxNewSize=96m")).err()).as("the same options again: nothing to make").isEmpty();
         try (var s = Files.list(dir)) {
             assertThat(s.map(p -> p.getFileName().toString())).as("no temporary files left").noneMatch(n -> n.contains(".tmp"));
         }
