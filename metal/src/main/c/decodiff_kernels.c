@@ -34,7 +34,7 @@
 /* A loop the compiler must unroll (so that arrays of vectors indexed by its counter become registers). */
 #define UNROLLED _Pragma("GCC unroll 16")
 
-int32_t decodiff_abi_version(void) { return 7; }
+int32_t decodiff_abi_version(void) { return 8; }
 
 int32_t decodiff_cpu_supported(void) {
     __builtin_cpu_init();
@@ -1211,4 +1211,125 @@ KERNEL_Q void decodiff_matmul_affine(const uint8_t *codes, const void *pairs, in
     for (int t = 0; t < tokens; t++)
         for (int64_t r = end; r < to; r++)
             y[(int64_t) t * rows + r] = affine_row_fp32(codes, pairs, fmt, bits, rows, cols, group, r, x + (int64_t) t * cols);
+}
+
+/*
+ * Attention's two inner loops over f32 cache rows, with VectorMath's contract (its dotsRange and accumulateF32; each
+ * result the same bits): why native — in Java the scores' lane sums take sixteen scalar additions per score (the
+ * Vector API's two-vector shuffles, which a transpose needs, compile to far slower code), a quarter to a half of
+ * the score kernel's time at head dims 512 and 256; here a 16 × 16 transpose sums sixteen scores' lanes in ~70
+ * cycles. And the value rows' per-row array loads and bounds checks go.
+ *
+ * decodiff_attention_scores: for up to four heads (q + qo0 .. qo3; spare heads repeat the last) and keys rows k + ko[i],
+ * i < n: scores[s0 + h·stride + i] = 16 lane accumulators over the head dim's vector part in order (one fused
+ * multiply-add each), summed in lane order from 0.0f, then the scalar tail c >= d - d % 16 as separately rounded
+ * products added in order.
+ */
+KERNEL void decodiff_attention_scores(const float *q, int32_t qo0, int32_t qo1, int32_t qo2, int32_t qo3, int32_t heads, const float *k,
+                                      const int32_t *ko, int32_t n, int32_t d, float *scores, int32_t s0, int32_t stride) {
+    const float *q0 = q + qo0, *q1 = q + qo1, *q2 = q + qo2, *q3 = q + qo3;
+    int32_t bound = d - d % L, i = 0;
+    float lanes[4][L][L] __attribute__((aligned(64))); /* head, key of the sixteen, lane */
+    for (; i + L <= n; i += L) {
+        for (int j = 0; j < L; j += 4) {
+            const float *k0 = k + ko[i + j], *k1 = k + ko[i + j + 1], *k2 = k + ko[i + j + 2], *k3 = k + ko[i + j + 3];
+            __m512 a00 = _mm512_setzero_ps(), a01 = a00, a02 = a00, a03 = a00, a10 = a00, a11 = a00, a12 = a00, a13 = a00;
+            __m512 a20 = a00, a21 = a00, a22 = a00, a23 = a00, a30 = a00, a31 = a00, a32 = a00, a33 = a00;
+            for (int32_t c = 0; c < bound; c += L) {
+                __m512 v0 = _mm512_loadu_ps(k0 + c), v1 = _mm512_loadu_ps(k1 + c), v2 = _mm512_loadu_ps(k2 + c), v3 = _mm512_loadu_ps(k3 + c);
+                __m512 x = _mm512_loadu_ps(q0 + c);
+                a00 = _mm512_fmadd_ps(x, v0, a00); a01 = _mm512_fmadd_ps(x, v1, a01); a02 = _mm512_fmadd_ps(x, v2, a02); a03 = _mm512_fmadd_ps(x, v3, a03);
+                x = _mm512_loadu_ps(q1 + c);
+                a10 = _mm512_fmadd_ps(x, v0, a10); a11 = _mm512_fmadd_ps(x, v1, a11); a12 = _mm512_fmadd_ps(x, v2, a12); a13 = _mm512_fmadd_ps(x, v3, a13);
+                x = _mm512_loadu_ps(q2 + c);
+                a20 = _mm512_fmadd_ps(x, v0, a20); a21 = _mm512_fmadd_ps(x, v1, a21); a22 = _mm512_fmadd_ps(x, v2, a22); a23 = _mm512_fmadd_ps(x, v3, a23);
+                x = _mm512_loadu_ps(q3 + c);
+                a30 = _mm512_fmadd_ps(x, v0, a30); a31 = _mm512_fmadd_ps(x, v1, a31); a32 = _mm512_fmadd_ps(x, v2, a32); a33 = _mm512_fmadd_ps(x, v3, a33);
+            }
+            _mm512_store_ps(lanes[0][j], a00); _mm512_store_ps(lanes[0][j + 1], a01); _mm512_store_ps(lanes[0][j + 2], a02); _mm512_store_ps(lanes[0][j + 3], a03);
+            _mm512_store_ps(lanes[1][j], a10); _mm512_store_ps(lanes[1][j + 1], a11); _mm512_store_ps(lanes[1][j + 2], a12); _mm512_store_ps(lanes[1][j + 3], a13);
+            _mm512_store_ps(lanes[2][j], a20); _mm512_store_ps(lanes[2][j + 1], a21); _mm512_store_ps(lanes[2][j + 2], a22); _mm512_store_ps(lanes[2][j + 3], a23);
+            _mm512_store_ps(lanes[3][j], a30); _mm512_store_ps(lanes[3][j + 1], a31); _mm512_store_ps(lanes[3][j + 2], a32); _mm512_store_ps(lanes[3][j + 3], a33);
+        }
+        for (int h = 0; h < heads; h++) {
+            __m512 r[L];
+            UNROLLED for (int j = 0; j < L; j++) r[j] = _mm512_load_ps(lanes[h][j]);
+            transpose16(r); /* r[l]: lane l of the sixteen keys' accumulators */
+            __m512 s = _mm512_setzero_ps();
+            UNROLLED for (int l = 0; l < L; l++) s = _mm512_add_ps(s, r[l]);
+            _mm512_storeu_ps(scores + s0 + (int64_t) h * stride + i, s);
+        }
+        const float *qh[4] = {q0, q1, q2, q3};
+        for (int32_t c = bound; c < d; c++)
+            for (int j = 0; j < L; j++) {
+                float kc = k[ko[i + j] + c];
+                for (int h = 0; h < heads; h++) scores[s0 + (int64_t) h * stride + i + j] += qh[h][c] * kc;
+            }
+    }
+    for (; i < n; i++) {
+        const float *kr = k + ko[i];
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int32_t c = 0; c < bound; c += L) {
+            __m512 v = _mm512_loadu_ps(kr + c);
+            a0 = _mm512_fmadd_ps(_mm512_loadu_ps(q0 + c), v, a0);
+            a1 = _mm512_fmadd_ps(_mm512_loadu_ps(q1 + c), v, a1);
+            a2 = _mm512_fmadd_ps(_mm512_loadu_ps(q2 + c), v, a2);
+            a3 = _mm512_fmadd_ps(_mm512_loadu_ps(q3 + c), v, a3);
+        }
+        float s[4] = {sum_lanes(a0), sum_lanes(a1), sum_lanes(a2), sum_lanes(a3)};
+        const float *qh[4] = {q0, q1, q2, q3};
+        for (int32_t c = bound; c < d; c++)
+            for (int h = 0; h < 4; h++) s[h] += qh[h][c] * kr[c];
+        for (int h = 0; h < heads; h++) scores[s0 + (int64_t) h * stride + i] = s[h];
+    }
+}
+
+/*
+ * decodiff_attention_values: columns [0, c2) of four heads' outputs (out + uo0 .. uo3; spare heads repeat the last,
+ * computing and storing the same bits to the same place) += their weights p[po<h> + i] · value rows v + vo[i], rows
+ * [i0, i1) in order, one fused multiply-add each: 64 columns a pass, then 32 (c2 a multiple of 32).
+ */
+#define PV_TERM(h, b)                                                          \
+    do {                                                                       \
+        o##h##0 = _mm512_fmadd_ps(v0, b, o##h##0);                             \
+        o##h##1 = _mm512_fmadd_ps(v1, b, o##h##1);                             \
+        o##h##2 = _mm512_fmadd_ps(v2, b, o##h##2);                             \
+        o##h##3 = _mm512_fmadd_ps(v3, b, o##h##3);                             \
+    } while (0)
+KERNEL void decodiff_attention_values(const float *p, int32_t po0, int32_t po1, int32_t po2, int32_t po3, const float *v, const int32_t *vo,
+                                      int32_t i0, int32_t i1, int32_t c2, float *out, int32_t uo0, int32_t uo1, int32_t uo2, int32_t uo3) {
+    float *u0 = out + uo0, *u1 = out + uo1, *u2 = out + uo2, *u3 = out + uo3;
+    int32_t c = 0;
+    for (; c + 4 * L <= c2; c += 4 * L) {
+        __m512 o00 = _mm512_loadu_ps(u0 + c), o01 = _mm512_loadu_ps(u0 + c + L), o02 = _mm512_loadu_ps(u0 + c + 2 * L), o03 = _mm512_loadu_ps(u0 + c + 3 * L);
+        __m512 o10 = _mm512_loadu_ps(u1 + c), o11 = _mm512_loadu_ps(u1 + c + L), o12 = _mm512_loadu_ps(u1 + c + 2 * L), o13 = _mm512_loadu_ps(u1 + c + 3 * L);
+        __m512 o20 = _mm512_loadu_ps(u2 + c), o21 = _mm512_loadu_ps(u2 + c + L), o22 = _mm512_loadu_ps(u2 + c + 2 * L), o23 = _mm512_loadu_ps(u2 + c + 3 * L);
+        __m512 o30 = _mm512_loadu_ps(u3 + c), o31 = _mm512_loadu_ps(u3 + c + L), o32 = _mm512_loadu_ps(u3 + c + 2 * L), o33 = _mm512_loadu_ps(u3 + c + 3 * L);
+        for (int32_t i = i0; i < i1; i++) {
+            const float *row = v + vo[i] + c;
+            __m512 v0 = _mm512_loadu_ps(row), v1 = _mm512_loadu_ps(row + L), v2 = _mm512_loadu_ps(row + 2 * L), v3 = _mm512_loadu_ps(row + 3 * L);
+            PV_TERM(0, _mm512_set1_ps(p[(int64_t) po0 + i]));
+            PV_TERM(1, _mm512_set1_ps(p[(int64_t) po1 + i]));
+            PV_TERM(2, _mm512_set1_ps(p[(int64_t) po2 + i]));
+            PV_TERM(3, _mm512_set1_ps(p[(int64_t) po3 + i]));
+        }
+        _mm512_storeu_ps(u0 + c, o00); _mm512_storeu_ps(u0 + c + L, o01); _mm512_storeu_ps(u0 + c + 2 * L, o02); _mm512_storeu_ps(u0 + c + 3 * L, o03);
+        _mm512_storeu_ps(u1 + c, o10); _mm512_storeu_ps(u1 + c + L, o11); _mm512_storeu_ps(u1 + c + 2 * L, o12); _mm512_storeu_ps(u1 + c + 3 * L, o13);
+        _mm512_storeu_ps(u2 + c, o20); _mm512_storeu_ps(u2 + c + L, o21); _mm512_storeu_ps(u2 + c + 2 * L, o22); _mm512_storeu_ps(u2 + c + 3 * L, o23);
+        _mm512_storeu_ps(u3 + c, o30); _mm512_storeu_ps(u3 + c + L, o31); _mm512_storeu_ps(u3 + c + 2 * L, o32); _mm512_storeu_ps(u3 + c + 3 * L, o33);
+    }
+    for (; c < c2; c += 2 * L) {
+        __m512 o0 = _mm512_loadu_ps(u0 + c), o1 = _mm512_loadu_ps(u0 + c + L), o2 = _mm512_loadu_ps(u1 + c), o3 = _mm512_loadu_ps(u1 + c + L);
+        __m512 o4 = _mm512_loadu_ps(u2 + c), o5 = _mm512_loadu_ps(u2 + c + L), o6 = _mm512_loadu_ps(u3 + c), o7 = _mm512_loadu_ps(u3 + c + L);
+        for (int32_t i = i0; i < i1; i++) {
+            const float *row = v + vo[i] + c;
+            __m512 v0 = _mm512_loadu_ps(row), v1 = _mm512_loadu_ps(row + L), b = _mm512_set1_ps(p[(int64_t) po0 + i]);
+            o0 = _mm512_fmadd_ps(v0, b, o0); o1 = _mm512_fmadd_ps(v1, b, o1);
+            b = _mm512_set1_ps(p[(int64_t) po1 + i]); o2 = _mm512_fmadd_ps(v0, b, o2); o3 = _mm512_fmadd_ps(v1, b, o3);
+            b = _mm512_set1_ps(p[(int64_t) po2 + i]); o4 = _mm512_fmadd_ps(v0, b, o4); o5 = _mm512_fmadd_ps(v1, b, o5);
+            b = _mm512_set1_ps(p[(int64_t) po3 + i]); o6 = _mm512_fmadd_ps(v0, b, o6); o7 = _mm512_fmadd_ps(v1, b, o7);
+        }
+        _mm512_storeu_ps(u0 + c, o0); _mm512_storeu_ps(u0 + c + L, o1); _mm512_storeu_ps(u1 + c, o2); _mm512_storeu_ps(u1 + c + L, o3);
+        _mm512_storeu_ps(u2 + c, o4); _mm512_storeu_ps(u2 + c + L, o5); _mm512_storeu_ps(u3 + c, o6); _mm512_storeu_ps(u3 + c + L, o7);
+    }
 }

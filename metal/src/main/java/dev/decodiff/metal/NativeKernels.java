@@ -34,7 +34,7 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  */
 public final class NativeKernels {
     static final String RESOURCE = "/native/linux-x86_64/libdecodiff_kernels.so";
-    private static final int ABI = 7;
+    private static final int ABI = 8;
 
     private static final MethodHandle MATVEC;
     private static final MethodHandle MATMUL;
@@ -51,12 +51,15 @@ public final class NativeKernels {
     private static final ThreadLocal<MemorySegment> AMX_SCRATCH = new ThreadLocal<>();
     /** Floats of scratch the native GEMMs need for a number of columns and tokens. */
     private static final MethodHandle SCRATCH_FLOATS;
+    /** Attention's score and value loops over f32 cache rows (VectorMath's contract, the same bits). */
+    private static final MethodHandle ATTENTION_SCORES, ATTENTION_VALUES;
     /** Each thread's GEMM scratch, grown as needed (only a native call reads it, and a thread makes one at a time). */
     private static final ThreadLocal<MemorySegment> SCRATCH = new ThreadLocal<>();
     private static final String STATUS;
 
     static {
         MethodHandle mv = null, mm = null, sr = null, dot = null, scratch = null, mvq = null, mmq = null, blk = null, blkp = null;
+        MethodHandle scores = null, values = null;
         MethodHandle amx = null, packX = null, packXr = null, packedShorts = null, amxScratch = null, amxLoop = null;
         int sliceColumns = 0;
         String status, amxStatus = "";
@@ -79,6 +82,10 @@ public final class NativeKernels {
                         FunctionDescriptor.ofVoid(ADDRESS, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, ADDRESS, ADDRESS), critical);
                 sr = linker.downcallHandle(find(lookup, "decodiff_stream_read"), FunctionDescriptor.of(JAVA_LONG, ADDRESS, JAVA_LONG), critical);
                 scratch = linker.downcallHandle(find(lookup, "decodiff_matmul_scratch_floats"), FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_INT));
+                scores = linker.downcallHandle(find(lookup, "decodiff_attention_scores"), FunctionDescriptor.ofVoid(ADDRESS, JAVA_INT, JAVA_INT, JAVA_INT,
+                        JAVA_INT, JAVA_INT, ADDRESS, ADDRESS, JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, JAVA_INT), critical);
+                values = linker.downcallHandle(find(lookup, "decodiff_attention_values"), FunctionDescriptor.ofVoid(ADDRESS, JAVA_INT, JAVA_INT, JAVA_INT,
+                        JAVA_INT, ADDRESS, ADDRESS, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, JAVA_INT, JAVA_INT, JAVA_INT), critical);
                 if ((int) linker.downcallHandle(find(lookup, "decodiff_cpu_bf16dot"), FunctionDescriptor.of(JAVA_INT)).invokeExact() == 1)
                     dot = linker.downcallHandle(find(lookup, "decodiff_matmul_bf16dot"),
                             FunctionDescriptor.ofVoid(ADDRESS, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, ADDRESS, ADDRESS), critical);
@@ -119,6 +126,8 @@ public final class NativeKernels {
         MATVEC = off ? null : mv;
         MATMUL = off ? null : mm;
         SCRATCH_FLOATS = scratch;
+        ATTENTION_SCORES = off ? null : scores;
+        ATTENTION_VALUES = off ? null : values;
         STREAM = off ? null : sr;
         MATMUL_BF16DOT = off ? null : dot;
         MATVEC_AFFINE = off ? null : mvq;
@@ -136,6 +145,37 @@ public final class NativeKernels {
     }
 
     private NativeKernels() {}
+
+    /** Whether attention's loops over f32 cache rows run natively (VectorMath then calls them; same bits). */
+    static boolean attentionAvailable() { return ATTENTION_SCORES != null; }
+
+    /**
+     * scores[s0 + h·stride + i] = q_h · (row i of k) for keys i &lt; n, row i at k[ko[ko0 + i] ..], q_h at q[q0 .. q3]
+     * (spare heads repeat the last; only the first {@code heads} are stored): VectorMath.dotsRange's contract.
+     */
+    static void attentionScores(float[] q, int q0, int q1, int q2, int q3, int heads, float[] k, int[] ko, int ko0, int n, int d,
+                                float[] scores, int s0, int stride) {
+        try {
+            ATTENTION_SCORES.invokeExact(MemorySegment.ofArray(q), q0, q1, q2, q3, heads, MemorySegment.ofArray(k),
+                    MemorySegment.ofArray(ko).asSlice(4L * ko0), n, d, MemorySegment.ofArray(scores), s0, stride);
+        } catch (Throwable t) {
+            throw new IllegalStateException("native attention scores failed", t);
+        }
+    }
+
+    /**
+     * Columns [0, c2) of four heads' outputs out[u<h> ..] += p[p<h> + i] · (row i of v) for rows i in [i0, i1), row i at
+     * v[vo[i] ..], in row order: VectorMath.accumulateF32's contract.
+     */
+    static void attentionValues(float[] p, int p0, int p1, int p2, int p3, float[] v, int[] vo, int i0, int i1, int c2,
+                                float[] out, int u0, int u1, int u2, int u3) {
+        try {
+            ATTENTION_VALUES.invokeExact(MemorySegment.ofArray(p), p0, p1, p2, p3, MemorySegment.ofArray(v), MemorySegment.ofArray(vo), i0, i1, c2,
+                    MemorySegment.ofArray(out), u0, u1, u2, u3);
+        } catch (Throwable t) {
+            throw new IllegalStateException("native attention values failed", t);
+        }
+    }
 
     /** Whether bf16 matrices run on the native kernels. */
     public static boolean available() { return MATVEC != null; }

@@ -67,6 +67,10 @@ public final class VectorMath {
         if (packed != null && k0 != 0) throw new IllegalArgumentException("packed keys are read from the first row on");
         // Fewer than four heads: the spare chains repeat the last head (same bits), only the real ones are stored.
         int q0 = qOff[0], q1 = qOff[Math.min(1, heads - 1)], q2 = qOff[Math.min(2, heads - 1)], q3 = qOff[heads - 1];
+        if (packed == null && NativeKernels.attentionAvailable() && oneArray(keys, k0, k0 + n)) {
+            NativeKernels.attentionScores(q, q0, q1, q2, q3, heads, keys[k0], keyOff, k0, n, d, scores, s0, stride);
+            return;
+        }
         int bound = d - (d % L), i = 0, np = packed == null ? 0 : packed.count();
         float[] lanes = new float[HEADS * L * L];
         // Sixteen keys at a time: their lane vectors stored, then each key's lanes summed in lane order, four keys'
@@ -419,9 +423,21 @@ public final class VectorMath {
      */
     private static void accumulateF32(float[] p, int p0, int p1, int p2, int p3, float[][] values, int[] valueOff, int i0, int i1, int c2,
                                       float[] out, int u0, int u1, int u2, int u3) {
+        if (NativeKernels.attentionAvailable() && oneArray(values, i0, i1)) {
+            NativeKernels.attentionValues(p, p0, p1, p2, p3, values[i0], valueOff, i0, i1, c2, out, u0, u1, u2, u3);
+            return;
+        }
         int c = 0;
         for (; c + 4 * L <= c2; c += 4 * L) accumulateRows64(p, p0, p1, p2, p3, values, valueOff, i0, i1, c, out, u0, u1, u2, u3);
         for (; c < c2; c += 2 * L) accumulateRows(p, p0, p1, p2, p3, null, values, valueOff, i0, i1, c, out, u0, u1, u2, u3);
+    }
+
+    /** Whether rows [i0, i1) (at least one) all lie in one array, as the native attention loops take them. */
+    private static boolean oneArray(float[][] rows, int i0, int i1) {
+        if (i1 <= i0) return false;
+        float[] a = rows[i0];
+        for (int i = i0 + 1; i < i1; i++) if (rows[i] != a) return false;
+        return true;
     }
 
     /** Columns [c, c+64) of four heads' outputs += their weights · f32 value rows [i0, i1), in row order. */
