@@ -67,8 +67,14 @@ public final class VectorMath {
         if (packed != null && k0 != 0) throw new IllegalArgumentException("packed keys are read from the first row on");
         // Fewer than four heads: the spare chains repeat the last head (same bits), only the real ones are stored.
         int q0 = qOff[0], q1 = qOff[Math.min(1, heads - 1)], q2 = qOff[Math.min(2, heads - 1)], q3 = qOff[heads - 1];
-        if (packed == null && NativeKernels.attentionAvailable() && oneArray(keys, k0, k0 + n)) {
-            NativeKernels.attentionScores(q, q0, q1, q2, q3, heads, keys[k0], keyOff, k0, n, d, scores, s0, stride);
+        if (packed == null && NativeKernels.attentionAvailable() && n > 0) {
+            // run by run of rows in one array (a decode step's keys: the cache's rows, then the step's own): each score
+            // is its own sum, so the split changes no bit
+            for (int i = k0, end = k0 + n; i < end; ) {
+                int j = runEnd(keys, i, end);
+                NativeKernels.attentionScores(q, q0, q1, q2, q3, heads, keys[i], keyOff, i, j - i, d, scores, s0 + i - k0, stride);
+                i = j;
+            }
             return;
         }
         int bound = d - (d % L), i = 0, np = packed == null ? 0 : packed.count();
@@ -423,8 +429,13 @@ public final class VectorMath {
      */
     private static void accumulateF32(float[] p, int p0, int p1, int p2, int p3, float[][] values, int[] valueOff, int i0, int i1, int c2,
                                       float[] out, int u0, int u1, int u2, int u3) {
-        if (NativeKernels.attentionAvailable() && oneArray(values, i0, i1)) {
-            NativeKernels.attentionValues(p, p0, p1, p2, p3, values[i0], valueOff, i0, i1, c2, out, u0, u1, u2, u3);
+        if (NativeKernels.attentionAvailable() && i1 > i0) {
+            // run by run of rows in one array, in row order: each output element still adds the rows in order
+            for (int i = i0; i < i1; ) {
+                int j = runEnd(values, i, i1);
+                NativeKernels.attentionValues(p, p0, p1, p2, p3, values[i], valueOff, i, j, c2, out, u0, u1, u2, u3);
+                i = j;
+            }
             return;
         }
         int c = 0;
@@ -432,12 +443,12 @@ public final class VectorMath {
         for (; c < c2; c += 2 * L) accumulateRows(p, p0, p1, p2, p3, null, values, valueOff, i0, i1, c, out, u0, u1, u2, u3);
     }
 
-    /** Whether rows [i0, i1) (at least one) all lie in one array, as the native attention loops take them. */
-    private static boolean oneArray(float[][] rows, int i0, int i1) {
-        if (i1 <= i0) return false;
-        float[] a = rows[i0];
-        for (int i = i0 + 1; i < i1; i++) if (rows[i] != a) return false;
-        return true;
+    /** The end of the run of rows from i (before end) that lie in rows[i]'s array, as the native attention loops take them. */
+    private static int runEnd(float[][] rows, int i, int end) {
+        float[] a = rows[i];
+        int j = i + 1;
+        while (j < end && rows[j] == a) j++;
+        return j;
     }
 
     /** Columns [c, c+64) of four heads' outputs += their weights · f32 value rows [i0, i1), in row order. */
