@@ -34,7 +34,7 @@
 /* A loop the compiler must unroll (so that arrays of vectors indexed by its counter become registers). */
 #define UNROLLED _Pragma("GCC unroll 16")
 
-int32_t decodiff_abi_version(void) { return 8; }
+int32_t decodiff_abi_version(void) { return 9; }
 
 int32_t decodiff_cpu_supported(void) {
     __builtin_cpu_init();

@@ -20,9 +20,12 @@ import static java.lang.foreign.ValueLayout.JAVA_INT;
 import static java.lang.foreign.ValueLayout.JAVA_LONG;
 
 /**
- * The bf16 matvec and GEMM of src/main/c/decodiff_kernels.c, called through FFM. The build compiles that file when
- * gcc is present (Linux x86-64) into the jar; here it is loaded when the CPU has AVX-512, and the Java kernels of
- * {@link WeightMatrix} run otherwise. Both give the same bits (WeightMatrixTest holds them to one scalar reference).
+ * The bf16 matvec and GEMM of src/main/c/decodiff_kernels.c, called through FFM. The build compiles that file and
+ * decodiff_kernels_avx2.c when gcc is present (Linux x86-64) into the jar; here the AVX-512 kernels are loaded when
+ * the CPU has AVX-512, the AVX2 ones (matvec, GEMM, attention) when it has AVX2 and FMA only, and the Java kernels of
+ * {@link WeightMatrix} run otherwise. All give the same bits (WeightMatrixTest holds them to one scalar reference).
+ * The AVX2 kernels matter more than speed-ups: the Java kernels use 512-bit vectors (the contract's sixteen lanes),
+ * which HotSpot runs as plain Java loops where the CPU has none, tens of times slower.
  *
  * <p>Why it exists: decode is a bf16 matvec over far more weights than any cache holds. The Java kernel reaches
  * ~0.77 of the streaming-read bandwidth because Java cannot prefetch; the native one prefetches the rows ahead into
@@ -34,7 +37,7 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  */
 public final class NativeKernels {
     static final String RESOURCE = "/native/linux-x86_64/libdecodiff_kernels.so";
-    private static final int ABI = 8;
+    private static final int ABI = 9;
 
     private static final MethodHandle MATVEC;
     private static final MethodHandle MATMUL;
@@ -63,7 +66,7 @@ public final class NativeKernels {
         MethodHandle amx = null, packX = null, packXr = null, packedShorts = null, amxScratch = null, amxLoop = null;
         int sliceColumns = 0;
         String status, amxStatus = "";
-        boolean amxOff = "off".equalsIgnoreCase(System.getProperty("decodiff.amx", "auto"));
+        boolean amxOff = "off".equalsIgnoreCase(System.getProperty("decodiff.amx", "auto")), avx512 = false;
         try {
             var lookup = load();
             var linker = Linker.nativeLinker();
@@ -72,20 +75,28 @@ public final class NativeKernels {
             int version = (int) abi.invokeExact();
             if (version != ABI) {
                 status = "java (native kernels have ABI " + version + ", this build expects " + ABI + ")";
-            } else if ((int) cpu.invokeExact() != 1) {
-                status = "java (this CPU has no AVX-512)";
+            } else if ((int) cpu.invokeExact() != 1
+                    && (int) linker.downcallHandle(find(lookup, "decodiff_cpu_avx2"), FunctionDescriptor.of(JAVA_INT)).invokeExact() != 1) {
+                status = "java (this CPU has neither AVX-512 nor AVX2 with FMA)";
             } else {
+                // Without AVX-512, the AVX2 kernels (decodiff_kernels_avx2.c) take the same calls and give the same bits.
+                avx512 = (int) cpu.invokeExact() == 1;
+                String isa = avx512 ? "" : "_avx2";
                 var critical = Linker.Option.critical(true);
-                mv = linker.downcallHandle(find(lookup, "decodiff_matvec_bf16"),
+                mv = linker.downcallHandle(find(lookup, "decodiff_matvec_bf16" + isa),
                         FunctionDescriptor.ofVoid(ADDRESS, JAVA_LONG, JAVA_INT, JAVA_INT, ADDRESS, ADDRESS), critical);
-                mm = linker.downcallHandle(find(lookup, "decodiff_matmul_bf16"),
+                mm = linker.downcallHandle(find(lookup, "decodiff_matmul_bf16" + isa),
                         FunctionDescriptor.ofVoid(ADDRESS, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, ADDRESS, ADDRESS), critical);
-                sr = linker.downcallHandle(find(lookup, "decodiff_stream_read"), FunctionDescriptor.of(JAVA_LONG, ADDRESS, JAVA_LONG), critical);
-                scratch = linker.downcallHandle(find(lookup, "decodiff_matmul_scratch_floats"), FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_INT));
-                scores = linker.downcallHandle(find(lookup, "decodiff_attention_scores"), FunctionDescriptor.ofVoid(ADDRESS, JAVA_INT, JAVA_INT, JAVA_INT,
+                sr = linker.downcallHandle(find(lookup, "decodiff_stream_read" + isa), FunctionDescriptor.of(JAVA_LONG, ADDRESS, JAVA_LONG), critical);
+                scratch = linker.downcallHandle(find(lookup, "decodiff_matmul_scratch_floats" + isa), FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_INT));
+                scores = linker.downcallHandle(find(lookup, "decodiff_attention_scores" + isa), FunctionDescriptor.ofVoid(ADDRESS, JAVA_INT, JAVA_INT, JAVA_INT,
                         JAVA_INT, JAVA_INT, ADDRESS, ADDRESS, JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, JAVA_INT), critical);
-                values = linker.downcallHandle(find(lookup, "decodiff_attention_values"), FunctionDescriptor.ofVoid(ADDRESS, JAVA_INT, JAVA_INT, JAVA_INT,
+                values = linker.downcallHandle(find(lookup, "decodiff_attention_values" + isa), FunctionDescriptor.ofVoid(ADDRESS, JAVA_INT, JAVA_INT, JAVA_INT,
                         JAVA_INT, ADDRESS, ADDRESS, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, JAVA_INT, JAVA_INT, JAVA_INT), critical);
+                status = avx512 ? "native avx512 (FFM)" : "native avx2 (FFM)";
+            }
+            if (avx512) {
+                var critical = Linker.Option.critical(true);
                 if ((int) linker.downcallHandle(find(lookup, "decodiff_cpu_bf16dot"), FunctionDescriptor.of(JAVA_INT)).invokeExact() == 1)
                     dot = linker.downcallHandle(find(lookup, "decodiff_matmul_bf16dot"),
                             FunctionDescriptor.ofVoid(ADDRESS, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, ADDRESS, ADDRESS), critical);
@@ -99,7 +110,6 @@ public final class NativeKernels {
                     mmq = linker.downcallHandle(find(lookup, "decodiff_matmul_affine"),
                             FunctionDescriptor.ofVoid(ADDRESS, ADDRESS, JAVA_INT, JAVA_INT, JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, ADDRESS, ADDRESS), critical);
                 }
-                status = "native avx512 (FFM)";
                 if (amxOff) {
                     amxStatus = "; AMX off (-Ddecodiff.amx=off)";
                 } else if ((int) linker.downcallHandle(find(lookup, "decodiff_amx_init"), FunctionDescriptor.of(JAVA_INT)).invokeExact() != 1) {
@@ -183,12 +193,12 @@ public final class NativeKernels {
     /** Which kernels run, and why not the native ones when they don't: for bench and --version output. */
     public static String status() { return STATUS; }
 
-    /** Whether this build should have native kernels on this machine (Linux x86-64 with AVX-512): tests hold it to that. */
+    /** Whether this build should have native kernels on this machine (Linux x86-64 with AVX-512, or AVX2 and FMA): tests hold it to that. */
     public static boolean expectedHere() {
         if (!linuxX86()) return false;
         try {
             for (String line : Files.readAllLines(Path.of("/proc/cpuinfo")))
-                if (line.startsWith("flags")) return line.contains(" avx512f");
+                if (line.startsWith("flags")) return (line + " ").contains(" avx512f ") || (line + " ").contains(" avx2 ") && (line + " ").contains(" fma ");
         } catch (IOException e) {
             return false;
         }

@@ -1,0 +1,394 @@
+/*
+ * decodiff's native kernels for x86-64 CPUs with AVX2 and FMA but no AVX-512 (AMD Zen 2 and Zen 3, most Intel client
+ * cores), called through FFM (dev.decodiff.metal.NativeKernels) where decodiff_kernels.c's AVX-512 kernels cannot run.
+ *
+ * Why native here too: the Java kernels are written for 16-lane (512-bit) vectors, because decodiff's numeric contract
+ * sums every dot product in sixteen lanes. Where the CPU's vectors are 256 bits wide, HotSpot does not compile 512-bit
+ * vector operations to instructions: they run as Java loops over the lanes, tens of times slower (a small model's
+ * bench took over ten minutes on a Zen 3 host). These kernels keep the sixteen lanes as two 8-lane halves: lanes
+ * 0-7 of an accumulator are one 256-bit register, lanes 8-15 another, so every sum is the same sum in the same
+ * order and every result the same bits as decodiff_kernels.c's and the Java kernels' (WeightMatrixTest and
+ * AttentionKernelsTest hold all of them to one scalar reference).
+ *
+ * Contract (as decodiff_kernels.c): per output, 16 fp32 lane accumulators over the vector part of the row in column
+ * order (one fused multiply-add each), summed in lane order from 0.0f, then the scalar tail c >= cols - cols % 16
+ * added as separately rounded products. Built with -ffp-contract=off and without -ffast-math, without flush-to-zero.
+ */
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#define KERNEL2 __attribute__((target("avx2,fma")))
+#define L 16  /* lanes of the contract's accumulators */
+#define H 8   /* lanes of one register: half an accumulator */
+#define ROWS 4
+#define TILE_TOKENS 3
+/* Columns of one GEMM block: four widened rows of it (32 KB) stay in L1/L2 while every token of the call passes. */
+#define COL_BLOCK 2048
+/* How far ahead the streaming reads prefetch, into L2. */
+#define PREFETCH_BYTES 16384
+#define UNROLLED _Pragma("GCC unroll 16")
+
+int32_t decodiff_cpu_avx2(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1 : 0;
+}
+
+static inline float bf16_scalar(uint16_t v) {
+    uint32_t u = (uint32_t) v << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* Eight bf16 values widened to fp32 (exact: a bf16 is the high half of an fp32). */
+KERNEL2 static inline __m256 widen8(const uint16_t *p) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *) p)), 16));
+}
+
+/* The lane sum of one accumulator held as lanes 0-7 (lo) and 8-15 (hi): in lane order from 0.0f. */
+KERNEL2 static inline float sum_halves(__m256 lo, __m256 hi) {
+    float lanes[L];
+    _mm256_storeu_ps(lanes, lo);
+    _mm256_storeu_ps(lanes + H, hi);
+    float s = 0.0f;
+    for (int i = 0; i < L; i++) s += lanes[i];
+    return s;
+}
+
+/* r[l] becomes lane l of the eight input vectors (input k in lane k): an 8 × 8 transpose. */
+KERNEL2 static inline __attribute__((always_inline)) void transpose8(__m256 r[H]) {
+    __m256 t[H], u[H];
+    UNROLLED for (int k = 0; k < H; k += 2) {
+        t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
+        t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
+    }
+    UNROLLED for (int k = 0; k < H; k += 4) {
+        u[k] = _mm256_shuffle_ps(t[k], t[k + 2], 0x44);
+        u[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], 0xee);
+        u[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0x44);
+        u[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0xee);
+    }
+    UNROLLED for (int j = 0; j < 4; j++) {
+        r[j] = _mm256_permute2f128_ps(u[j], u[j + 4], 0x20);
+        r[j + 4] = _mm256_permute2f128_ps(u[j], u[j + 4], 0x31);
+    }
+}
+
+/*
+ * The lane sums of eight 16-lane accumulators at once (accumulator k at a + k·16), each in lane order from 0.0f as
+ * sum_halves adds them, into sums[0 .. 8): two 8 × 8 transposes put lane l of all eight in one register.
+ */
+KERNEL2 static inline __attribute__((always_inline)) void sum_lanes8(const float *a, float *sums) {
+    __m256 lo[H], hi[H];
+    UNROLLED for (int k = 0; k < H; k++) {
+        lo[k] = _mm256_loadu_ps(a + k * L);
+        hi[k] = _mm256_loadu_ps(a + k * L + H);
+    }
+    transpose8(lo);
+    transpose8(hi);
+    __m256 s = _mm256_setzero_ps();
+    UNROLLED for (int l = 0; l < H; l++) s = _mm256_add_ps(s, lo[l]);
+    UNROLLED for (int l = 0; l < H; l++) s = _mm256_add_ps(s, hi[l]);
+    _mm256_storeu_ps(sums, s);
+}
+
+/* Reads bytes [0, n) of p (n a multiple of 256) and returns a checksum: the yardstick for decode's weight traffic. */
+KERNEL2 int64_t decodiff_stream_read_avx2(const uint8_t *p, int64_t n) {
+    __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
+    for (int64_t o = 0; o < n; o += 256) {
+        _mm_prefetch((const char *) p + o + PREFETCH_BYTES, _MM_HINT_T1);
+        _mm_prefetch((const char *) p + o + PREFETCH_BYTES + 64, _MM_HINT_T1);
+        _mm_prefetch((const char *) p + o + PREFETCH_BYTES + 128, _MM_HINT_T1);
+        _mm_prefetch((const char *) p + o + PREFETCH_BYTES + 192, _MM_HINT_T1);
+        a = _mm256_add_epi32(a, _mm256_loadu_si256((const __m256i *) (p + o)));
+        b = _mm256_add_epi32(b, _mm256_loadu_si256((const __m256i *) (p + o + 32)));
+        c = _mm256_add_epi32(c, _mm256_loadu_si256((const __m256i *) (p + o + 64)));
+        d = _mm256_add_epi32(d, _mm256_loadu_si256((const __m256i *) (p + o + 96)));
+        a = _mm256_add_epi32(a, _mm256_loadu_si256((const __m256i *) (p + o + 128)));
+        b = _mm256_add_epi32(b, _mm256_loadu_si256((const __m256i *) (p + o + 160)));
+        c = _mm256_add_epi32(c, _mm256_loadu_si256((const __m256i *) (p + o + 192)));
+        d = _mm256_add_epi32(d, _mm256_loadu_si256((const __m256i *) (p + o + 224)));
+    }
+    int32_t lanes[H];
+    _mm256_storeu_si256((__m256i *) lanes, _mm256_add_epi32(_mm256_add_epi32(a, b), _mm256_add_epi32(c, d)));
+    int64_t s = 0;
+    for (int i = 0; i < H; i++) s += lanes[i];
+    return (int32_t) s;
+}
+
+/* One row's dot product with x (the contract's order). */
+KERNEL2 static float dot1(const uint16_t *row, int64_t cols, const float *x) {
+    __m256 lo = _mm256_setzero_ps(), hi = lo;
+    int64_t bound = cols - cols % L, c = 0;
+    for (; c < bound; c += L) {
+        lo = _mm256_fmadd_ps(widen8(row + c), _mm256_loadu_ps(x + c), lo);
+        hi = _mm256_fmadd_ps(widen8(row + c + H), _mm256_loadu_ps(x + c + H), hi);
+    }
+    float s = sum_halves(lo, hi);
+    for (; c < cols; c++) s += bf16_scalar(row[c]) * x[c];
+    return s;
+}
+
+/*
+ * Decode's matvec, MATVEC_ROWS rows at a time, each row with its own accumulator (two registers), prefetching the
+ * rows one group ahead (at least PREFETCH_BYTES further on) into L2: the same access pattern as the AVX-512 kernel's,
+ * with half the rows in flight because an accumulator takes two of the sixteen registers.
+ */
+#define MATVEC_ROWS 4
+KERNEL2 static void rows4(const uint16_t *w, int64_t cols, int64_t r, const float *x, float *y) {
+    const uint16_t *b0 = w + r * cols, *b1 = b0 + cols, *b2 = b1 + cols, *b3 = b2 + cols;
+    const int64_t group = MATVEC_ROWS * cols, ahead = group * ((PREFETCH_BYTES / 2 + group - 1) / group);
+    __m256 l0 = _mm256_setzero_ps(), h0 = l0, l1 = l0, h1 = l0, l2 = l0, h2 = l0, l3 = l0, h3 = l0;
+    int64_t bound = cols - cols % L, c = 0;
+    for (; c < bound; c += L) {
+        if (c % (2 * L) == 0) {
+            _mm_prefetch((const char *) (b0 + ahead + c), _MM_HINT_T1);
+            _mm_prefetch((const char *) (b1 + ahead + c), _MM_HINT_T1);
+            _mm_prefetch((const char *) (b2 + ahead + c), _MM_HINT_T1);
+            _mm_prefetch((const char *) (b3 + ahead + c), _MM_HINT_T1);
+        }
+        __m256 xl = _mm256_loadu_ps(x + c), xh = _mm256_loadu_ps(x + c + H);
+        l0 = _mm256_fmadd_ps(widen8(b0 + c), xl, l0);
+        h0 = _mm256_fmadd_ps(widen8(b0 + c + H), xh, h0);
+        l1 = _mm256_fmadd_ps(widen8(b1 + c), xl, l1);
+        h1 = _mm256_fmadd_ps(widen8(b1 + c + H), xh, h1);
+        l2 = _mm256_fmadd_ps(widen8(b2 + c), xl, l2);
+        h2 = _mm256_fmadd_ps(widen8(b2 + c + H), xh, h2);
+        l3 = _mm256_fmadd_ps(widen8(b3 + c), xl, l3);
+        h3 = _mm256_fmadd_ps(widen8(b3 + c + H), xh, h3);
+    }
+    float s[MATVEC_ROWS] = {sum_halves(l0, h0), sum_halves(l1, h1), sum_halves(l2, h2), sum_halves(l3, h3)};
+    const uint16_t *b[MATVEC_ROWS] = {b0, b1, b2, b3};
+    for (; c < cols; c++) {
+        float xc = x[c];
+        for (int i = 0; i < MATVEC_ROWS; i++) s[i] += bf16_scalar(b[i][c]) * xc;
+    }
+    for (int i = 0; i < MATVEC_ROWS; i++) y[r + i] = s[i];
+}
+
+/* y[r] = W[r]·x for r in [from, to); W is [*, cols] bf16, row-major. */
+KERNEL2 void decodiff_matvec_bf16_avx2(const uint16_t *w, int64_t cols, int32_t from, int32_t to, const float *x, float *y) {
+    int64_t r = from;
+    for (; r + MATVEC_ROWS <= to; r += MATVEC_ROWS) rows4(w, cols, r, x, y);
+    for (; r < to; r++) y[r] = dot1(w + r * cols, cols, x);
+}
+
+/*
+ * The exact GEMM: Y[t·rows + r] = W[r]·X[t] for r in [from, to), t < tokens (X is [tokens, cols], row-major).
+ *
+ * decodiff_kernels.c's blocking with a register tile for sixteen 256-bit registers: four weight rows of a column
+ * block widened to fp32 once into the scratch, the activations of every 3-token tile packed once per call, and a
+ * 4-row × 3-token tile of 12 accumulator registers (plus the tile's three activation registers; the weights come
+ * from memory as the FMAs' operands). Each pass of the tile takes one half of the sixteen lanes: both operands are
+ * packed half by half ([half][column/16][row or token][8]), so a pass reads two contiguous streams. The accumulators'
+ * two halves wait in the scratch between passes and column blocks, each (t, r) with its 16 lanes over the columns in
+ * order: the contract's bits.
+ */
+#define ACC(i, j) a##i##j
+#define LOAD_ACC(i, j) __m256 ACC(i, j) = first ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + ((j) * ROWS + (i)) * L + half)
+#define STORE_ACC(i, j) _mm256_storeu_ps(acc + ((j) * ROWS + (i)) * L + half, ACC(i, j))
+#define LOAD_TOKEN(j) LOAD_ACC(0, j); LOAD_ACC(1, j); LOAD_ACC(2, j); LOAD_ACC(3, j)
+#define STORE_TOKEN(j) STORE_ACC(0, j); STORE_ACC(1, j); STORE_ACC(2, j); STORE_ACC(3, j)
+#define ROW(i)                                                        \
+    do {                                                              \
+        __m256 v = _mm256_load_ps(wp + (i) * H);                      \
+        ACC(i, 0) = _mm256_fmadd_ps(v, u0, ACC(i, 0));                \
+        ACC(i, 1) = _mm256_fmadd_ps(v, u1, ACC(i, 1));                \
+        ACC(i, 2) = _mm256_fmadd_ps(v, u2, ACC(i, 2));                \
+    } while (0)
+
+/* One half (lanes [half, half + 8)) of the 4 × 3 tile over n/16 steps: wp and xp that half's packed streams. */
+KERNEL2 static void tile4x3(const float *wp, const float *xp, int64_t n, float *acc, int half, int first) {
+    LOAD_TOKEN(0); LOAD_TOKEN(1); LOAD_TOKEN(2);
+    for (int64_t c = 0; c < n; c += L, wp += ROWS * H, xp += TILE_TOKENS * H) {
+        __m256 u0 = _mm256_load_ps(xp), u1 = _mm256_load_ps(xp + H), u2 = _mm256_load_ps(xp + 2 * H);
+        ROW(0); ROW(1); ROW(2); ROW(3);
+    }
+    STORE_TOKEN(0); STORE_TOKEN(1); STORE_TOKEN(2);
+}
+
+/* The same for one token left over after the tiles, both halves, read in place at x (x and wp at the block's start). */
+KERNEL2 static void tile4x1(const float *wp, int64_t half_stride, const float *x, int64_t n, float *acc, int first) {
+    for (int half = 0; half < L; half += H, wp += half_stride) {
+        __m256 s0 = first ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + half), s1 = first ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + L + half);
+        __m256 s2 = first ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + 2 * L + half), s3 = first ? _mm256_setzero_ps() : _mm256_loadu_ps(acc + 3 * L + half);
+        const float *w = wp;
+        for (int64_t c = 0; c < n; c += L, w += ROWS * H) {
+            __m256 u = _mm256_loadu_ps(x + c + half);
+            s0 = _mm256_fmadd_ps(_mm256_load_ps(w), u, s0);
+            s1 = _mm256_fmadd_ps(_mm256_load_ps(w + H), u, s1);
+            s2 = _mm256_fmadd_ps(_mm256_load_ps(w + 2 * H), u, s2);
+            s3 = _mm256_fmadd_ps(_mm256_load_ps(w + 3 * H), u, s3);
+        }
+        _mm256_storeu_ps(acc + half, s0);
+        _mm256_storeu_ps(acc + L + half, s1);
+        _mm256_storeu_ps(acc + 2 * L + half, s2);
+        _mm256_storeu_ps(acc + 3 * L + half, s3);
+    }
+}
+
+/* Floats of scratch decodiff_matmul_bf16_avx2 needs for `tokens` tokens of `cols` columns (any alignment). */
+int64_t decodiff_matmul_scratch_floats_avx2(int64_t cols, int32_t tokens) {
+    int64_t bound = cols - cols % L;
+    return 16 + (int64_t) tokens * ROWS * L + ROWS * COL_BLOCK + (int64_t) (tokens / TILE_TOKENS) * TILE_TOKENS * bound;
+}
+
+/* Tile k's activations, half by half: half h, column c (a multiple of 16), token j at xp + k·3·bound + h·(3·bound/2) + (c/16·3 + j)·8. */
+KERNEL2 static void pack_tiles(const float *x, int64_t cols, int64_t bound, int32_t tokens, float *xp) {
+    const int64_t tile = TILE_TOKENS * bound, half_stride = tile / 2;
+    for (int k = 0; k < tokens / TILE_TOKENS; k++)
+        for (int64_t c = 0; c < bound; c += L)
+            for (int j = 0; j < TILE_TOKENS; j++) {
+                const float *src = x + (int64_t) (k * TILE_TOKENS + j) * cols + c;
+                float *dst = xp + k * tile + (c / L * TILE_TOKENS + j) * H;
+                _mm256_store_ps(dst, _mm256_loadu_ps(src));
+                _mm256_store_ps(dst + half_stride, _mm256_loadu_ps(src + H));
+            }
+}
+
+/* Columns [c0, c0 + n) of rows [r, r + ROWS) widened into wp half by half: half h, column c, row i at h·(ROWS·n/2) + (c/16·ROWS + i)·8. */
+KERNEL2 static void pack_rows(const uint16_t *w, int64_t cols, int64_t r, int64_t c0, int64_t n, float *wp) {
+    const int64_t half_stride = ROWS * n / 2;
+    for (int64_t c = 0; c < n; c += L)
+        for (int i = 0; i < ROWS; i++) {
+            const uint16_t *src = w + (r + i) * cols + c0 + c;
+            float *dst = wp + (c / L * ROWS + i) * H;
+            _mm256_store_ps(dst, widen8(src));
+            _mm256_store_ps(dst + half_stride, widen8(src + H));
+        }
+}
+
+/* y for rows [r, r + ROWS) of every token from their accumulators, then each token's scalar tail c >= bound. */
+KERNEL2 static void finish_rows(const uint16_t *w, int64_t cols, int64_t bound, int32_t rows, int64_t r, const float *x, int32_t tokens,
+                                float *y, const float *acc) {
+    int32_t t = 0;
+    float sums[H];
+    for (; bound > 0 && t + 2 <= tokens; t += 2) { /* two tokens × four rows: eight accumulators, contiguous */
+        sum_lanes8(acc + (int64_t) t * ROWS * L, sums);
+        memcpy(y + (int64_t) t * rows + r, sums, ROWS * sizeof(float));
+        memcpy(y + (int64_t) (t + 1) * rows + r, sums + ROWS, ROWS * sizeof(float));
+    }
+    for (; t < tokens; t++)
+        for (int i = 0; i < ROWS; i++) {
+            const float *a = acc + ((int64_t) t * ROWS + i) * L;
+            y[(int64_t) t * rows + r + i] = bound == 0 ? 0.0f : sum_halves(_mm256_loadu_ps(a), _mm256_loadu_ps(a + H));
+        }
+    for (t = 0; bound < cols && t < tokens; t++)
+        for (int i = 0; i < ROWS; i++) {
+            const uint16_t *row = w + (r + i) * cols;
+            float s = y[(int64_t) t * rows + r + i];
+            for (int64_t c = bound; c < cols; c++) s += bf16_scalar(row[c]) * x[(int64_t) t * cols + c];
+            y[(int64_t) t * rows + r + i] = s;
+        }
+}
+
+/* scratch: decodiff_matmul_scratch_floats_avx2(cols, tokens) floats (any alignment). */
+KERNEL2 void decodiff_matmul_bf16_avx2(const uint16_t *w, int64_t cols, int32_t rows, int32_t from, int32_t to,
+                                      const float *x, int32_t tokens, float *y, float *scratch) {
+    int64_t bound = cols - cols % L, tiled = tokens - tokens % TILE_TOKENS;
+    float *acc = (float *) (((uintptr_t) scratch + 63) & ~(uintptr_t) 63);
+    float *wp = acc + (int64_t) tokens * ROWS * L, *xp = wp + ROWS * COL_BLOCK;
+    pack_tiles(x, cols, bound, tokens, xp);
+    int64_t end = to - (to - from) % ROWS;
+    for (int64_t r = from; r < end; r += ROWS) {
+        for (int64_t c0 = 0; c0 < bound; c0 += COL_BLOCK) {
+            int64_t n = bound - c0 < COL_BLOCK ? bound - c0 : COL_BLOCK, wh = ROWS * n / 2;
+            pack_rows(w, cols, r, c0, n, wp);
+            for (int64_t t = 0; t < tiled; t += TILE_TOKENS) {
+                const float *xt = xp + t * bound + c0 * TILE_TOKENS / 2;
+                float *at = acc + t * ROWS * L;
+                tile4x3(wp, xt, n, at, 0, c0 == 0);
+                tile4x3(wp + wh, xt + TILE_TOKENS * bound / 2, n, at, H, c0 == 0);
+            }
+            for (int64_t t = tiled; t < tokens; t++) tile4x1(wp, wh, x + t * cols + c0, n, acc + t * ROWS * L, c0 == 0);
+        }
+        finish_rows(w, cols, bound, rows, r, x, tokens, y, acc);
+    }
+    for (int64_t r = end; r < to; r++)
+        for (int t = 0; t < tokens; t++) y[(int64_t) t * rows + r] = dot1(w + r * cols, cols, x + (int64_t) t * cols);
+}
+
+/*
+ * Attention's two inner loops over f32 cache rows, with VectorMath's contract (its dotsRange and accumulateF32; as
+ * decodiff_kernels.c's decodiff_attention_scores and decodiff_attention_values, the same bits).
+ *
+ * decodiff_attention_scores_avx2: for up to four heads (q + qo0 .. qo3; spare heads repeat the last) and key rows
+ * k + ko[i], i < n: scores[s0 + h·stride + i] = 16 lane accumulators over the head dim's vector part in order,
+ * summed in lane order from 0.0f, then the scalar tail c >= d - d % 16 as separately rounded products in order.
+ * Eight keys at a time: each half of the lanes in its own pass, two keys × four heads (8 registers) a pass, the
+ * accumulators into `lanes`; then per head one sum_lanes8 gives the eight keys' scores.
+ */
+KERNEL2 void decodiff_attention_scores_avx2(const float *q, int32_t qo0, int32_t qo1, int32_t qo2, int32_t qo3, int32_t heads, const float *k,
+                                           const int32_t *ko, int32_t n, int32_t d, float *scores, int32_t s0, int32_t stride) {
+    const float *qh[4] = {q + qo0, q + qo1, q + qo2, q + qo3};
+    int32_t bound = d - d % L, i = 0;
+    float lanes[4][H][L] __attribute__((aligned(32))); /* head, key of the eight, lane */
+    for (; i + H <= n; i += H) {
+        for (int j = 0; j < H; j += 2) {
+            const float *k0 = k + ko[i + j], *k1 = k + ko[i + j + 1];
+            for (int half = 0; half < L; half += H) {
+                __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
+                for (int32_t c = half; c < bound; c += L) {
+                    __m256 v0 = _mm256_loadu_ps(k0 + c), v1 = _mm256_loadu_ps(k1 + c), x = _mm256_loadu_ps(qh[0] + c);
+                    a00 = _mm256_fmadd_ps(x, v0, a00); a01 = _mm256_fmadd_ps(x, v1, a01);
+                    x = _mm256_loadu_ps(qh[1] + c);
+                    a10 = _mm256_fmadd_ps(x, v0, a10); a11 = _mm256_fmadd_ps(x, v1, a11);
+                    x = _mm256_loadu_ps(qh[2] + c);
+                    a20 = _mm256_fmadd_ps(x, v0, a20); a21 = _mm256_fmadd_ps(x, v1, a21);
+                    x = _mm256_loadu_ps(qh[3] + c);
+                    a30 = _mm256_fmadd_ps(x, v0, a30); a31 = _mm256_fmadd_ps(x, v1, a31);
+                }
+                _mm256_store_ps(lanes[0][j] + half, a00); _mm256_store_ps(lanes[0][j + 1] + half, a01);
+                _mm256_store_ps(lanes[1][j] + half, a10); _mm256_store_ps(lanes[1][j + 1] + half, a11);
+                _mm256_store_ps(lanes[2][j] + half, a20); _mm256_store_ps(lanes[2][j + 1] + half, a21);
+                _mm256_store_ps(lanes[3][j] + half, a30); _mm256_store_ps(lanes[3][j + 1] + half, a31);
+            }
+        }
+        for (int h = 0; h < heads; h++) sum_lanes8(lanes[h][0], scores + s0 + (int64_t) h * stride + i);
+        for (int32_t c = bound; c < d; c++)
+            for (int j = 0; j < H; j++) {
+                float kc = k[ko[i + j] + c];
+                for (int h = 0; h < heads; h++) scores[s0 + (int64_t) h * stride + i + j] += qh[h][c] * kc;
+            }
+    }
+    for (; i < n; i++) {
+        const float *kr = k + ko[i];
+        for (int h = 0; h < heads; h++) {
+            __m256 lo = _mm256_setzero_ps(), hi = lo;
+            for (int32_t c = 0; c < bound; c += L) {
+                lo = _mm256_fmadd_ps(_mm256_loadu_ps(qh[h] + c), _mm256_loadu_ps(kr + c), lo);
+                hi = _mm256_fmadd_ps(_mm256_loadu_ps(qh[h] + c + H), _mm256_loadu_ps(kr + c + H), hi);
+            }
+            float s = sum_halves(lo, hi);
+            for (int32_t c = bound; c < d; c++) s += qh[h][c] * kr[c];
+            scores[s0 + (int64_t) h * stride + i] = s;
+        }
+    }
+}
+
+/*
+ * decodiff_attention_values_avx2: columns [0, c2) of four heads' outputs (out + uo0 .. uo3; spare heads repeat the
+ * last, computing and storing the same bits to the same place) += their weights p[po<h> + i] · value rows v + vo[i],
+ * rows [i0, i1) in order, one fused multiply-add each: 16 columns of the four heads a pass (8 registers).
+ */
+KERNEL2 void decodiff_attention_values_avx2(const float *p, int32_t po0, int32_t po1, int32_t po2, int32_t po3, const float *v, const int32_t *vo,
+                                           int32_t i0, int32_t i1, int32_t c2, float *out, int32_t uo0, int32_t uo1, int32_t uo2, int32_t uo3) {
+    float *u0 = out + uo0, *u1 = out + uo1, *u2 = out + uo2, *u3 = out + uo3;
+    const float *p0 = p + po0, *p1 = p + po1, *p2 = p + po2, *p3 = p + po3;
+    for (int32_t c = 0; c < c2; c += L) {
+        __m256 o00 = _mm256_loadu_ps(u0 + c), o01 = _mm256_loadu_ps(u0 + c + H), o10 = _mm256_loadu_ps(u1 + c), o11 = _mm256_loadu_ps(u1 + c + H);
+        __m256 o20 = _mm256_loadu_ps(u2 + c), o21 = _mm256_loadu_ps(u2 + c + H), o30 = _mm256_loadu_ps(u3 + c), o31 = _mm256_loadu_ps(u3 + c + H);
+        for (int32_t i = i0; i < i1; i++) {
+            const float *row = v + vo[i] + c;
+            __m256 v0 = _mm256_loadu_ps(row), v1 = _mm256_loadu_ps(row + H), b = _mm256_broadcast_ss(p0 + i);
+            o00 = _mm256_fmadd_ps(v0, b, o00); o01 = _mm256_fmadd_ps(v1, b, o01);
+            b = _mm256_broadcast_ss(p1 + i); o10 = _mm256_fmadd_ps(v0, b, o10); o11 = _mm256_fmadd_ps(v1, b, o11);
+            b = _mm256_broadcast_ss(p2 + i); o20 = _mm256_fmadd_ps(v0, b, o20); o21 = _mm256_fmadd_ps(v1, b, o21);
+            b = _mm256_broadcast_ss(p3 + i); o30 = _mm256_fmadd_ps(v0, b, o30); o31 = _mm256_fmadd_ps(v1, b, o31);
+        }
+        /* Spare heads alias the last: stored last to first, the last head's own store lands last — the same bits anyway. */
+        _mm256_storeu_ps(u3 + c, o30); _mm256_storeu_ps(u3 + c + H, o31); _mm256_storeu_ps(u2 + c, o20); _mm256_storeu_ps(u2 + c + H, o21);
+        _mm256_storeu_ps(u1 + c, o10); _mm256_storeu_ps(u1 + c + H, o11); _mm256_storeu_ps(u0 + c, o00); _mm256_storeu_ps(u0 + c + H, o01);
+    }
+}
