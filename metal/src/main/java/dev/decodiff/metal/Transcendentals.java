@@ -4,10 +4,12 @@ import jdk.incubator.vector.DoubleVector;
 import jdk.incubator.vector.FloatVector;
 import jdk.incubator.vector.LongVector;
 import jdk.incubator.vector.VectorOperators;
+import jdk.incubator.vector.VectorShape;
 import jdk.incubator.vector.VectorSpecies;
 
 /**
- * exp, tanh and gelu-tanh for fp32 activations, computed in double with the Vector API, 8 lanes at a time.
+ * exp, tanh and gelu-tanh for fp32 activations, computed in double with the Vector API, as many lanes at a time as
+ * the CPU's vectors hold.
  *
  * <p>Why not StrictMath: one call per element made gelu ~10 % of a prefill and the logit soft-cap ~4 % of a decode
  * step. Why not the Vector API's own EXP/TANH: those go to SVML when compiled and to Math in the interpreter, so a
@@ -20,8 +22,13 @@ import jdk.incubator.vector.VectorSpecies;
  * exact value lies within ~10⁻¹⁶ of a rounding boundary (TranscendentalsTest checks against StrictMath).
  */
 public final class Transcendentals {
-    private static final VectorSpecies<Float> F8 = FloatVector.SPECIES_256;
-    private static final VectorSpecies<Double> D = DoubleVector.SPECIES_512;
+    /**
+     * The CPU's own vector width, not a fixed one: every operation here is lane-wise, so the width changes no bit, and
+     * a width the CPU lacks (512 bits without AVX-512) would run as Java loops over the lanes, tens of times slower.
+     */
+    private static final VectorSpecies<Double> D = DoubleVector.SPECIES_PREFERRED;
+    /** As many floats as D has doubles. */
+    private static final VectorSpecies<Float> FD = VectorSpecies.of(float.class, VectorShape.forBitSize(D.vectorBitSize() / 2));
     private static final int N = D.length();
 
     private static final double SHIFTER = 0x1.8p52;
@@ -101,14 +108,14 @@ public final class Transcendentals {
         for (int bound = from + (to - from) / N * N; j < bound; ) {
             int m = Math.min(BLOCK, bound - j);
             for (int k = 0; k < m; k += N) {
-                var xd = (DoubleVector) FloatVector.fromArray(F8, g, j + k).convertShape(VectorOperators.F2D, D, 0);
+                var xd = (DoubleVector) FloatVector.fromArray(FD, g, j + k).convertShape(VectorOperators.F2D, D, 0);
                 xd.mul(0.044715).mul(xd).mul(xd).add(xd).mul(SQRT_2_OVER_PI).mul(-2.0).intoArray(e, k);
             }
             expBlock(e, m);
             for (int k = 0; k < m; k += N) {
-                var xd = (DoubleVector) FloatVector.fromArray(F8, g, j + k).convertShape(VectorOperators.F2D, D, 0);
-                var a = (FloatVector) xd.div(DoubleVector.fromArray(D, e, k).add(1.0)).convertShape(VectorOperators.D2F, F8, 0);
-                a.mul(FloatVector.fromArray(F8, u, j + k)).intoArray(g, j + k);
+                var xd = (DoubleVector) FloatVector.fromArray(FD, g, j + k).convertShape(VectorOperators.F2D, D, 0);
+                var a = (FloatVector) xd.div(DoubleVector.fromArray(D, e, k).add(1.0)).convertShape(VectorOperators.D2F, FD, 0);
+                a.mul(FloatVector.fromArray(FD, u, j + k)).intoArray(g, j + k);
             }
             j += m;
         }
@@ -134,12 +141,12 @@ public final class Transcendentals {
         for (int bound = from + (to - from) / N * N; j < bound; ) {
             int m = Math.min(BLOCK, bound - j);
             for (int k = 0; k < m; k += N) {
-                var z = (DoubleVector) FloatVector.fromArray(F8, x, j + k).div(cap).convertShape(VectorOperators.F2D, D, 0);
+                var z = (DoubleVector) FloatVector.fromArray(FD, x, j + k).div(cap).convertShape(VectorOperators.F2D, D, 0);
                 z.abs().mul(-2.0).intoArray(e, k);
             }
             expBlock(e, m);
             for (int k = 0; k < m; k += N) {
-                var z = (DoubleVector) FloatVector.fromArray(F8, x, j + k).div(cap).convertShape(VectorOperators.F2D, D, 0);
+                var z = (DoubleVector) FloatVector.fromArray(FD, x, j + k).div(cap).convertShape(VectorOperators.F2D, D, 0);
                 var a = z.abs();
                 var z2 = z.mul(z);
                 var series = z2.fma(-17.0 / 315.0, 2.0 / 15.0).fma(z2, DoubleVector.broadcast(D, -1.0 / 3.0)).fma(z2, DoubleVector.broadcast(D, 1.0)).mul(z);
@@ -147,7 +154,7 @@ public final class Transcendentals {
                 var t = ev.neg().add(1.0).div(ev.add(1.0));
                 t = t.blend(t.neg(), z.compare(VectorOperators.LT, 0.0));
                 t = t.blend(series, a.compare(VectorOperators.LT, TANH_SERIES));
-                ((FloatVector) t.convertShape(VectorOperators.D2F, F8, 0)).mul(cap).intoArray(x, j + k);
+                ((FloatVector) t.convertShape(VectorOperators.D2F, FD, 0)).mul(cap).intoArray(x, j + k);
             }
             j += m;
         }
@@ -161,10 +168,10 @@ public final class Transcendentals {
         for (int bound = off + n / N * N; j < bound; ) {
             int m = Math.min(BLOCK, bound - j);
             for (int k = 0; k < m; k += N)
-                ((DoubleVector) FloatVector.fromArray(F8, x, j + k).sub(max).convertShape(VectorOperators.F2D, D, 0)).intoArray(e, k);
+                ((DoubleVector) FloatVector.fromArray(FD, x, j + k).sub(max).convertShape(VectorOperators.F2D, D, 0)).intoArray(e, k);
             expBlock(e, m);
             for (int k = 0; k < m; k += N)
-                ((FloatVector) DoubleVector.fromArray(D, e, k).convertShape(VectorOperators.D2F, F8, 0)).intoArray(x, j + k);
+                ((FloatVector) DoubleVector.fromArray(D, e, k).convertShape(VectorOperators.D2F, FD, 0)).intoArray(x, j + k);
             j += m;
         }
         for (; j < end; j++) x[j] = (float) exp(x[j] - max);

@@ -12,8 +12,15 @@ import jdk.incubator.vector.VectorSpecies;
 public final class VectorMath {
     private static final VectorSpecies<Float> F = FloatVector.SPECIES_512;
     private static final int L = F.length();
-    private static final VectorSpecies<Float> F8 = FloatVector.SPECIES_256;
-    private static final VectorSpecies<Double> D8 = DoubleVector.SPECIES_512;
+    /**
+     * The CPU's own width, for the lane-wise kernels (no sums across lanes, so the width changes no bit): where the CPU
+     * has no 512-bit vectors, 512-bit operations run as Java loops over the lanes, tens of times slower.
+     */
+    private static final VectorSpecies<Float> E = FloatVector.SPECIES_PREFERRED;
+    private static final int EL = E.length();
+    /** meanSquare's eight double lanes as two halves of four, which every x86-64 vector unit with AVX runs. */
+    private static final VectorSpecies<Float> F4 = FloatVector.SPECIES_128;
+    private static final VectorSpecies<Double> D4 = DoubleVector.SPECIES_256;
 
     private VectorMath() {}
 
@@ -28,11 +35,31 @@ public final class VectorMath {
     }
 
     public static float dot(float[] a, int aOff, float[] b, int bOff, int n) {
+        if (!WIDE) return dotHalves(a, aOff, b, bOff, n);
         var acc = FloatVector.zero(F);
         int i = 0;
         for (int bound = n - (n % L); i < bound; i += L)
             acc = FloatVector.fromArray(F, a, aOff + i).fma(FloatVector.fromArray(F, b, bOff + i), acc);
         float s = sumLanes(acc);
+        for (; i < n; i++) s += a[aOff + i] * b[bOff + i];
+        return s;
+    }
+
+    /** Whether the CPU runs 512-bit vectors; where it does not, {@link #dot} keeps its sixteen lanes as two halves of eight. */
+    private static final boolean WIDE = EL >= L;
+    private static final VectorSpecies<Float> F8 = FloatVector.SPECIES_256;
+
+    /** {@link #dot}'s sixteen lanes as two 8-lane halves: the same sums in the same order, so the same bits. */
+    private static float dotHalves(float[] a, int aOff, float[] b, int bOff, int n) {
+        var lo = FloatVector.zero(F8);
+        var hi = FloatVector.zero(F8);
+        int i = 0;
+        for (int bound = n - (n % L); i < bound; i += L) {
+            lo = FloatVector.fromArray(F8, a, aOff + i).fma(FloatVector.fromArray(F8, b, bOff + i), lo);
+            hi = FloatVector.fromArray(F8, a, aOff + i + 8).fma(FloatVector.fromArray(F8, b, bOff + i + 8), hi);
+        }
+        float s = sumLanes(lo);
+        for (int lane = 0; lane < 8; lane++) s += hi.lane(lane);
         for (; i < n; i++) s += a[aOff + i] * b[bOff + i];
         return s;
     }
@@ -563,10 +590,10 @@ public final class VectorMath {
 
     /** y += a·x over n elements. */
     public static void axpy(float a, float[] x, int xOff, float[] y, int yOff, int n) {
-        var va = FloatVector.broadcast(F, a);
+        var va = FloatVector.broadcast(E, a);
         int i = 0;
-        for (int bound = n - (n % L); i < bound; i += L)
-            FloatVector.fromArray(F, x, xOff + i).fma(va, FloatVector.fromArray(F, y, yOff + i)).intoArray(y, yOff + i);
+        for (int bound = n - (n % EL); i < bound; i += EL)
+            FloatVector.fromArray(E, x, xOff + i).fma(va, FloatVector.fromArray(E, y, yOff + i)).intoArray(y, yOff + i);
         for (; i < n; i++) y[yOff + i] += a * x[xOff + i];
     }
 
@@ -576,14 +603,18 @@ public final class VectorMath {
      * another by ~1e-13, far below the fp32 result's rounding).
      */
     public static double meanSquare(float[] x, int off, int n) {
-        var acc = DoubleVector.zero(D8);
+        var lo = DoubleVector.zero(D4); // lanes 0-3 of the eight: elements i .. i+3 of each eight
+        var hi = DoubleVector.zero(D4); // lanes 4-7
         int i = 0;
         for (int bound = n - n % 8; i < bound; i += 8) {
-            var v = (DoubleVector) FloatVector.fromArray(F8, x, off + i).convertShape(VectorOperators.F2D, D8, 0);
-            acc = v.fma(v, acc);
+            var v = (DoubleVector) FloatVector.fromArray(F4, x, off + i).convertShape(VectorOperators.F2D, D4, 0);
+            var w = (DoubleVector) FloatVector.fromArray(F4, x, off + i + 4).convertShape(VectorOperators.F2D, D4, 0);
+            lo = v.fma(v, lo);
+            hi = w.fma(w, hi);
         }
         double s = 0;
-        for (int lane = 0; lane < 8; lane++) s += acc.lane(lane);
+        for (int lane = 0; lane < 4; lane++) s += lo.lane(lane);
+        for (int lane = 0; lane < 4; lane++) s += hi.lane(lane);
         for (; i < n; i++) {
             double v = x[off + i];
             s += v * v;
@@ -600,11 +631,11 @@ public final class VectorMath {
         float inv = (float) StrictMath.pow(ms + eps, -0.5);
         int i = 0;
         if (w == null) {
-            for (int bound = n - n % L; i < bound; i += L) FloatVector.fromArray(F, x, off + i).mul(inv).intoArray(out, outOff + i);
+            for (int bound = n - n % EL; i < bound; i += EL) FloatVector.fromArray(E, x, off + i).mul(inv).intoArray(out, outOff + i);
             for (; i < n; i++) out[outOff + i] = x[off + i] * inv;
         } else {
-            for (int bound = n - n % L; i < bound; i += L)
-                FloatVector.fromArray(F, x, off + i).mul(inv).mul(FloatVector.fromArray(F, w, i)).intoArray(out, outOff + i);
+            for (int bound = n - n % EL; i < bound; i += EL)
+                FloatVector.fromArray(E, x, off + i).mul(inv).mul(FloatVector.fromArray(E, w, i)).intoArray(out, outOff + i);
             for (; i < n; i++) out[outOff + i] = (x[off + i] * inv) * w[i];
         }
     }
@@ -617,11 +648,11 @@ public final class VectorMath {
     /** In-place softmax of x[off..off+n), max-subtracted, fp32 result. */
     public static void softmax(float[] x, int off, int n) {
         // The maximum in lanes first: max is exact and order-free (Math.max's NaN and signed zeros, lane by lane too).
-        var m = FloatVector.broadcast(F, Float.NEGATIVE_INFINITY);
+        var m = FloatVector.broadcast(E, Float.NEGATIVE_INFINITY);
         int i = 0;
-        for (int bound = n - n % L; i < bound; i += L) m = m.lanewise(VectorOperators.MAX, FloatVector.fromArray(F, x, off + i));
+        for (int bound = n - n % EL; i < bound; i += EL) m = m.lanewise(VectorOperators.MAX, FloatVector.fromArray(E, x, off + i));
         float max = Float.NEGATIVE_INFINITY;
-        for (int lane = 0; lane < L; lane++) max = Math.max(max, m.lane(lane));
+        for (int lane = 0; lane < EL; lane++) max = Math.max(max, m.lane(lane));
         for (; i < n; i++) max = Math.max(max, x[off + i]);
         Transcendentals.expShifted(x, off, n, max);
         double sum = 0;
@@ -631,22 +662,22 @@ public final class VectorMath {
 
     public static void scale(float[] x, int off, int n, float s) {
         int i = 0;
-        for (int bound = n - n % L; i < bound; i += L) FloatVector.fromArray(F, x, off + i).mul(s).intoArray(x, off + i);
+        for (int bound = n - n % EL; i < bound; i += EL) FloatVector.fromArray(E, x, off + i).mul(s).intoArray(x, off + i);
         for (; i < n; i++) x[off + i] *= s;
     }
 
     /** out[outOff + i] = a[aOff + i] + b[bOff + i] over n elements (out may be a or b at the same offset). */
     public static void sum(float[] a, int aOff, float[] b, int bOff, float[] out, int outOff, int n) {
         int i = 0;
-        for (int bound = n - n % L; i < bound; i += L)
-            FloatVector.fromArray(F, a, aOff + i).add(FloatVector.fromArray(F, b, bOff + i)).intoArray(out, outOff + i);
+        for (int bound = n - n % EL; i < bound; i += EL)
+            FloatVector.fromArray(E, a, aOff + i).add(FloatVector.fromArray(E, b, bOff + i)).intoArray(out, outOff + i);
         for (; i < n; i++) out[outOff + i] = a[aOff + i] + b[bOff + i];
     }
 
     public static void add(float[] acc, int accOff, float[] x, int xOff, int n) {
         var i = 0;
-        for (int bound = n - (n % L); i < bound; i += L)
-            FloatVector.fromArray(F, acc, accOff + i).add(FloatVector.fromArray(F, x, xOff + i)).intoArray(acc, accOff + i);
+        for (int bound = n - (n % EL); i < bound; i += EL)
+            FloatVector.fromArray(E, acc, accOff + i).add(FloatVector.fromArray(E, x, xOff + i)).intoArray(acc, accOff + i);
         for (; i < n; i++) acc[accOff + i] += x[xOff + i];
     }
 }
