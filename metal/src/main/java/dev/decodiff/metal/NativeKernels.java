@@ -95,6 +95,7 @@ public final class NativeKernels {
                         JAVA_INT, ADDRESS, ADDRESS, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, JAVA_INT, JAVA_INT, JAVA_INT), critical);
                 status = avx512 ? "native avx512 (FFM)" : "native avx2 (FFM)";
             }
+            if (amxOff) amxStatus = "; AMX off (-Ddecodiff.amx=off)";
             if (avx512) {
                 var critical = Linker.Option.critical(true);
                 if ((int) linker.downcallHandle(find(lookup, "decodiff_cpu_bf16dot"), FunctionDescriptor.of(JAVA_INT)).invokeExact() == 1)
@@ -111,7 +112,7 @@ public final class NativeKernels {
                             FunctionDescriptor.ofVoid(ADDRESS, ADDRESS, JAVA_INT, JAVA_INT, JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, ADDRESS, ADDRESS), critical);
                 }
                 if (amxOff) {
-                    amxStatus = "; AMX off (-Ddecodiff.amx=off)";
+                    // amxStatus says so already
                 } else if ((int) linker.downcallHandle(find(lookup, "decodiff_amx_init"), FunctionDescriptor.of(JAVA_INT)).invokeExact() != 1) {
                     amxStatus = amxOnCpu() ? "; AMX refused by the OS kernel (arch_prctl)" : "";
                 } else {
