@@ -46,6 +46,24 @@ KERNEL2 static inline __m256 widen8(const uint16_t *p) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *) p)), 16));
 }
 
+/*
+ * The weights come as bf16 or as fp32 (an MLX 4- or 8-bit checkpoint's matrices, dequantized at load where the CPU
+ * lacks the AVX-512 affine kernels). Each kernel below takes the type as a constant argument and is inlined into one
+ * exported function per type, so the compiler drops the other type's code. Element i of a row starting at w:
+ */
+#define W_BF16 0
+#define W_F32 1
+KERNEL2 static inline __attribute__((always_inline)) __m256 load_w(const void *w, int64_t i, const int type) {
+    return type == W_F32 ? _mm256_loadu_ps((const float *) w + i) : widen8((const uint16_t *) w + i);
+}
+
+static inline __attribute__((always_inline)) float scalar_w(const void *w, int64_t i, const int type) {
+    return type == W_F32 ? ((const float *) w)[i] : bf16_scalar(((const uint16_t *) w)[i]);
+}
+
+/* Bytes of one weight. */
+#define W_BYTES(type) ((type) == W_F32 ? 4 : 2)
+
 /* The lane sum of one accumulator held as lanes 0-7 (lo) and 8-15 (hi): in lane order from 0.0f. */
 KERNEL2 static inline float sum_halves(__m256 lo, __m256 hi) {
     float lanes[L];
@@ -118,15 +136,15 @@ KERNEL2 int64_t decodiff_stream_read_avx2(const uint8_t *p, int64_t n) {
 }
 
 /* One row's dot product with x (the contract's order). */
-KERNEL2 static float dot1(const uint16_t *row, int64_t cols, const float *x) {
+KERNEL2 static inline __attribute__((always_inline)) float dot1(const void *row, int64_t cols, const float *x, const int type) {
     __m256 lo = _mm256_setzero_ps(), hi = lo;
     int64_t bound = cols - cols % L, c = 0;
     for (; c < bound; c += L) {
-        lo = _mm256_fmadd_ps(widen8(row + c), _mm256_loadu_ps(x + c), lo);
-        hi = _mm256_fmadd_ps(widen8(row + c + H), _mm256_loadu_ps(x + c + H), hi);
+        lo = _mm256_fmadd_ps(load_w(row, c, type), _mm256_loadu_ps(x + c), lo);
+        hi = _mm256_fmadd_ps(load_w(row, c + H, type), _mm256_loadu_ps(x + c + H), hi);
     }
     float s = sum_halves(lo, hi);
-    for (; c < cols; c++) s += bf16_scalar(row[c]) * x[c];
+    for (; c < cols; c++) s += scalar_w(row, c, type) * x[c];
     return s;
 }
 
@@ -136,42 +154,51 @@ KERNEL2 static float dot1(const uint16_t *row, int64_t cols, const float *x) {
  * with half the rows in flight because an accumulator takes two of the sixteen registers.
  */
 #define MATVEC_ROWS 4
-KERNEL2 static void rows4(const uint16_t *w, int64_t cols, int64_t r, const float *x, float *y) {
-    const uint16_t *b0 = w + r * cols, *b1 = b0 + cols, *b2 = b1 + cols, *b3 = b2 + cols;
-    const int64_t group = MATVEC_ROWS * cols, ahead = group * ((PREFETCH_BYTES / 2 + group - 1) / group);
+KERNEL2 static inline __attribute__((always_inline)) void rows4(const void *w, int64_t cols, int64_t r, const float *x, float *y, const int type) {
+    const int64_t bytes = W_BYTES(type), group = MATVEC_ROWS * cols * bytes, ahead = group * ((PREFETCH_BYTES + group - 1) / group);
+    const char *b0 = (const char *) w + r * cols * bytes, *b1 = b0 + cols * bytes, *b2 = b1 + cols * bytes, *b3 = b2 + cols * bytes;
     __m256 l0 = _mm256_setzero_ps(), h0 = l0, l1 = l0, h1 = l0, l2 = l0, h2 = l0, l3 = l0, h3 = l0;
     int64_t bound = cols - cols % L, c = 0;
     for (; c < bound; c += L) {
-        if (c % (2 * L) == 0) {
-            _mm_prefetch((const char *) (b0 + ahead + c), _MM_HINT_T1);
-            _mm_prefetch((const char *) (b1 + ahead + c), _MM_HINT_T1);
-            _mm_prefetch((const char *) (b2 + ahead + c), _MM_HINT_T1);
-            _mm_prefetch((const char *) (b3 + ahead + c), _MM_HINT_T1);
+        if (c * bytes % 64 == 0) {
+            _mm_prefetch(b0 + ahead + c * bytes, _MM_HINT_T1);
+            _mm_prefetch(b1 + ahead + c * bytes, _MM_HINT_T1);
+            _mm_prefetch(b2 + ahead + c * bytes, _MM_HINT_T1);
+            _mm_prefetch(b3 + ahead + c * bytes, _MM_HINT_T1);
         }
         __m256 xl = _mm256_loadu_ps(x + c), xh = _mm256_loadu_ps(x + c + H);
-        l0 = _mm256_fmadd_ps(widen8(b0 + c), xl, l0);
-        h0 = _mm256_fmadd_ps(widen8(b0 + c + H), xh, h0);
-        l1 = _mm256_fmadd_ps(widen8(b1 + c), xl, l1);
-        h1 = _mm256_fmadd_ps(widen8(b1 + c + H), xh, h1);
-        l2 = _mm256_fmadd_ps(widen8(b2 + c), xl, l2);
-        h2 = _mm256_fmadd_ps(widen8(b2 + c + H), xh, h2);
-        l3 = _mm256_fmadd_ps(widen8(b3 + c), xl, l3);
-        h3 = _mm256_fmadd_ps(widen8(b3 + c + H), xh, h3);
+        l0 = _mm256_fmadd_ps(load_w(b0, c, type), xl, l0);
+        h0 = _mm256_fmadd_ps(load_w(b0, c + H, type), xh, h0);
+        l1 = _mm256_fmadd_ps(load_w(b1, c, type), xl, l1);
+        h1 = _mm256_fmadd_ps(load_w(b1, c + H, type), xh, h1);
+        l2 = _mm256_fmadd_ps(load_w(b2, c, type), xl, l2);
+        h2 = _mm256_fmadd_ps(load_w(b2, c + H, type), xh, h2);
+        l3 = _mm256_fmadd_ps(load_w(b3, c, type), xl, l3);
+        h3 = _mm256_fmadd_ps(load_w(b3, c + H, type), xh, h3);
     }
     float s[MATVEC_ROWS] = {sum_halves(l0, h0), sum_halves(l1, h1), sum_halves(l2, h2), sum_halves(l3, h3)};
-    const uint16_t *b[MATVEC_ROWS] = {b0, b1, b2, b3};
+    const char *b[MATVEC_ROWS] = {b0, b1, b2, b3};
     for (; c < cols; c++) {
         float xc = x[c];
-        for (int i = 0; i < MATVEC_ROWS; i++) s[i] += bf16_scalar(b[i][c]) * xc;
+        for (int i = 0; i < MATVEC_ROWS; i++) s[i] += scalar_w(b[i], c, type) * xc;
     }
     for (int i = 0; i < MATVEC_ROWS; i++) y[r + i] = s[i];
 }
 
-/* y[r] = W[r]·x for r in [from, to); W is [*, cols] bf16, row-major. */
-KERNEL2 void decodiff_matvec_bf16_avx2(const uint16_t *w, int64_t cols, int32_t from, int32_t to, const float *x, float *y) {
+/* y[r] = W[r]·x for r in [from, to); W is [*, cols], row-major. */
+KERNEL2 static inline __attribute__((always_inline)) void matvec(const void *w, int64_t cols, int32_t from, int32_t to, const float *x, float *y,
+                                                                 const int type) {
     int64_t r = from;
-    for (; r + MATVEC_ROWS <= to; r += MATVEC_ROWS) rows4(w, cols, r, x, y);
-    for (; r < to; r++) y[r] = dot1(w + r * cols, cols, x);
+    for (; r + MATVEC_ROWS <= to; r += MATVEC_ROWS) rows4(w, cols, r, x, y, type);
+    for (; r < to; r++) y[r] = dot1((const char *) w + r * cols * W_BYTES(type), cols, x, type);
+}
+
+KERNEL2 void decodiff_matvec_bf16_avx2(const uint16_t *w, int64_t cols, int32_t from, int32_t to, const float *x, float *y) {
+    matvec(w, cols, from, to, x, y, W_BF16);
+}
+
+KERNEL2 void decodiff_matvec_f32_avx2(const float *w, int64_t cols, int32_t from, int32_t to, const float *x, float *y) {
+    matvec(w, cols, from, to, x, y, W_F32);
 }
 
 /*
@@ -247,21 +274,22 @@ KERNEL2 static void pack_tiles(const float *x, int64_t cols, int64_t bound, int3
             }
 }
 
-/* Columns [c0, c0 + n) of rows [r, r + ROWS) widened into wp half by half: half h, column c, row i at h·(ROWS·n/2) + (c/16·ROWS + i)·8. */
-KERNEL2 static void pack_rows(const uint16_t *w, int64_t cols, int64_t r, int64_t c0, int64_t n, float *wp) {
+/* Columns [c0, c0 + n) of rows [r, r + ROWS) as fp32 into wp half by half: half h, column c, row i at h·(ROWS·n/2) + (c/16·ROWS + i)·8. */
+KERNEL2 static inline __attribute__((always_inline)) void pack_rows(const void *w, int64_t cols, int64_t r, int64_t c0, int64_t n, float *wp,
+                                                                    const int type) {
     const int64_t half_stride = ROWS * n / 2;
     for (int64_t c = 0; c < n; c += L)
         for (int i = 0; i < ROWS; i++) {
-            const uint16_t *src = w + (r + i) * cols + c0 + c;
+            int64_t at = (r + i) * cols + c0 + c;
             float *dst = wp + (c / L * ROWS + i) * H;
-            _mm256_store_ps(dst, widen8(src));
-            _mm256_store_ps(dst + half_stride, widen8(src + H));
+            _mm256_store_ps(dst, load_w(w, at, type));
+            _mm256_store_ps(dst + half_stride, load_w(w, at + H, type));
         }
 }
 
 /* y for rows [r, r + ROWS) of every token from their accumulators, then each token's scalar tail c >= bound. */
-KERNEL2 static void finish_rows(const uint16_t *w, int64_t cols, int64_t bound, int32_t rows, int64_t r, const float *x, int32_t tokens,
-                                float *y, const float *acc) {
+KERNEL2 static inline __attribute__((always_inline)) void finish_rows(const void *w, int64_t cols, int64_t bound, int32_t rows, int64_t r,
+                                                                      const float *x, int32_t tokens, float *y, const float *acc, const int type) {
     int32_t t = 0;
     float sums[H];
     for (; bound > 0 && t + 2 <= tokens; t += 2) { /* two tokens × four rows: eight accumulators, contiguous */
@@ -276,16 +304,15 @@ KERNEL2 static void finish_rows(const uint16_t *w, int64_t cols, int64_t bound, 
         }
     for (t = 0; bound < cols && t < tokens; t++)
         for (int i = 0; i < ROWS; i++) {
-            const uint16_t *row = w + (r + i) * cols;
             float s = y[(int64_t) t * rows + r + i];
-            for (int64_t c = bound; c < cols; c++) s += bf16_scalar(row[c]) * x[(int64_t) t * cols + c];
+            for (int64_t c = bound; c < cols; c++) s += scalar_w(w, (r + i) * cols + c, type) * x[(int64_t) t * cols + c];
             y[(int64_t) t * rows + r + i] = s;
         }
 }
 
 /* scratch: decodiff_matmul_scratch_floats_avx2(cols, tokens) floats (any alignment). */
-KERNEL2 void decodiff_matmul_bf16_avx2(const uint16_t *w, int64_t cols, int32_t rows, int32_t from, int32_t to,
-                                      const float *x, int32_t tokens, float *y, float *scratch) {
+KERNEL2 static inline __attribute__((always_inline)) void matmul(const void *w, int64_t cols, int32_t rows, int32_t from, int32_t to,
+                                                                 const float *x, int32_t tokens, float *y, float *scratch, const int type) {
     int64_t bound = cols - cols % L, tiled = tokens - tokens % TILE_TOKENS;
     float *acc = (float *) (((uintptr_t) scratch + 63) & ~(uintptr_t) 63);
     float *wp = acc + (int64_t) tokens * ROWS * L, *xp = wp + ROWS * COL_BLOCK;
@@ -294,7 +321,7 @@ KERNEL2 void decodiff_matmul_bf16_avx2(const uint16_t *w, int64_t cols, int32_t 
     for (int64_t r = from; r < end; r += ROWS) {
         for (int64_t c0 = 0; c0 < bound; c0 += COL_BLOCK) {
             int64_t n = bound - c0 < COL_BLOCK ? bound - c0 : COL_BLOCK, wh = ROWS * n / 2;
-            pack_rows(w, cols, r, c0, n, wp);
+            pack_rows(w, cols, r, c0, n, wp, type);
             for (int64_t t = 0; t < tiled; t += TILE_TOKENS) {
                 const float *xt = xp + t * bound + c0 * TILE_TOKENS / 2;
                 float *at = acc + t * ROWS * L;
@@ -303,10 +330,20 @@ KERNEL2 void decodiff_matmul_bf16_avx2(const uint16_t *w, int64_t cols, int32_t 
             }
             for (int64_t t = tiled; t < tokens; t++) tile4x1(wp, wh, x + t * cols + c0, n, acc + t * ROWS * L, c0 == 0);
         }
-        finish_rows(w, cols, bound, rows, r, x, tokens, y, acc);
+        finish_rows(w, cols, bound, rows, r, x, tokens, y, acc, type);
     }
     for (int64_t r = end; r < to; r++)
-        for (int t = 0; t < tokens; t++) y[(int64_t) t * rows + r] = dot1(w + r * cols, cols, x + (int64_t) t * cols);
+        for (int t = 0; t < tokens; t++) y[(int64_t) t * rows + r] = dot1((const char *) w + r * cols * W_BYTES(type), cols, x + (int64_t) t * cols, type);
+}
+
+KERNEL2 void decodiff_matmul_bf16_avx2(const uint16_t *w, int64_t cols, int32_t rows, int32_t from, int32_t to,
+                                      const float *x, int32_t tokens, float *y, float *scratch) {
+    matmul(w, cols, rows, from, to, x, tokens, y, scratch, W_BF16);
+}
+
+KERNEL2 void decodiff_matmul_f32_avx2(const float *w, int64_t cols, int32_t rows, int32_t from, int32_t to,
+                                     const float *x, int32_t tokens, float *y, float *scratch) {
+    matmul(w, cols, rows, from, to, x, tokens, y, scratch, W_F32);
 }
 
 /*

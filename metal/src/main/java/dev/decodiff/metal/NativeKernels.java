@@ -41,6 +41,8 @@ public final class NativeKernels {
 
     private static final MethodHandle MATVEC;
     private static final MethodHandle MATMUL;
+    /** The matvec and GEMM on fp32 weights, or null: the AVX2 kernels have them (dequantized 4- and 8-bit weights land there). */
+    private static final MethodHandle MATVEC_F32, MATMUL_F32;
     private static final MethodHandle STREAM;
     /** The AVX512-BF16 GEMM of --matmul bf16, or null where the CPU lacks those instructions. */
     private static final MethodHandle MATMUL_BF16DOT;
@@ -62,7 +64,7 @@ public final class NativeKernels {
 
     static {
         MethodHandle mv = null, mm = null, sr = null, dot = null, scratch = null, mvq = null, mmq = null, blk = null, blkp = null;
-        MethodHandle scores = null, values = null;
+        MethodHandle scores = null, values = null, mvf = null, mmf = null;
         MethodHandle amx = null, packX = null, packXr = null, packedShorts = null, amxScratch = null, amxLoop = null;
         int sliceColumns = 0;
         String status, amxStatus = "";
@@ -93,6 +95,12 @@ public final class NativeKernels {
                         JAVA_INT, JAVA_INT, ADDRESS, ADDRESS, JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, JAVA_INT), critical);
                 values = linker.downcallHandle(find(lookup, "decodiff_attention_values" + isa), FunctionDescriptor.ofVoid(ADDRESS, JAVA_INT, JAVA_INT, JAVA_INT,
                         JAVA_INT, ADDRESS, ADDRESS, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, JAVA_INT, JAVA_INT, JAVA_INT), critical);
+                if (!avx512) {
+                    mvf = linker.downcallHandle(find(lookup, "decodiff_matvec_f32_avx2"),
+                            FunctionDescriptor.ofVoid(ADDRESS, JAVA_LONG, JAVA_INT, JAVA_INT, ADDRESS, ADDRESS), critical);
+                    mmf = linker.downcallHandle(find(lookup, "decodiff_matmul_f32_avx2"),
+                            FunctionDescriptor.ofVoid(ADDRESS, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, ADDRESS, ADDRESS), critical);
+                }
                 status = avx512 ? "native avx512 (FFM)" : "native avx2 (FFM)";
             }
             if (amxOff) amxStatus = "; AMX off (-Ddecodiff.amx=off)";
@@ -136,6 +144,8 @@ public final class NativeKernels {
         boolean off = "java".equalsIgnoreCase(System.getProperty("decodiff.kernels", "auto"));
         MATVEC = off ? null : mv;
         MATMUL = off ? null : mm;
+        MATVEC_F32 = off ? null : mvf;
+        MATMUL_F32 = off ? null : mmf;
         SCRATCH_FLOATS = scratch;
         ATTENTION_SCORES = off ? null : scores;
         ATTENTION_VALUES = off ? null : values;
@@ -212,6 +222,27 @@ public final class NativeKernels {
             MATVEC.invokeExact(w, (long) cols, from, to, x, y);
         } catch (Throwable t) {
             throw new IllegalStateException("native matvec failed", t);
+        }
+    }
+
+    /** Whether fp32 matrices run on the native kernels (the AVX2 ones: on AVX-512 the Java kernels run at the CPU's width). */
+    public static boolean f32Available() { return MATVEC_F32 != null; }
+
+    /** As {@link #matvecBf16} on fp32 weights ({@link #f32Available()} must hold). */
+    static void matvecF32(MemorySegment w, int cols, int from, int to, MemorySegment x, MemorySegment y) {
+        try {
+            MATVEC_F32.invokeExact(w, (long) cols, from, to, x, y);
+        } catch (Throwable t) {
+            throw new IllegalStateException("native f32 matvec failed", t);
+        }
+    }
+
+    /** As {@link #matmulBf16} on fp32 weights ({@link #f32Available()} must hold). */
+    static void matmulF32(MemorySegment w, int cols, int rows, int from, int to, MemorySegment x, int tokens, MemorySegment y, MemorySegment scratch) {
+        try {
+            MATMUL_F32.invokeExact(w, (long) cols, rows, from, to, x, tokens, y, scratch);
+        } catch (Throwable t) {
+            throw new IllegalStateException("native f32 matmul failed", t);
         }
     }
 

@@ -142,13 +142,15 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
 
     /** Whether the native kernels take this matrix (bf16, or affine codes where the CPU has the affine kernels). */
     private boolean nativeKernel() {
-        return affine != null ? NativeKernels.affineAvailable() && affine.oneLayout(rows) : dtype == DType.BF16 && NativeKernels.available();
+        if (affine != null) return NativeKernels.affineAvailable() && affine.oneLayout(rows);
+        return dtype == DType.BF16 ? NativeKernels.available() : dtype == DType.F32 && NativeKernels.f32Available();
     }
 
     /** Rows [from, to) of the native matvec. */
     private void nativeRows(MemorySegment xs, MemorySegment ys, int from, int to) {
         if (affine != null)
             NativeKernels.matvecAffine(data, affine.pairs(), affine.nativeType(), affine.bits(), rows, cols, affine.groupSize(), from, to, xs, ys);
+        else if (dtype == DType.F32) NativeKernels.matvecF32(data, cols, from, to, xs, ys);
         else NativeKernels.matvecBf16(data, cols, from, to, xs, ys);
     }
 
@@ -180,7 +182,7 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
         Parallel.forRange(rows, 64, (from, to) -> matvecRows(x, xOff, y, yOff, from, to));
     }
 
-    /** {@link #matvec} on the native kernels (bf16 only; {@link NativeKernels#available()} must hold). */
+    /** {@link #matvec} on the native kernels (bf16, f32 where {@link NativeKernels#f32Available()}, packed affine codes). */
     public void matvecNative(float[] x, int xOff, float[] y, int yOff) {
         requireNative();
         Objects.checkFromIndexSize(xOff, cols, x.length);
@@ -370,7 +372,8 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
                 throw new IllegalStateException("tensor '" + name + "' is a stack of " + affine.segment(rows) + "-row segments; slice it into them first");
             return;
         }
-        if (dtype != DType.BF16) throw new IllegalStateException("native kernels take bf16 weights, '" + name + "' is " + dtype);
+        if (dtype == DType.F32 && NativeKernels.f32Available()) return;
+        if (dtype != DType.BF16) throw new IllegalStateException("native kernels take bf16 weights (and f32 on AVX2), '" + name + "' is " + dtype);
         if (!NativeKernels.available()) throw new IllegalStateException("native kernels are not in use: " + NativeKernels.status());
     }
 
@@ -388,7 +391,7 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
             var a = affine;
             nativeChunks(MemorySegment.ofArray(x), 4, tokens, y, (w, c, n, from, to, xs, t, ys, scratch) ->
                     NativeKernels.matmulAffine(w, a.pairs(), a.nativeType(), a.bits(), a.groupSize(), c, n, from, to, xs, t, ys, scratch));
-        } else nativeChunks(MemorySegment.ofArray(x), 4, tokens, y, NativeKernels::matmulBf16);
+        } else nativeChunks(MemorySegment.ofArray(x), 4, tokens, y, dtype == DType.F32 ? NativeKernels::matmulF32 : NativeKernels::matmulBf16);
     }
 
     /** One native GEMM over rows [from, to) of a token chunk (x: the chunk's activations, y: its outputs). */

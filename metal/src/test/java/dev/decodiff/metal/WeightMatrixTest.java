@@ -56,14 +56,16 @@ class WeightMatrixTest {
             "BF16,9,6404,50",
             // rows wider than a column block go through it eight groups at a time: thread chunks of 48 rows (a full
             // eight-group pass, then four groups) and a last chunk of three groups and a row
-            "BF16,301,2100,13"})
+            "BF16,301,2100,13",
+            // fp32 weights (the AVX2 kernels take them natively): column blocks, tiles and leftover tokens, tails
+            "F32,37,2100,8", "F32,9,4500,13", "F32,5,4100,2"})
     void matvecAndMatmulAreBitIdenticalToTheOneRowDot(DType dtype, int rows, int cols, int tokens) {
         var w = random(dtype, rows, cols, rows * 31L + cols);
         var rnd = new Random(tokens);
         float[] x = new float[tokens * cols];
         for (int i = 0; i < x.length; i++) x[i] = (float) rnd.nextGaussian();
 
-        boolean nativeToo = dtype == DType.BF16 && NativeKernels.available();
+        boolean nativeToo = dtype == DType.BF16 ? NativeKernels.available() : NativeKernels.f32Available();
         float[] y = new float[tokens * rows], yj = new float[tokens * rows], yn = new float[tokens * rows];
         w.matmul(x, tokens, y, MatmulPrecision.FP32_FMA);
         w.matmulJava(x, tokens, yj);
