@@ -60,6 +60,24 @@ public record PackedRows(Format format, byte[] bytes, short[] halves, int stride
         };
     }
 
+    /**
+     * Elements [e, e + 8) widened to fp32 (e a multiple of 8), as {@link #get} gives each: for CPUs without 512-bit
+     * vectors, where {@link #load}'s 16 lanes would run as a Java loop.
+     */
+    FloatVector load8(int e) {
+        return switch (format) {
+            case BF16 -> ((IntVector) ShortVector.fromArray(ShortVector.SPECIES_128, halves, e)
+                    .convertShape(VectorOperators.S2I, IntVector.SPECIES_256, 0)).lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats();
+            case Q8_0 -> ((FloatVector) ByteVector.fromArray(ByteVector.SPECIES_64, bytes, e)
+                    .convertShape(VectorOperators.B2F, FloatVector.SPECIES_256, 0)).mul(Float.float16ToFloat(halves[e / BLOCK]));
+            case Q4_0 -> {
+                var packed = ByteVector.fromArray(ByteVector.SPECIES_64, bytes, e / BLOCK * (BLOCK / 2) + e % (BLOCK / 2));
+                var nibbles = e % BLOCK < BLOCK / 2 ? packed.and((byte) 0x0f) : packed.lanewise(VectorOperators.LSHR, 4).and((byte) 0x0f);
+                yield ((FloatVector) nibbles.sub((byte) 8).convertShape(VectorOperators.B2F, FloatVector.SPECIES_256, 0)).mul(Float.float16ToFloat(halves[e / BLOCK]));
+            }
+        };
+    }
+
     /** Elements [e, e + 16) widened to fp32 (e a multiple of 16), as {@link #get} gives each. */
     FloatVector load(int e) {
         return switch (format) {

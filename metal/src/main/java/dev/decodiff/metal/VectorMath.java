@@ -263,6 +263,10 @@ public final class VectorMath {
      */
     private static void dotLanes4(float[] q, int q0, int q1, int q2, int q3, float[] k, int ko, PackedRows packed, int bound, float[] lanes, int at,
                                   int headStride) {
+        if (!WIDE) {
+            dotLanes4Halves(q, q0, q1, q2, q3, k, ko, packed, bound, lanes, at, headStride);
+            return;
+        }
         var a0 = FloatVector.zero(F);
         var a1 = a0;
         var a2 = a0;
@@ -279,6 +283,28 @@ public final class VectorMath {
         a1.intoArray(lanes, at + headStride);
         a2.intoArray(lanes, at + 2 * headStride);
         a3.intoArray(lanes, at + 3 * headStride);
+    }
+
+    /** {@link #dotLanes4} with each head's sixteen lanes as two halves of eight (lanes 0-7, 8-15): the same lane vectors. */
+    private static void dotLanes4Halves(float[] q, int q0, int q1, int q2, int q3, float[] k, int ko, PackedRows packed, int bound, float[] lanes,
+                                        int at, int headStride) {
+        for (int half = 0; half < L; half += 8) {
+            var a0 = FloatVector.zero(F8);
+            var a1 = a0;
+            var a2 = a0;
+            var a3 = a0;
+            for (int c = half; c < bound; c += L) {
+                var kv = packed == null ? FloatVector.fromArray(F8, k, ko + c) : packed.load8(ko + c);
+                a0 = FloatVector.fromArray(F8, q, q0 + c).fma(kv, a0);
+                a1 = FloatVector.fromArray(F8, q, q1 + c).fma(kv, a1);
+                a2 = FloatVector.fromArray(F8, q, q2 + c).fma(kv, a2);
+                a3 = FloatVector.fromArray(F8, q, q3 + c).fma(kv, a3);
+            }
+            a0.intoArray(lanes, at + half);
+            a1.intoArray(lanes, at + headStride + half);
+            a2.intoArray(lanes, at + 2 * headStride + half);
+            a3.intoArray(lanes, at + 3 * headStride + half);
+        }
     }
 
     /**
@@ -546,6 +572,11 @@ public final class VectorMath {
     /** Columns [c, c+32) of four heads' outputs += their weights · value rows [i0, i1), in row order. */
     private static void accumulateRows(float[] p, int p0, int p1, int p2, int p3, PackedRows.Span packed, float[][] values, int[] valueOff,
                                        int i0, int i1, int c, float[] out, int u0, int u1, int u2, int u3) {
+        if (!WIDE) {
+            accumulateRows8(p, p0, p1, p2, p3, packed, values, valueOff, i0, i1, c, out, u0, u1, u2, u3);
+            accumulateRows8(p, p0, p1, p2, p3, packed, values, valueOff, i0, i1, c + L, out, u0, u1, u2, u3);
+            return;
+        }
         var o00 = FloatVector.fromArray(F, out, u0 + c);
         var o01 = FloatVector.fromArray(F, out, u0 + c + L);
         var o10 = FloatVector.fromArray(F, out, u1 + c);
@@ -586,6 +617,51 @@ public final class VectorMath {
         o21.intoArray(out, u2 + c + L);
         o30.intoArray(out, u3 + c);
         o31.intoArray(out, u3 + c + L);
+    }
+
+    /** {@link #accumulateRows} over columns [c, c+16) in 8-lane vectors (element-wise: the same bits). */
+    private static void accumulateRows8(float[] p, int p0, int p1, int p2, int p3, PackedRows.Span packed, float[][] values, int[] valueOff,
+                                        int i0, int i1, int c, float[] out, int u0, int u1, int u2, int u3) {
+        var o00 = FloatVector.fromArray(F8, out, u0 + c);
+        var o01 = FloatVector.fromArray(F8, out, u0 + c + 8);
+        var o10 = FloatVector.fromArray(F8, out, u1 + c);
+        var o11 = FloatVector.fromArray(F8, out, u1 + c + 8);
+        var o20 = FloatVector.fromArray(F8, out, u2 + c);
+        var o21 = FloatVector.fromArray(F8, out, u2 + c + 8);
+        var o30 = FloatVector.fromArray(F8, out, u3 + c);
+        var o31 = FloatVector.fromArray(F8, out, u3 + c + 8);
+        for (int i = i0; i < i1; i++) {
+            FloatVector v0, v1;
+            if (packed == null) {
+                v0 = FloatVector.fromArray(F8, values[i], valueOff[i] + c);
+                v1 = FloatVector.fromArray(F8, values[i], valueOff[i] + c + 8);
+            } else {
+                int e = packed.element(i) + c;
+                v0 = packed.rows().load8(e);
+                v1 = packed.rows().load8(e + 8);
+            }
+            var b = FloatVector.broadcast(F8, p[p0 + i]);
+            o00 = v0.fma(b, o00);
+            o01 = v1.fma(b, o01);
+            b = FloatVector.broadcast(F8, p[p1 + i]);
+            o10 = v0.fma(b, o10);
+            o11 = v1.fma(b, o11);
+            b = FloatVector.broadcast(F8, p[p2 + i]);
+            o20 = v0.fma(b, o20);
+            o21 = v1.fma(b, o21);
+            b = FloatVector.broadcast(F8, p[p3 + i]);
+            o30 = v0.fma(b, o30);
+            o31 = v1.fma(b, o31);
+        }
+        // spare heads alias the last: they hold the same bits, so the order of the stores does not matter
+        o00.intoArray(out, u0 + c);
+        o01.intoArray(out, u0 + c + 8);
+        o10.intoArray(out, u1 + c);
+        o11.intoArray(out, u1 + c + 8);
+        o20.intoArray(out, u2 + c);
+        o21.intoArray(out, u2 + c + 8);
+        o30.intoArray(out, u3 + c);
+        o31.intoArray(out, u3 + c + 8);
     }
 
     /** y += a·x over n elements. */
