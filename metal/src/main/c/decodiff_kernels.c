@@ -20,6 +20,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "decodiff_bf16.h"
+
 #define KERNEL __attribute__((target("avx512f")))
 #define L 16
 #define ROWS 4
@@ -39,13 +41,6 @@ int32_t decodiff_abi_version(void) { return 9; }
 int32_t decodiff_cpu_supported(void) {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") ? 1 : 0;
-}
-
-static inline float bf16(uint16_t v) {
-    uint32_t u = (uint32_t) v << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
 }
 
 KERNEL static inline __m512 widen(const uint16_t *p) {

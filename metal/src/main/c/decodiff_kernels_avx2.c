@@ -18,6 +18,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "decodiff_bf16.h"
+
 #define KERNEL2 __attribute__((target("avx2,fma")))
 #define L 16  /* lanes of the contract's accumulators */
 #define H 8   /* lanes of one register: half an accumulator */
@@ -32,13 +34,6 @@
 int32_t decodiff_cpu_avx2(void) {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1 : 0;
-}
-
-static inline float bf16_scalar(uint16_t v) {
-    uint32_t u = (uint32_t) v << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
 }
 
 /* Eight bf16 values widened to fp32 (exact: a bf16 is the high half of an fp32). */
@@ -58,7 +53,7 @@ KERNEL2 static inline __attribute__((always_inline)) __m256 load_w(const void *w
 }
 
 static inline __attribute__((always_inline)) float scalar_w(const void *w, int64_t i, const int type) {
-    return type == W_F32 ? ((const float *) w)[i] : bf16_scalar(((const uint16_t *) w)[i]);
+    return type == W_F32 ? ((const float *) w)[i] : bf16(((const uint16_t *) w)[i]);
 }
 
 /* Bytes of one weight. */

@@ -119,21 +119,21 @@ public final class NativeKernels {
                     mmq = linker.downcallHandle(find(lookup, "decodiff_matmul_affine"),
                             FunctionDescriptor.ofVoid(ADDRESS, ADDRESS, JAVA_INT, JAVA_INT, JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, ADDRESS, ADDRESS), critical);
                 }
-                if (amxOff) {
-                    // amxStatus says so already
-                } else if ((int) linker.downcallHandle(find(lookup, "decodiff_amx_init"), FunctionDescriptor.of(JAVA_INT)).invokeExact() != 1) {
-                    amxStatus = amxOnCpu() ? "; AMX refused by the OS kernel (arch_prctl)" : "";
-                } else {
-                    var packing = FunctionDescriptor.ofVoid(ADDRESS, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS);
-                    amx = linker.downcallHandle(find(lookup, "decodiff_matmul_amx"),
-                            FunctionDescriptor.ofVoid(ADDRESS, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, JAVA_INT, ADDRESS, ADDRESS), critical);
-                    packX = linker.downcallHandle(find(lookup, "decodiff_amx_pack_x"), packing, critical);
-                    packXr = linker.downcallHandle(find(lookup, "decodiff_amx_pack_xr"), packing, critical);
-                    packedShorts = linker.downcallHandle(find(lookup, "decodiff_amx_packed_shorts"), FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_INT, JAVA_INT));
-                    amxScratch = linker.downcallHandle(find(lookup, "decodiff_amx_scratch_shorts"), FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_INT, JAVA_INT));
-                    sliceColumns = (int) linker.downcallHandle(find(lookup, "decodiff_amx_slice_columns"), FunctionDescriptor.of(JAVA_INT)).invokeExact();
-                    amxLoop = linker.downcallHandle(find(lookup, "decodiff_amx_loop"), FunctionDescriptor.of(JAVA_FLOAT, JAVA_LONG));
-                    amxStatus = "; prefill GEMMs on AMX tiles (exact: activations split into 3 bf16 terms)";
+                if (!amxOff) { // else amxStatus says so already
+                    if ((int) linker.downcallHandle(find(lookup, "decodiff_amx_init"), FunctionDescriptor.of(JAVA_INT)).invokeExact() != 1) {
+                        amxStatus = amxOnCpu() ? "; AMX refused by the OS kernel (arch_prctl)" : "";
+                    } else {
+                        var packing = FunctionDescriptor.ofVoid(ADDRESS, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS);
+                        amx = linker.downcallHandle(find(lookup, "decodiff_matmul_amx"),
+                                FunctionDescriptor.ofVoid(ADDRESS, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, JAVA_INT, ADDRESS, ADDRESS), critical);
+                        packX = linker.downcallHandle(find(lookup, "decodiff_amx_pack_x"), packing, critical);
+                        packXr = linker.downcallHandle(find(lookup, "decodiff_amx_pack_xr"), packing, critical);
+                        packedShorts = linker.downcallHandle(find(lookup, "decodiff_amx_packed_shorts"), FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_INT, JAVA_INT));
+                        amxScratch = linker.downcallHandle(find(lookup, "decodiff_amx_scratch_shorts"), FunctionDescriptor.of(JAVA_LONG, JAVA_LONG, JAVA_INT, JAVA_INT));
+                        sliceColumns = (int) linker.downcallHandle(find(lookup, "decodiff_amx_slice_columns"), FunctionDescriptor.of(JAVA_INT)).invokeExact();
+                        amxLoop = linker.downcallHandle(find(lookup, "decodiff_amx_loop"), FunctionDescriptor.of(JAVA_FLOAT, JAVA_LONG));
+                        amxStatus = "; prefill GEMMs on AMX tiles (exact: activations split into 3 bf16 terms)";
+                    }
                 }
             }
         } catch (Unavailable e) {

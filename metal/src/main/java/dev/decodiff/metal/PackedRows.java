@@ -5,13 +5,14 @@ import jdk.incubator.vector.FloatVector;
 import jdk.incubator.vector.IntVector;
 import jdk.incubator.vector.ShortVector;
 import jdk.incubator.vector.VectorOperators;
+import jdk.incubator.vector.VectorShape;
 import jdk.incubator.vector.VectorSpecies;
 
 /**
  * Cache rows kept packed — bf16, or llama.cpp's q8_0 / q4_0 blocks of 32 elements sharing one fp16 scale — that the
- * attention kernels of {@link VectorMath} read where they lie, widening sixteen elements at a time in registers: a
- * decode step no longer decodes the history it attends over into a fresh f32 copy (at a long context that copy cost
- * more than the dot products, and a q4_0 history decoded element by element).
+ * attention kernels of {@link VectorMath} read where they lie, widening sixteen elements (eight without 512-bit
+ * vectors) at a time in registers: a decode step no longer decodes the history it attends over into a fresh f32 copy
+ * (at a long context that copy cost more than the dot products, and a q4_0 history decoded element by element).
  *
  * <p>Every widened element is exactly what the format's decode gives — bf16: the 16 bits as the high half of an fp32
  * (exact); q8_0: q·d; q4_0: (n − 8)·d (the integer converts exactly, one rounding in the multiply) — so a kernel over
@@ -27,8 +28,13 @@ public record PackedRows(Format format, byte[] bytes, short[] halves, int stride
     /** Elements a q block holds; a q-format row starts on a block and a packed read covers 16 elements of one block. */
     public static final int BLOCK = 32;
 
-    private static final VectorSpecies<Float> F = FloatVector.SPECIES_512;
-    private static final int L = F.length();
+    /** A span starts on a multiple of 16 elements (half a q block), so every packed read lies within one half-block. */
+    private static final int L = 16;
+    /** {@link #load}'s width, VectorMath's (16 lanes, or 8 where the CPU has no 512-bit vectors), and the narrower species it widens from. */
+    private static final VectorSpecies<Float> F = VectorMath.E;
+    private static final VectorSpecies<Integer> I = VectorSpecies.of(int.class, F.vectorShape());
+    private static final VectorSpecies<Short> S = VectorSpecies.of(short.class, VectorShape.forBitSize(F.length() * 16));
+    private static final VectorSpecies<Byte> B = VectorSpecies.of(byte.class, VectorShape.forBitSize(F.length() * 8));
 
     public PackedRows {
         if (format != Format.BF16 && stride % BLOCK != 0)
@@ -60,34 +66,16 @@ public record PackedRows(Format format, byte[] bytes, short[] halves, int stride
         };
     }
 
-    /**
-     * Elements [e, e + 8) widened to fp32 (e a multiple of 8), as {@link #get} gives each: for CPUs without 512-bit
-     * vectors, where {@link #load}'s 16 lanes would run as a Java loop.
-     */
-    FloatVector load8(int e) {
-        return switch (format) {
-            case BF16 -> ((IntVector) ShortVector.fromArray(ShortVector.SPECIES_128, halves, e)
-                    .convertShape(VectorOperators.S2I, IntVector.SPECIES_256, 0)).lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats();
-            case Q8_0 -> ((FloatVector) ByteVector.fromArray(ByteVector.SPECIES_64, bytes, e)
-                    .convertShape(VectorOperators.B2F, FloatVector.SPECIES_256, 0)).mul(Float.float16ToFloat(halves[e / BLOCK]));
-            case Q4_0 -> {
-                var packed = ByteVector.fromArray(ByteVector.SPECIES_64, bytes, e / BLOCK * (BLOCK / 2) + e % (BLOCK / 2));
-                var nibbles = e % BLOCK < BLOCK / 2 ? packed.and((byte) 0x0f) : packed.lanewise(VectorOperators.LSHR, 4).and((byte) 0x0f);
-                yield ((FloatVector) nibbles.sub((byte) 8).convertShape(VectorOperators.B2F, FloatVector.SPECIES_256, 0)).mul(Float.float16ToFloat(halves[e / BLOCK]));
-            }
-        };
-    }
-
-    /** Elements [e, e + 16) widened to fp32 (e a multiple of 16), as {@link #get} gives each. */
+    /** Elements [e, e + F's length) widened to fp32 (e a multiple of that length), as {@link #get} gives each. */
     FloatVector load(int e) {
         return switch (format) {
-            case BF16 -> ((IntVector) ShortVector.fromArray(ShortVector.SPECIES_256, halves, e)
-                    .convertShape(VectorOperators.S2I, IntVector.SPECIES_512, 0)).lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats();
-            case Q8_0 -> ((FloatVector) ByteVector.fromArray(ByteVector.SPECIES_128, bytes, e)
-                    .convertShape(VectorOperators.B2F, F, 0)).mul(Float.float16ToFloat(halves[e / BLOCK]));
+            case BF16 -> ((IntVector) ShortVector.fromArray(S, halves, e).convertShape(VectorOperators.S2I, I, 0))
+                    .lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats();
+            case Q8_0 -> ((FloatVector) ByteVector.fromArray(B, bytes, e).convertShape(VectorOperators.B2F, F, 0)).mul(Float.float16ToFloat(halves[e / BLOCK]));
             case Q4_0 -> {
-                var packed = ByteVector.fromArray(ByteVector.SPECIES_128, bytes, e / BLOCK * (BLOCK / 2));
-                var nibbles = e % BLOCK == 0 ? packed.and((byte) 0x0f) : packed.lanewise(VectorOperators.LSHR, 4).and((byte) 0x0f);
+                // element k of a block's first half in the low nibble of byte k, of its second half in the high one
+                var packed = ByteVector.fromArray(B, bytes, e / BLOCK * (BLOCK / 2) + e % (BLOCK / 2));
+                var nibbles = e % BLOCK < BLOCK / 2 ? packed.and((byte) 0x0f) : packed.lanewise(VectorOperators.LSHR, 4).and((byte) 0x0f);
                 yield ((FloatVector) nibbles.sub((byte) 8).convertShape(VectorOperators.B2F, F, 0)).mul(Float.float16ToFloat(halves[e / BLOCK]));
             }
         };

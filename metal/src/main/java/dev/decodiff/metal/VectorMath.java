@@ -13,10 +13,12 @@ public final class VectorMath {
     private static final VectorSpecies<Float> F = FloatVector.SPECIES_512;
     private static final int L = F.length();
     /**
-     * The CPU's own width, for the lane-wise kernels (no sums across lanes, so the width changes no bit): where the CPU
-     * has no 512-bit vectors, 512-bit operations run as Java loops over the lanes, tens of times slower.
+     * The width the kernels that run in Java here take: 512 bits where the CPU has them, else 256 (AVX2), where
+     * 512-bit operations would run as Java loops over the lanes, tens of times slower. Lane-wise kernels take it as
+     * is (the width changes no bit); the kernels with the contract's sixteen lanes take them E's length at a time,
+     * each part its own accumulator over the same elements, summed in lane order: the same bits.
      */
-    private static final VectorSpecies<Float> E = FloatVector.SPECIES_PREFERRED;
+    static final VectorSpecies<Float> E = FloatVector.SPECIES_PREFERRED.vectorBitSize() >= 512 ? FloatVector.SPECIES_512 : FloatVector.SPECIES_256;
     private static final int EL = E.length();
     /** meanSquare's eight double lanes as two halves of four, which every x86-64 vector unit with AVX runs. */
     private static final VectorSpecies<Float> F4 = FloatVector.SPECIES_128;
@@ -35,32 +37,15 @@ public final class VectorMath {
     }
 
     public static float dot(float[] a, int aOff, float[] b, int bOff, int n) {
-        if (!WIDE) return dotHalves(a, aOff, b, bOff, n);
-        var acc = FloatVector.zero(F);
-        int i = 0;
-        for (int bound = n - (n % L); i < bound; i += L)
-            acc = FloatVector.fromArray(F, a, aOff + i).fma(FloatVector.fromArray(F, b, bOff + i), acc);
-        float s = sumLanes(acc);
-        for (; i < n; i++) s += a[aOff + i] * b[bOff + i];
-        return s;
-    }
-
-    /** Whether the CPU runs 512-bit vectors; where it does not, {@link #dot} keeps its sixteen lanes as two halves of eight. */
-    private static final boolean WIDE = EL >= L;
-    private static final VectorSpecies<Float> F8 = FloatVector.SPECIES_256;
-
-    /** {@link #dot}'s sixteen lanes as two 8-lane halves: the same sums in the same order, so the same bits. */
-    private static float dotHalves(float[] a, int aOff, float[] b, int bOff, int n) {
-        var lo = FloatVector.zero(F8);
-        var hi = FloatVector.zero(F8);
-        int i = 0;
-        for (int bound = n - (n % L); i < bound; i += L) {
-            lo = FloatVector.fromArray(F8, a, aOff + i).fma(FloatVector.fromArray(F8, b, bOff + i), lo);
-            hi = FloatVector.fromArray(F8, a, aOff + i + 8).fma(FloatVector.fromArray(F8, b, bOff + i + 8), hi);
+        int bound = n - (n % L);
+        float s = 0f;
+        for (int part = 0; part < L; part += EL) { // lanes [part, part + EL) of the sixteen
+            var acc = FloatVector.zero(E);
+            for (int i = part; i < bound; i += L)
+                acc = FloatVector.fromArray(E, a, aOff + i).fma(FloatVector.fromArray(E, b, bOff + i), acc);
+            for (int lane = 0; lane < EL; lane++) s += acc.lane(lane);
         }
-        float s = sumLanes(lo);
-        for (int lane = 0; lane < 8; lane++) s += hi.lane(lane);
-        for (; i < n; i++) s += a[aOff + i] * b[bOff + i];
+        for (int i = bound; i < n; i++) s += a[aOff + i] * b[bOff + i];
         return s;
     }
 
@@ -263,47 +248,23 @@ public final class VectorMath {
      */
     private static void dotLanes4(float[] q, int q0, int q1, int q2, int q3, float[] k, int ko, PackedRows packed, int bound, float[] lanes, int at,
                                   int headStride) {
-        if (!WIDE) {
-            dotLanes4Halves(q, q0, q1, q2, q3, k, ko, packed, bound, lanes, at, headStride);
-            return;
-        }
-        var a0 = FloatVector.zero(F);
-        var a1 = a0;
-        var a2 = a0;
-        var a3 = a0;
-        for (int c = 0; c < bound; c += L) {
-            // packed is fixed for the call, so the JIT splits the loop in two; neither pays for the test.
-            var kv = packed == null ? FloatVector.fromArray(F, k, ko + c) : packed.load(ko + c);
-            a0 = FloatVector.fromArray(F, q, q0 + c).fma(kv, a0);
-            a1 = FloatVector.fromArray(F, q, q1 + c).fma(kv, a1);
-            a2 = FloatVector.fromArray(F, q, q2 + c).fma(kv, a2);
-            a3 = FloatVector.fromArray(F, q, q3 + c).fma(kv, a3);
-        }
-        a0.intoArray(lanes, at);
-        a1.intoArray(lanes, at + headStride);
-        a2.intoArray(lanes, at + 2 * headStride);
-        a3.intoArray(lanes, at + 3 * headStride);
-    }
-
-    /** {@link #dotLanes4} with each head's sixteen lanes as two halves of eight (lanes 0-7, 8-15): the same lane vectors. */
-    private static void dotLanes4Halves(float[] q, int q0, int q1, int q2, int q3, float[] k, int ko, PackedRows packed, int bound, float[] lanes,
-                                        int at, int headStride) {
-        for (int half = 0; half < L; half += 8) {
-            var a0 = FloatVector.zero(F8);
+        for (int part = 0; part < L; part += EL) { // lanes [part, part + EL) of the sixteen
+            var a0 = FloatVector.zero(E);
             var a1 = a0;
             var a2 = a0;
             var a3 = a0;
-            for (int c = half; c < bound; c += L) {
-                var kv = packed == null ? FloatVector.fromArray(F8, k, ko + c) : packed.load8(ko + c);
-                a0 = FloatVector.fromArray(F8, q, q0 + c).fma(kv, a0);
-                a1 = FloatVector.fromArray(F8, q, q1 + c).fma(kv, a1);
-                a2 = FloatVector.fromArray(F8, q, q2 + c).fma(kv, a2);
-                a3 = FloatVector.fromArray(F8, q, q3 + c).fma(kv, a3);
+            for (int c = part; c < bound; c += L) {
+                // packed is fixed for the call, so the JIT splits the loop in two; neither pays for the test.
+                var kv = packed == null ? FloatVector.fromArray(E, k, ko + c) : packed.load(ko + c);
+                a0 = FloatVector.fromArray(E, q, q0 + c).fma(kv, a0);
+                a1 = FloatVector.fromArray(E, q, q1 + c).fma(kv, a1);
+                a2 = FloatVector.fromArray(E, q, q2 + c).fma(kv, a2);
+                a3 = FloatVector.fromArray(E, q, q3 + c).fma(kv, a3);
             }
-            a0.intoArray(lanes, at + half);
-            a1.intoArray(lanes, at + headStride + half);
-            a2.intoArray(lanes, at + 2 * headStride + half);
-            a3.intoArray(lanes, at + 3 * headStride + half);
+            a0.intoArray(lanes, at + part);
+            a1.intoArray(lanes, at + headStride + part);
+            a2.intoArray(lanes, at + 2 * headStride + part);
+            a3.intoArray(lanes, at + 3 * headStride + part);
         }
     }
 
@@ -407,9 +368,9 @@ public final class VectorMath {
         }
         for (int h = 0; h < heads; h++) {
             int ph = h * stride, uh = real[h];
-            for (int e = c2; e < bound; e += L) {
-                var o = FloatVector.fromArray(F, out, uh + e);
-                for (int i = 0; i < n; i++) o = vector(packed, values, valueOff, i, e).fma(FloatVector.broadcast(F, p[ph + i]), o);
+            for (int e = c2; e < bound; e += EL) {
+                var o = FloatVector.fromArray(E, out, uh + e);
+                for (int i = 0; i < n; i++) o = vector(packed, values, valueOff, i, e).fma(FloatVector.broadcast(E, p[ph + i]), o);
                 o.intoArray(out, uh + e);
             }
             for (int e = bound; e < d; e++) {
@@ -443,9 +404,9 @@ public final class VectorMath {
         return packed != null && i < packed.count() ? packed.rows().get(packed.element(i) + c) : rows[i][off[i] + c];
     }
 
-    /** Columns [c, c+16) of row i, as {@link #element}. */
+    /** Columns [c, c + E's length) of row i, as {@link #element}. */
     private static FloatVector vector(PackedRows.Span packed, float[][] rows, int[] off, int i, int c) {
-        return packed != null && i < packed.count() ? packed.rows().load(packed.element(i) + c) : FloatVector.fromArray(F, rows[i], off[i] + c);
+        return packed != null && i < packed.count() ? packed.rows().load(packed.element(i) + c) : FloatVector.fromArray(E, rows[i], off[i] + c);
     }
 
     /** Columns [0, c2) of the heads' outputs, rows [lo, hi) in order (packed rows only from 0). */
@@ -572,96 +533,48 @@ public final class VectorMath {
     /** Columns [c, c+32) of four heads' outputs += their weights · value rows [i0, i1), in row order. */
     private static void accumulateRows(float[] p, int p0, int p1, int p2, int p3, PackedRows.Span packed, float[][] values, int[] valueOff,
                                        int i0, int i1, int c, float[] out, int u0, int u1, int u2, int u3) {
-        if (!WIDE) {
-            accumulateRows8(p, p0, p1, p2, p3, packed, values, valueOff, i0, i1, c, out, u0, u1, u2, u3);
-            accumulateRows8(p, p0, p1, p2, p3, packed, values, valueOff, i0, i1, c + L, out, u0, u1, u2, u3);
-            return;
-        }
-        var o00 = FloatVector.fromArray(F, out, u0 + c);
-        var o01 = FloatVector.fromArray(F, out, u0 + c + L);
-        var o10 = FloatVector.fromArray(F, out, u1 + c);
-        var o11 = FloatVector.fromArray(F, out, u1 + c + L);
-        var o20 = FloatVector.fromArray(F, out, u2 + c);
-        var o21 = FloatVector.fromArray(F, out, u2 + c + L);
-        var o30 = FloatVector.fromArray(F, out, u3 + c);
-        var o31 = FloatVector.fromArray(F, out, u3 + c + L);
-        for (int i = i0; i < i1; i++) {
-            // Rows [i0, i1) are all packed or all f32 (packed is fixed for the call: the JIT splits the loop in two).
-            FloatVector v0, v1;
-            if (packed == null) {
-                v0 = FloatVector.fromArray(F, values[i], valueOff[i] + c);
-                v1 = FloatVector.fromArray(F, values[i], valueOff[i] + c + L);
-            } else {
-                int e = packed.element(i) + c;
-                v0 = packed.rows().load(e);
-                v1 = packed.rows().load(e + L);
+        for (int cc = c; cc < c + 2 * L; cc += 2 * EL) { // columns [cc, cc + 2·EL): all 32 at once where E has 16 lanes
+            var o00 = FloatVector.fromArray(E, out, u0 + cc);
+            var o01 = FloatVector.fromArray(E, out, u0 + cc + EL);
+            var o10 = FloatVector.fromArray(E, out, u1 + cc);
+            var o11 = FloatVector.fromArray(E, out, u1 + cc + EL);
+            var o20 = FloatVector.fromArray(E, out, u2 + cc);
+            var o21 = FloatVector.fromArray(E, out, u2 + cc + EL);
+            var o30 = FloatVector.fromArray(E, out, u3 + cc);
+            var o31 = FloatVector.fromArray(E, out, u3 + cc + EL);
+            for (int i = i0; i < i1; i++) {
+                // Rows [i0, i1) are all packed or all f32 (packed is fixed for the call: the JIT splits the loop in two).
+                FloatVector v0, v1;
+                if (packed == null) {
+                    v0 = FloatVector.fromArray(E, values[i], valueOff[i] + cc);
+                    v1 = FloatVector.fromArray(E, values[i], valueOff[i] + cc + EL);
+                } else {
+                    int e = packed.element(i) + cc;
+                    v0 = packed.rows().load(e);
+                    v1 = packed.rows().load(e + EL);
+                }
+                var b = FloatVector.broadcast(E, p[p0 + i]);
+                o00 = v0.fma(b, o00);
+                o01 = v1.fma(b, o01);
+                b = FloatVector.broadcast(E, p[p1 + i]);
+                o10 = v0.fma(b, o10);
+                o11 = v1.fma(b, o11);
+                b = FloatVector.broadcast(E, p[p2 + i]);
+                o20 = v0.fma(b, o20);
+                o21 = v1.fma(b, o21);
+                b = FloatVector.broadcast(E, p[p3 + i]);
+                o30 = v0.fma(b, o30);
+                o31 = v1.fma(b, o31);
             }
-            var b = FloatVector.broadcast(F, p[p0 + i]);
-            o00 = v0.fma(b, o00);
-            o01 = v1.fma(b, o01);
-            b = FloatVector.broadcast(F, p[p1 + i]);
-            o10 = v0.fma(b, o10);
-            o11 = v1.fma(b, o11);
-            b = FloatVector.broadcast(F, p[p2 + i]);
-            o20 = v0.fma(b, o20);
-            o21 = v1.fma(b, o21);
-            b = FloatVector.broadcast(F, p[p3 + i]);
-            o30 = v0.fma(b, o30);
-            o31 = v1.fma(b, o31);
+            o00.intoArray(out, u0 + cc);
+            o01.intoArray(out, u0 + cc + EL);
+            o10.intoArray(out, u1 + cc);
+            o11.intoArray(out, u1 + cc + EL);
+            o20.intoArray(out, u2 + cc);
+            o21.intoArray(out, u2 + cc + EL);
+            o30.intoArray(out, u3 + cc);
+            o31.intoArray(out, u3 + cc + EL);
         }
-        o00.intoArray(out, u0 + c);
-        o01.intoArray(out, u0 + c + L);
-        o10.intoArray(out, u1 + c);
-        o11.intoArray(out, u1 + c + L);
-        o20.intoArray(out, u2 + c);
-        o21.intoArray(out, u2 + c + L);
-        o30.intoArray(out, u3 + c);
-        o31.intoArray(out, u3 + c + L);
-    }
-
-    /** {@link #accumulateRows} over columns [c, c+16) in 8-lane vectors (element-wise: the same bits). */
-    private static void accumulateRows8(float[] p, int p0, int p1, int p2, int p3, PackedRows.Span packed, float[][] values, int[] valueOff,
-                                        int i0, int i1, int c, float[] out, int u0, int u1, int u2, int u3) {
-        var o00 = FloatVector.fromArray(F8, out, u0 + c);
-        var o01 = FloatVector.fromArray(F8, out, u0 + c + 8);
-        var o10 = FloatVector.fromArray(F8, out, u1 + c);
-        var o11 = FloatVector.fromArray(F8, out, u1 + c + 8);
-        var o20 = FloatVector.fromArray(F8, out, u2 + c);
-        var o21 = FloatVector.fromArray(F8, out, u2 + c + 8);
-        var o30 = FloatVector.fromArray(F8, out, u3 + c);
-        var o31 = FloatVector.fromArray(F8, out, u3 + c + 8);
-        for (int i = i0; i < i1; i++) {
-            FloatVector v0, v1;
-            if (packed == null) {
-                v0 = FloatVector.fromArray(F8, values[i], valueOff[i] + c);
-                v1 = FloatVector.fromArray(F8, values[i], valueOff[i] + c + 8);
-            } else {
-                int e = packed.element(i) + c;
-                v0 = packed.rows().load8(e);
-                v1 = packed.rows().load8(e + 8);
-            }
-            var b = FloatVector.broadcast(F8, p[p0 + i]);
-            o00 = v0.fma(b, o00);
-            o01 = v1.fma(b, o01);
-            b = FloatVector.broadcast(F8, p[p1 + i]);
-            o10 = v0.fma(b, o10);
-            o11 = v1.fma(b, o11);
-            b = FloatVector.broadcast(F8, p[p2 + i]);
-            o20 = v0.fma(b, o20);
-            o21 = v1.fma(b, o21);
-            b = FloatVector.broadcast(F8, p[p3 + i]);
-            o30 = v0.fma(b, o30);
-            o31 = v1.fma(b, o31);
-        }
-        // spare heads alias the last: they hold the same bits, so the order of the stores does not matter
-        o00.intoArray(out, u0 + c);
-        o01.intoArray(out, u0 + c + 8);
-        o10.intoArray(out, u1 + c);
-        o11.intoArray(out, u1 + c + 8);
-        o20.intoArray(out, u2 + c);
-        o21.intoArray(out, u2 + c + 8);
-        o30.intoArray(out, u3 + c);
-        o31.intoArray(out, u3 + c + 8);
     }
 
     /** y += a·x over n elements. */
