@@ -20,6 +20,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "decodiff_affine.h"
 #include "decodiff_bf16.h"
 
 #define KERNEL __attribute__((target("avx512f")))
@@ -36,7 +37,7 @@
 /* A loop the compiler must unroll (so that arrays of vectors indexed by its counter become registers). */
 #define UNROLLED _Pragma("GCC unroll 16")
 
-int32_t decodiff_abi_version(void) { return 9; }
+int32_t decodiff_abi_version(void) { return 10; }
 
 int32_t decodiff_cpu_supported(void) {
     __builtin_cpu_init();
@@ -857,10 +858,6 @@ KERNEL_AMX float decodiff_amx_loop(int64_t iterations) {
  * path (the prefill's) for the whole call.
  */
 #define KERNEL_Q __attribute__((target("avx512f,avx512bw,avx512vbmi,avx512vnni,avx512dq,f16c,fma")))
-#define AFFINE_F32 0
-#define AFFINE_BF16 1
-#define AFFINE_F16 2
-#define BLOCK 16
 
 int32_t decodiff_cpu_affine(void) {
     __builtin_cpu_init();
@@ -894,12 +891,6 @@ void decodiff_affine_block(const uint8_t *in, uint8_t *out, int64_t rows, int64_
     memcpy(out + full * rb, in + full * rb, (size_t) ((rows - full) * rb));
 }
 
-/* Index of the pair of row r, group g (the blocked layout above). */
-static inline int64_t pair_index(int64_t rows, int64_t groups, int64_t r, int64_t g) {
-    const int64_t full = rows / BLOCK * BLOCK;
-    return r >= full ? r * groups + g : (r - r % BLOCK) * groups + g * BLOCK + r % BLOCK;
-}
-
 /* Regroups MLX-ordered pairs (index r · groups + g, `bytes` each) in place into the blocked order. 0 where out of memory. */
 int32_t decodiff_affine_block_pairs(uint8_t *pairs, int64_t rows, int64_t groups, int32_t bytes) {
     const int64_t full = rows / BLOCK * BLOCK, span = BLOCK * groups * bytes;
@@ -913,17 +904,6 @@ int32_t decodiff_affine_block_pairs(uint8_t *pairs, int64_t rows, int64_t groups
     }
     free(tmp);
     return 1;
-}
-
-KERNEL_Q static inline __attribute__((always_inline)) void affine_pair(const void *pairs, const int fmt, int64_t i, float *s, float *b) {
-    if (fmt == AFFINE_F32) {
-        const float *p = (const float *) pairs + 2 * i;
-        *s = p[0], *b = p[1];
-    } else {
-        const uint16_t *p = (const uint16_t *) pairs + 2 * i;
-        if (fmt == AFFINE_BF16) *s = bf16(p[0]), *b = bf16(p[1]);
-        else *s = _cvtsh_ss(p[0]), *b = _cvtsh_ss(p[1]);
-    }
 }
 
 /* Codes of columns [c, c + 16) (c a multiple of 16) of row r, as fp32 integers, from the blocked layout. */
@@ -964,13 +944,6 @@ KERNEL_Q static float affine_row_fp32(const uint8_t *codes, const void *pairs, i
         a = _mm512_fmadd_ps(w, _mm512_loadu_ps(x + c), a);
     }
     return sum_lanes(a);
-}
-
-static inline float pow2f(int k) { /* 2^k for k in [-126, 127] */
-    uint32_t u = (uint32_t) (k + 127) << 23;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
 }
 
 /*
@@ -1041,28 +1014,6 @@ KERNEL_Q static inline __attribute__((always_inline)) __m512 affine_group_end(co
     return _mm512_fmadd_ps(b, _mm512_set1_ps(xsum), acc);
 }
 
-/* The same for one row (the rows after the last whole block), in scalar code: the same operations, so the same bits. */
-KERNEL_Q static float affine_row_int(const uint8_t *codes, const void *pairs, int fmt, int bits, int64_t cols, int64_t group, int64_t r,
-                                     const int8_t *planes, const float *pw, const float *xsum) {
-    const int64_t rb = cols * bits / 8, groups = cols / group;
-    const uint8_t *row = codes + r * rb;
-    float acc = 0.0f;
-    for (int64_t g = 0; g < groups; g++) {
-        int32_t P[4] = {0, 0, 0, 0};
-        for (int64_t c = g * group; c < (g + 1) * group; c++) {
-            int32_t q = bits == 8 ? row[c] : row[c / 2] >> (4 * (c & 1)) & 15;
-            for (int k = 0; k < 4; k++) P[k] += q * planes[k * cols + c];
-        }
-        float s, o;
-        affine_pair(pairs, fmt, r * groups + g, &s, &o);
-        int32_t A = P[0] + (int32_t) ((uint32_t) P[1] << 8), B = P[2] + (int32_t) ((uint32_t) P[3] << 8);
-        float f = __builtin_fmaf((float) B, 65536.0f, (float) A);
-        acc = __builtin_fmaf(s * pw[g], f, acc);
-        acc = __builtin_fmaf(o, xsum[g], acc);
-    }
-    return acc;
-}
-
 /*
  * a += u · (the 32-bit word p in every lane), bytes times bytes summed in fours: VPDPBUSD with the word as an embedded
  * broadcast from memory. Written out because gcc 12 broadcasts into a register first (a separate instruction per
@@ -1114,56 +1065,8 @@ KERNEL_Q static inline __attribute__((always_inline)) void affine_block_int(cons
     _mm512_storeu_ps(out, acc);
 }
 
-#define AFFINE_GROUPS(F, B, call)                    \
-    do {                                             \
-        if (group == 32) call(F, B, 32);             \
-        else if (group == 64) call(F, B, 64);        \
-        else call(F, B, 128);                        \
-    } while (0)
-
-#define AFFINE_CASES(call)                                                         \
-    do {                                                                           \
-        if (bits == 4 && fmt == AFFINE_BF16) AFFINE_GROUPS(AFFINE_BF16, 4, call);  \
-        else if (bits == 4 && fmt == AFFINE_F16) AFFINE_GROUPS(AFFINE_F16, 4, call); \
-        else if (bits == 4) AFFINE_GROUPS(AFFINE_F32, 4, call);                    \
-        else if (fmt == AFFINE_BF16) AFFINE_GROUPS(AFFINE_BF16, 8, call);          \
-        else if (fmt == AFFINE_F16) AFFINE_GROUPS(AFFINE_F16, 8, call);            \
-        else AFFINE_GROUPS(AFFINE_F32, 8, call);                                   \
-    } while (0)
-
-#define AFFINE_BLOCKS(F, B, G)                                                                        \
-    do {                                                                                              \
-        for (int64_t b = from / BLOCK * BLOCK; b < full && b < to; b += BLOCK) {                      \
-            float out[BLOCK];                                                                         \
-            affine_block_int(codes, pairs, F, B, cols, G, b, planes, pw, xsum, out);                  \
-            for (int64_t r = b > from ? b : from; r < b + BLOCK && r < to; r++) y[r] = out[r - b];    \
-        }                                                                                             \
-    } while (0)
-
-/* Bytes of stack the matvec's staged activations may take; wider rows stage on the heap. */
-#define AFFINE_MAX_STACK_COLS 16384
 /* y[r] = W[r]·x for r in [from, to) of a matrix of `rows` rows, blocked codes; bits 4 or 8, group 32, 64 or 128 (dividing cols). */
-KERNEL_Q void decodiff_matvec_affine(const uint8_t *codes, const void *pairs, int32_t fmt, int32_t bits, int64_t rows, int64_t cols, int32_t group,
-                                     int32_t from, int32_t to, const float *x, float *y) {
-    const int64_t groups = cols / group, full = rows / BLOCK * BLOCK;
-    const int small = cols <= AFFINE_MAX_STACK_COLS;
-    int8_t stack[small ? 4 * cols : 1] __attribute__((aligned(64)));
-    float pws[small ? groups : 1], sums[small ? groups : 1];
-    void *heap = small ? NULL : malloc(4 * cols + 8 * groups);
-    if (!small && !heap) { /* no memory to stage: the fp32 path needs none */
-        for (int64_t r = from; r < to; r++) y[r] = affine_row_fp32(codes, pairs, fmt, bits, rows, cols, group, r, x);
-        return;
-    }
-    int8_t *planes = small ? stack : heap;
-    float *pw = small ? pws : (float *) ((int8_t *) heap + 4 * cols), *xsum = small ? sums : pw + groups;
-    if (!affine_stage(x, cols, group, planes, pw, xsum)) {
-        for (int64_t r = from; r < to; r++) y[r] = affine_row_fp32(codes, pairs, fmt, bits, rows, cols, group, r, x);
-    } else {
-        AFFINE_CASES(AFFINE_BLOCKS);
-        for (int64_t r = from > full ? from : full; r < to; r++) y[r] = affine_row_int(codes, pairs, fmt, bits, cols, group, r, planes, pw, xsum);
-    }
-    free(heap);
-}
+AFFINE_MATVEC(decodiff_matvec_affine, KERNEL_Q)
 
 /* Columns [c0, c0 + n) of rows [r, r + ROWS) dequantized into wp, interleaved per 16 columns (as pack_rows). */
 KERNEL_Q static void affine_pack_rows(const uint8_t *codes, const void *pairs, int fmt, int bits, int64_t rows, int64_t cols, int64_t group,

@@ -16,8 +16,10 @@
  */
 #include <immintrin.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "decodiff_affine.h"
 #include "decodiff_bf16.h"
 
 #define KERNEL2 __attribute__((target("avx2,fma")))
@@ -42,12 +44,14 @@ KERNEL2 static inline __m256 widen8(const uint16_t *p) {
 }
 
 /*
- * The weights come as bf16 or as fp32 (an MLX 4- or 8-bit checkpoint's matrices, dequantized at load where the CPU
- * lacks the AVX-512 affine kernels). Each kernel below takes the type as a constant argument and is inlined into one
- * exported function per type, so the compiler drops the other type's code. Element i of a row starting at w:
+ * The weights come as bf16, as fp32 (dequantized at load where a CPU lacks the affine kernels: no F16C) or as MLX
+ * affine codes (W_AFFINE: w points at an affine_matrix; the GEMM only). Each kernel below takes the type as a
+ * constant argument and is inlined into one exported function per type, so the compiler drops the other types'
+ * code. Element i of a bf16 or fp32 row starting at w:
  */
 #define W_BF16 0
 #define W_F32 1
+#define W_AFFINE 2
 KERNEL2 static inline __attribute__((always_inline)) __m256 load_w(const void *w, int64_t i, const int type) {
     return type == W_F32 ? _mm256_loadu_ps((const float *) w + i) : widen8((const uint16_t *) w + i);
 }
@@ -197,6 +201,234 @@ KERNEL2 void decodiff_matvec_f32_avx2(const float *w, int64_t cols, int32_t from
 }
 
 /*
+ * MLX affine 4- and 8-bit matrices kept packed: decodiff_kernels.c's blocked layout and formulas (its comment above
+ * decodiff_cpu_affine), the same bits. The prefill dequantizes each weight as fl(fl(scale · q) + bias) into the
+ * GEMM's packed rows; decode sums each group exactly in integers. Without VNNI the integer sums take VPMADDUBSW
+ * (unsigned code times signed activation byte, adjacent pairs summed into 16 bits, saturating) and VPMADDWD by ones
+ * into 32 bits. No sum saturates: a code is a nibble (an 8-bit code is split in two, q = lo + 16 · hi), so a pair is
+ * at most 2 · 15 · 128 = 3840 in magnitude, and the 16-bit sums take at most 8 pairs (30720) before they are widened.
+ * All the integer sums are exact, so every order gives decodiff_kernels.c's bits (AffineWeightMatrixTest holds both
+ * to one independent scalar formula).
+ */
+#define KERNEL2Q __attribute__((target("avx2,fma,f16c")))
+
+int32_t decodiff_cpu_affine_avx2(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") ? 1 : 0;
+}
+
+typedef struct {
+    const uint8_t *codes;
+    const void *pairs;
+    int32_t fmt, bits;
+    int64_t group, rows, cols;
+} affine_matrix;
+
+/* Codes of columns [c, c + 8) (c a multiple of 8) of row r, as int32 lanes, from the blocked layout. */
+KERNEL2Q static inline __m256i affine_codes8(const uint8_t *codes, const int bits, int64_t rows, int64_t cols, int64_t r, int64_t c) {
+    const int64_t rb = cols * bits / 8, full = rows / BLOCK * BLOCK;
+    const __m256i m15 = _mm256_set1_epi32(15);
+    uint32_t d0, d1;
+    if (r >= full) { /* row-major: 8-bit column c at byte c, 4-bit at nibble c of the row */
+        const uint8_t *row = codes + r * rb;
+        if (bits == 8) return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *) (row + c)));
+        memcpy(&d0, row + c / 2, 4);
+        return _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int) d0), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)), m15);
+    }
+    const uint8_t *base = codes + (r - r % BLOCK) * rb + 4 * (r % BLOCK);
+    if (bits == 8) {
+        memcpy(&d0, base + (c / 4) * 64, 4);
+        memcpy(&d1, base + (c / 4 + 1) * 64, 4);
+        return _mm256_cvtepu8_epi32(_mm_setr_epi32((int) d0, (int) d1, 0, 0));
+    }
+    /* column c + j, j < 4: byte j's low nibble; j >= 4: byte j - 4's high nibble */
+    memcpy(&d0, base + (c / 8) * 64, 4);
+    return _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int) d0), _mm256_setr_epi32(0, 8, 16, 24, 4, 12, 20, 28)), m15);
+}
+
+/* Weights fl(fl(s · q) + o) of columns [c, c + 8) of row r. */
+KERNEL2Q static inline __m256 affine_weights8(const uint8_t *codes, const int bits, int64_t rows, int64_t cols, int64_t r, int64_t c, __m256 s,
+                                              __m256 o) {
+    return _mm256_add_ps(_mm256_mul_ps(s, _mm256_cvtepi32_ps(affine_codes8(codes, bits, rows, cols, r, c))), o);
+}
+
+/* Row r · x with the fp32 contract (the prefill's): weight fl(fl(scale · q) + bias), 16 lanes in column order. */
+KERNEL2Q static float affine_row_fp32(const uint8_t *codes, const void *pairs, int fmt, int bits, int64_t rows, int64_t cols, int64_t group,
+                                      int64_t r, const float *x) {
+    const int64_t groups = cols / group;
+    __m256 lo = _mm256_setzero_ps(), hi = lo, s = lo, o = lo;
+    for (int64_t c = 0; c < cols; c += L) {
+        if (c % group == 0) {
+            float sc, bi;
+            affine_pair(pairs, fmt, pair_index(rows, groups, r, c / group), &sc, &bi);
+            s = _mm256_set1_ps(sc), o = _mm256_set1_ps(bi);
+        }
+        lo = _mm256_fmadd_ps(affine_weights8(codes, bits, rows, cols, r, c, s, o), _mm256_loadu_ps(x + c), lo);
+        hi = _mm256_fmadd_ps(affine_weights8(codes, bits, rows, cols, r, c + H, s, o), _mm256_loadu_ps(x + c + H), hi);
+    }
+    return sum_halves(lo, hi);
+}
+
+/* Columns [c0, c0 + n) of rows [r, r + ROWS) dequantized into wp, half by half (as pack_rows below). */
+KERNEL2Q static void affine_pack_rows(const affine_matrix *m, int64_t r, int64_t c0, int64_t n, float *wp) {
+    const int64_t groups = m->cols / m->group, half_stride = ROWS * n / 2;
+    for (int i = 0; i < ROWS; i++) {
+        __m256 s = _mm256_setzero_ps(), o = s;
+        for (int64_t c = 0; c < n; c += L) {
+            int64_t col = c0 + c;
+            if (c == 0 || col % m->group == 0) {
+                float sc, bi;
+                affine_pair(m->pairs, m->fmt, pair_index(m->rows, groups, r + i, col / m->group), &sc, &bi);
+                s = _mm256_set1_ps(sc), o = _mm256_set1_ps(bi);
+            }
+            float *dst = wp + (c / L * ROWS + i) * H;
+            _mm256_store_ps(dst, affine_weights8(m->codes, m->bits, m->rows, m->cols, r + i, col, s, o));
+            _mm256_store_ps(dst + half_stride, affine_weights8(m->codes, m->bits, m->rows, m->cols, r + i, col + H, s, o));
+        }
+    }
+}
+
+/*
+ * The activations as the integer kernel reads them: byte plane k of column c at planes[k · cols + c], per group its
+ * scale 2^(e-30) and its sum X (decodiff_kernels.c's affine_stage, eight lanes at a time: the same values). Returns 0
+ * where the fp32 path must be taken instead.
+ */
+KERNEL2Q static int affine_stage(const float *x, int64_t cols, int64_t group, int8_t *planes, float *pw, float *xsum) {
+    const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)), finite = _mm256_set1_ps(3.4028235e38f);
+    for (int64_t g = 0; g < cols / group; g++) {
+        const float *xg = x + g * group;
+        __m256 mx = _mm256_setzero_ps();
+        int bad = 0;
+        for (int64_t i = 0; i < group; i += H) {
+            __m256 v = _mm256_and_ps(_mm256_loadu_ps(xg + i), magnitude);
+            bad |= _mm256_movemask_ps(_mm256_cmp_ps(v, finite, _CMP_NLE_UQ)); /* inf or NaN */
+            mx = _mm256_max_ps(mx, v);
+        }
+        if (bad) return 0;
+        float lanes[H], M = 0.0f;
+        _mm256_storeu_ps(lanes, mx);
+        for (int i = 0; i < H; i++) M = lanes[i] > M ? lanes[i] : M;
+        uint32_t mb;
+        memcpy(&mb, &M, 4);
+        int e = M > 0 ? (int) (mb >> 23) - 126 : 0; /* 2^(e-1) <= M < 2^e */
+        if (M > 0 && e < -96) return 0;
+        const __m256 up = _mm256_set1_ps(pow2f(30 - e));
+        __m256i S = _mm256_setzero_si256();
+        for (int64_t i = 0; i < group; i += H) {
+            __m256i m = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xg + i), up)); /* |m| <= 2^30: round to nearest even */
+            S = _mm256_add_epi64(S, _mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_castsi256_si128(m)),
+                                                     _mm256_cvtepi32_epi64(_mm256_extracti128_si256(m, 1))));
+            for (int k = 0; k < 4; k++) {
+                __m256i b = _mm256_srai_epi32(_mm256_slli_epi32(m, 24), 24);
+                __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
+                _mm_storel_epi64((__m128i *) (planes + k * cols + g * group + i), _mm_packs_epi16(w, w));
+                m = _mm256_srai_epi32(_mm256_sub_epi32(m, b), 8);
+            }
+        }
+        int64_t s4[4];
+        _mm256_storeu_si256((__m256i *) s4, S);
+        pw[g] = pow2f(e - 30);
+        xsum[g] = (float) (s4[0] + s4[1] + s4[2] + s4[3]) * pw[g];
+    }
+    return 1;
+}
+
+/* Scale and bias of rows [r + half, r + half + 8) of a whole block, group g: the block's 16 pairs of the group are contiguous. */
+KERNEL2Q static inline __attribute__((always_inline)) void affine_pairs8(const void *pairs, const int fmt, int64_t groups, int64_t r, int64_t g,
+                                                                        int half, __m256 *s, __m256 *b) {
+    const int64_t at = r * groups + g * BLOCK + half;
+    if (fmt == AFFINE_F32) { /* (s, b) interleaved: take the even and the odd floats, then restore the order of the 64-bit pieces */
+        const float *p = (const float *) pairs + 2 * at;
+        __m256 lo = _mm256_loadu_ps(p), hi = _mm256_loadu_ps(p + H);
+        *s = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0x88)), 0xd8));
+        *b = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(lo, hi, 0xdd)), 0xd8));
+        return;
+    }
+    __m256i v = _mm256_loadu_si256((const __m256i *) ((const int32_t *) pairs + at));
+    if (fmt == AFFINE_BF16) {
+        *s = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+        *b = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32((int) 0xffff0000u)));
+    } else {
+        __m256i lo = _mm256_and_si256(v, _mm256_set1_epi32(0xffff)), hi = _mm256_srli_epi32(v, 16);
+        *s = _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(lo), _mm256_extracti128_si256(lo, 1)));
+        *b = _mm256_cvtph_ps(_mm_packus_epi32(_mm256_castsi256_si128(hi), _mm256_extracti128_si256(hi, 1)));
+    }
+}
+
+/* 16-bit sums of nibble codes u times the broadcast plane word p's bytes, adjacent columns in pairs. */
+#define MADDUBS(u, p) _mm256_maddubs_epi16(u, _mm256_set1_epi32(p))
+/* How far ahead the blocked matvec prefetches into L2. */
+#define AFFINE_AHEAD 16384
+
+/*
+ * Block b (rows [b, b + 16)) of the integer matvec, half by half (rows b .. b + 7 from bytes 0-31 of each 64-byte
+ * chunk, rows b + 8 .. b + 15 from bytes 32-63), P[k] per row the exact sum of codes times plane k over the group.
+ * 4-bit: each chunk gives 8 columns (low nibbles the first four); the four planes' 16-bit sums take 4 chunks (8
+ * pairs) before they are widened. 8-bit: each chunk gives 4 columns, their low and high nibbles summed apart (8
+ * chunks each) and widened by ones and by 16; two planes a pass, so that the sums stay in registers.
+ */
+KERNEL2Q static inline __attribute__((always_inline)) void affine_block_int(const uint8_t *codes, const void *pairs, const int fmt, const int bits,
+                                                                           int64_t cols, const int64_t G, int64_t b, const int8_t *planes,
+                                                                           const float *pw, const float *xsum, float *out) {
+    const int64_t rb = cols * bits / 8, groups = cols / G, per = bits == 4 ? 8 : 4, chunks = G / per;
+    const int32_t *xw[4] = {(const int32_t *) planes, (const int32_t *) (planes + cols), (const int32_t *) (planes + 2 * cols),
+                            (const int32_t *) (planes + 3 * cols)};
+    const __m256i m15 = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1), sixteen = _mm256_set1_epi16(16);
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    const int64_t pb = fmt == AFFINE_F32 ? 8 : 4, span = BLOCK * groups * pb, ahead = b + BLOCK * ((AFFINE_AHEAD + BLOCK * rb - 1) / (BLOCK * rb));
+    const char *pairs_ahead = (const char *) pairs + ahead * groups * pb;
+    for (int64_t g = 0; g < groups; g++) {
+        const uint8_t *cg = codes + b * rb + g * chunks * 64;
+        for (int64_t o = g * span / groups; o < (g + 1) * span / groups; o += 64) _mm_prefetch(pairs_ahead + o, _MM_HINT_T1);
+        UNROLLED for (int64_t k = 0; k < chunks; k++) _mm_prefetch((const char *) (cg + k * 64 + AFFINE_AHEAD), _MM_HINT_T1);
+        const int64_t q0 = g * G / 4; /* the group's first column, in 4-column words */
+        UNROLLED for (int half = 0; half < 2; half++) {
+            __m256i P[4];
+            if (bits == 4) {
+                UNROLLED for (int p = 0; p < 4; p++) P[p] = _mm256_setzero_si256();
+                UNROLLED for (int64_t k0 = 0; k0 < chunks; k0 += 4) {
+                    __m256i s[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+                    UNROLLED for (int64_t k = k0; k < k0 + 4; k++) {
+                        __m256i v = _mm256_loadu_si256((const __m256i *) (cg + k * 64 + half * 32));
+                        __m256i l = _mm256_and_si256(v, m15), h = _mm256_and_si256(_mm256_srli_epi16(v, 4), m15);
+                        UNROLLED for (int p = 0; p < 4; p++)
+                            s[p] = _mm256_add_epi16(s[p], _mm256_add_epi16(MADDUBS(l, xw[p][q0 + 2 * k]), MADDUBS(h, xw[p][q0 + 2 * k + 1])));
+                    }
+                    UNROLLED for (int p = 0; p < 4; p++) P[p] = _mm256_add_epi32(P[p], _mm256_madd_epi16(s[p], ones));
+                }
+            } else {
+                UNROLLED for (int p0 = 0; p0 < 4; p0 += 2) {
+                    P[p0] = P[p0 + 1] = _mm256_setzero_si256();
+                    UNROLLED for (int64_t k0 = 0; k0 < chunks; k0 += 8) {
+                        __m256i sl[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()}, sh[2] = {sl[0], sl[0]};
+                        UNROLLED for (int64_t k = k0; k < k0 + 8; k++) {
+                            __m256i v = _mm256_loadu_si256((const __m256i *) (cg + k * 64 + half * 32));
+                            __m256i l = _mm256_and_si256(v, m15), h = _mm256_and_si256(_mm256_srli_epi16(v, 4), m15);
+                            UNROLLED for (int p = 0; p < 2; p++) {
+                                sl[p] = _mm256_add_epi16(sl[p], MADDUBS(l, xw[p0 + p][q0 + k]));
+                                sh[p] = _mm256_add_epi16(sh[p], MADDUBS(h, xw[p0 + p][q0 + k]));
+                            }
+                        }
+                        UNROLLED for (int p = 0; p < 2; p++)
+                            P[p0 + p] = _mm256_add_epi32(P[p0 + p], _mm256_add_epi32(_mm256_madd_epi16(sl[p], ones), _mm256_madd_epi16(sh[p], sixteen)));
+                    }
+                }
+            }
+            /* decodiff_kernels.c's affine_group_end, eight rows */
+            __m256i A = _mm256_add_epi32(_mm256_slli_epi32(P[1], 8), P[0]), B = _mm256_add_epi32(_mm256_slli_epi32(P[3], 8), P[2]);
+            __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(B), _mm256_set1_ps(65536.0f), _mm256_cvtepi32_ps(A)), s, o;
+            affine_pairs8(pairs, fmt, groups, b, g, half * H, &s, &o);
+            acc[half] = _mm256_fmadd_ps(_mm256_mul_ps(s, _mm256_set1_ps(pw[g])), f, acc[half]);
+            acc[half] = _mm256_fmadd_ps(o, _mm256_set1_ps(xsum[g]), acc[half]);
+        }
+    }
+    _mm256_storeu_ps(out, acc[0]);
+    _mm256_storeu_ps(out + H, acc[1]);
+}
+
+AFFINE_MATVEC(decodiff_matvec_affine_avx2, KERNEL2Q)
+
+/*
  * The exact GEMM: Y[t·rows + r] = W[r]·X[t] for r in [from, to), t < tokens (X is [tokens, cols], row-major).
  *
  * decodiff_kernels.c's blocking with a register tile for sixteen 256-bit registers: four weight rows of a column
@@ -272,6 +504,10 @@ KERNEL2 static void pack_tiles(const float *x, int64_t cols, int64_t bound, int3
 /* Columns [c0, c0 + n) of rows [r, r + ROWS) as fp32 into wp half by half: half h, column c, row i at h·(ROWS·n/2) + (c/16·ROWS + i)·8. */
 KERNEL2 static inline __attribute__((always_inline)) void pack_rows(const void *w, int64_t cols, int64_t r, int64_t c0, int64_t n, float *wp,
                                                                     const int type) {
+    if (type == W_AFFINE) {
+        affine_pack_rows((const affine_matrix *) w, r, c0, n, wp);
+        return;
+    }
     const int64_t half_stride = ROWS * n / 2;
     for (int64_t c = 0; c < n; c += L)
         for (int i = 0; i < ROWS; i++) {
@@ -297,7 +533,7 @@ KERNEL2 static inline __attribute__((always_inline)) void finish_rows(const void
             const float *a = acc + ((int64_t) t * ROWS + i) * L;
             y[(int64_t) t * rows + r + i] = bound == 0 ? 0.0f : sum_halves(_mm256_loadu_ps(a), _mm256_loadu_ps(a + H));
         }
-    for (t = 0; bound < cols && t < tokens; t++)
+    for (t = 0; type != W_AFFINE && bound < cols && t < tokens; t++) /* an affine row has none: its groups are whole vectors */
         for (int i = 0; i < ROWS; i++) {
             float s = y[(int64_t) t * rows + r + i];
             for (int64_t c = bound; c < cols; c++) s += scalar_w(w, (r + i) * cols + c, type) * x[(int64_t) t * cols + c];
@@ -328,7 +564,12 @@ KERNEL2 static inline __attribute__((always_inline)) void matmul(const void *w, 
         finish_rows(w, cols, bound, rows, r, x, tokens, y, acc, type);
     }
     for (int64_t r = end; r < to; r++)
-        for (int t = 0; t < tokens; t++) y[(int64_t) t * rows + r] = dot1((const char *) w + r * cols * W_BYTES(type), cols, x + (int64_t) t * cols, type);
+        for (int t = 0; t < tokens; t++) {
+            const float *xt = x + (int64_t) t * cols;
+            const affine_matrix *m = (const affine_matrix *) w;
+            y[(int64_t) t * rows + r] = type == W_AFFINE ? affine_row_fp32(m->codes, m->pairs, m->fmt, m->bits, m->rows, cols, m->group, r, xt)
+                                                         : dot1((const char *) w + r * cols * W_BYTES(type), cols, xt, type);
+        }
 }
 
 KERNEL2 void decodiff_matmul_bf16_avx2(const uint16_t *w, int64_t cols, int32_t rows, int32_t from, int32_t to,
@@ -339,6 +580,13 @@ KERNEL2 void decodiff_matmul_bf16_avx2(const uint16_t *w, int64_t cols, int32_t 
 KERNEL2 void decodiff_matmul_f32_avx2(const float *w, int64_t cols, int32_t rows, int32_t from, int32_t to,
                                      const float *x, int32_t tokens, float *y, float *scratch) {
     matmul(w, cols, rows, from, to, x, tokens, y, scratch, W_F32);
+}
+
+/* decodiff_kernels.c's decodiff_matmul_affine: the rows dequantized (instead of widened) into the packed block. */
+KERNEL2Q void decodiff_matmul_affine_avx2(const uint8_t *codes, const void *pairs, int32_t fmt, int32_t bits, int32_t group, int64_t cols,
+                                         int32_t rows, int32_t from, int32_t to, const float *x, int32_t tokens, float *y, float *scratch) {
+    const affine_matrix m = {codes, pairs, fmt, bits, group, rows, cols};
+    matmul(&m, cols, rows, from, to, x, tokens, y, scratch, W_AFFINE);
 }
 
 /*

@@ -37,7 +37,7 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  */
 public final class NativeKernels {
     static final String RESOURCE = "/native/linux-x86_64/libdecodiff_kernels.so";
-    private static final int ABI = 9;
+    private static final int ABI = 10;
 
     private static final MethodHandle MATVEC;
     private static final MethodHandle MATMUL;
@@ -46,7 +46,7 @@ public final class NativeKernels {
     private static final MethodHandle STREAM;
     /** The AVX512-BF16 GEMM of --matmul bf16, or null where the CPU lacks those instructions. */
     private static final MethodHandle MATMUL_BF16DOT;
-    /** The matvec and GEMM on MLX affine 4-/8-bit codes, or null where the CPU lacks AVX512-VBMI or F16C. */
+    /** The matvec and GEMM on MLX affine 4-/8-bit codes, or null where the CPU has neither the AVX-512 set they need nor AVX2 with F16C. */
     private static final MethodHandle MATVEC_AFFINE, MATMUL_AFFINE, AFFINE_BLOCK, AFFINE_BLOCK_PAIRS;
     /** The AMX tile GEMM, its activation packers and its peak loop, or null where the CPU or the kernel refuses AMX. */
     private static final MethodHandle MATMUL_AMX, AMX_PACK_X, AMX_PACK_XR, AMX_PACKED_SHORTS, AMX_SCRATCH_SHORTS, AMX_LOOP;
@@ -101,6 +101,17 @@ public final class NativeKernels {
                     mmf = linker.downcallHandle(find(lookup, "decodiff_matmul_f32_avx2"),
                             FunctionDescriptor.ofVoid(ADDRESS, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, ADDRESS, ADDRESS), critical);
                 }
+                // The affine kernels: AVX-512 with VBMI, VNNI and F16C, or AVX2 with FMA and F16C (the same bits).
+                if ((int) linker.downcallHandle(find(lookup, "decodiff_cpu_affine" + isa), FunctionDescriptor.of(JAVA_INT)).invokeExact() == 1) {
+                    mvq = linker.downcallHandle(find(lookup, "decodiff_matvec_affine" + isa),
+                            FunctionDescriptor.ofVoid(ADDRESS, ADDRESS, JAVA_INT, JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, ADDRESS), critical);
+                    blk = linker.downcallHandle(find(lookup, "decodiff_affine_block"),
+                            FunctionDescriptor.ofVoid(ADDRESS, ADDRESS, JAVA_LONG, JAVA_LONG, JAVA_INT));
+                    blkp = linker.downcallHandle(find(lookup, "decodiff_affine_block_pairs"),
+                            FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG, JAVA_LONG, JAVA_INT));
+                    mmq = linker.downcallHandle(find(lookup, "decodiff_matmul_affine" + isa),
+                            FunctionDescriptor.ofVoid(ADDRESS, ADDRESS, JAVA_INT, JAVA_INT, JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, ADDRESS, ADDRESS), critical);
+                }
                 status = avx512 ? "native avx512 (FFM)" : "native avx2 (FFM)";
             }
             if (amxOff) amxStatus = "; AMX off (-Ddecodiff.amx=off)";
@@ -109,16 +120,6 @@ public final class NativeKernels {
                 if ((int) linker.downcallHandle(find(lookup, "decodiff_cpu_bf16dot"), FunctionDescriptor.of(JAVA_INT)).invokeExact() == 1)
                     dot = linker.downcallHandle(find(lookup, "decodiff_matmul_bf16dot"),
                             FunctionDescriptor.ofVoid(ADDRESS, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, ADDRESS, ADDRESS), critical);
-                if ((int) linker.downcallHandle(find(lookup, "decodiff_cpu_affine"), FunctionDescriptor.of(JAVA_INT)).invokeExact() == 1) {
-                    mvq = linker.downcallHandle(find(lookup, "decodiff_matvec_affine"),
-                            FunctionDescriptor.ofVoid(ADDRESS, ADDRESS, JAVA_INT, JAVA_INT, JAVA_LONG, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, ADDRESS), critical);
-                    blk = linker.downcallHandle(find(lookup, "decodiff_affine_block"),
-                            FunctionDescriptor.ofVoid(ADDRESS, ADDRESS, JAVA_LONG, JAVA_LONG, JAVA_INT));
-                    blkp = linker.downcallHandle(find(lookup, "decodiff_affine_block_pairs"),
-                            FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_LONG, JAVA_LONG, JAVA_INT));
-                    mmq = linker.downcallHandle(find(lookup, "decodiff_matmul_affine"),
-                            FunctionDescriptor.ofVoid(ADDRESS, ADDRESS, JAVA_INT, JAVA_INT, JAVA_INT, JAVA_LONG, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, ADDRESS, ADDRESS), critical);
-                }
                 if (!amxOff) { // else amxStatus says so already
                     if ((int) linker.downcallHandle(find(lookup, "decodiff_amx_init"), FunctionDescriptor.of(JAVA_INT)).invokeExact() != 1) {
                         amxStatus = amxOnCpu() ? "; AMX refused by the OS kernel (arch_prctl)" : "";
@@ -247,8 +248,8 @@ public final class NativeKernels {
     }
 
     /**
-     * Whether MLX affine 4- and 8-bit matrices run packed on the native kernels here (AVX-512 with VBMI, VNNI and F16C); where
-     * they cannot, the loader dequantizes them to fp32 instead.
+     * Whether MLX affine 4- and 8-bit matrices run packed on the native kernels here (AVX-512 with VBMI, VNNI and F16C, or
+     * AVX2 with FMA and F16C); where they cannot, the loader dequantizes them to fp32 instead.
      */
     public static boolean affineAvailable() { return MATVEC_AFFINE != null; }
 

@@ -41,14 +41,19 @@ class AffineWeightMatrixTest {
 
     static Case random(int bits, int group, DType pairType, int rows, int cols, long seed, int segmentRows) {
         var rnd = new Random(seed);
-        int groups = cols / group;
-        var codes = Arena.ofAuto().allocate(Math.max(1, (long) rows * cols * bits / 8), 64);
-        var pairs = Arena.ofAuto().allocate(Math.max(1, (long) rows * groups * 2 * pairType.bytes()), 64);
-        float[] w = new float[rows * cols], sc = new float[rows * groups], bi = new float[rows * groups];
         int[] q = new int[rows * cols];
         for (int i = 0; i < q.length; i++) q[i] = rnd.nextInt(1 << bits);
         // every code value, the largest included, in the first row
         for (int c = 0; c < Math.min(cols, 1 << bits); c++) q[c] = (1 << bits) - 1 - c;
+        return withCodes(bits, group, pairType, rows, cols, q, rnd, segmentRows);
+    }
+
+    /** A matrix of these codes (row-major) and random scales and biases. */
+    static Case withCodes(int bits, int group, DType pairType, int rows, int cols, int[] q, Random rnd, int segmentRows) {
+        int groups = cols / group;
+        var codes = Arena.ofAuto().allocate(Math.max(1, (long) rows * cols * bits / 8), 64);
+        var pairs = Arena.ofAuto().allocate(Math.max(1, (long) rows * groups * 2 * pairType.bytes()), 64);
+        float[] w = new float[rows * cols], sc = new float[rows * groups], bi = new float[rows * groups];
         for (int r = 0; r < rows; r++) {
             long rb = (long) r * cols * bits / 8;
             for (int c = 0; c < cols; c++) {
@@ -416,6 +421,29 @@ class AffineWeightMatrixTest {
             assertThat(Float.floatToRawIntBits(y[r])).as("row %d", r).isEqualTo(Float.floatToRawIntBits(reference(c.weights(), 128, r, x, 0)));
     }
 
+    /**
+     * The integer sums at their limits: every code the largest, every activation of a group the same value whose
+     * fixed-point integer m = 662667136 = 40 · 2^24 - 2^23 - 2^15 - 2^7 has the byte planes -128, -128, -128, 40 — the
+     * most negative byte in three planes times the largest code in every column of a 128-column group. A kernel that
+     * carried narrower partial sums too far would wrap here and nowhere in random data.
+     */
+    @ParameterizedTest(name = "{0}-bit")
+    @CsvSource({"4", "8"})
+    void theLargestIntegerSumsAreExact(int bits) {
+        int rows = 35, cols = 256, group = 128;
+        int[] q = new int[rows * cols];
+        Arrays.fill(q, (1 << bits) - 1);
+        var c = withCodes(bits, group, DType.BF16, rows, cols, q, new Random(bits), 0);
+        float v = Math.scalb(662667136f, -29);
+        assertThat((double) v * (1 << 29)).as("the activation is exact in fp32").isEqualTo(662667136.0);
+        float[] x = new float[cols];
+        Arrays.fill(x, v);
+        Arrays.fill(x, group, cols, -v); // the second group negated: planes -128, -127, -127, -39
+        float[] y = new float[rows];
+        c.packed().matvec(x, 0, y, 0);
+        for (int r = 0; r < rows; r++) assertDecodeRow(c, cols, r, x, 0, y[r], "row " + r);
+    }
+
     @Test
     void theAffineKernelsLoadWhereTheCpuHasThem() {
         if (!NativeKernels.expectedHere()) return;
@@ -425,8 +453,11 @@ class AffineWeightMatrixTest {
         } catch (IOException e) {
             throw new AssertionError(e);
         }
-        boolean cpu = flags.contains(" avx512vbmi ") && flags.contains(" f16c ") && flags.contains(" avx512bw ") && flags.contains(" avx512_vnni ")
-                && flags.contains(" avx512dq ") && flags.contains(" fma ");
+        // with AVX-512 the AVX-512 kernels are chosen, and their affine ones need this set; without, the AVX2 ones
+        boolean cpu = flags.contains(" avx512f ")
+                ? flags.contains(" avx512vbmi ") && flags.contains(" f16c ") && flags.contains(" avx512bw ") && flags.contains(" avx512_vnni ")
+                        && flags.contains(" avx512dq ") && flags.contains(" fma ")
+                : flags.contains(" avx2 ") && flags.contains(" fma ") && flags.contains(" f16c ");
         assertThat(NativeKernels.affineAvailable()).as(NativeKernels.status()).isEqualTo(cpu && NativeKernels.available());
     }
 
