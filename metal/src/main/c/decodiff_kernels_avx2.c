@@ -355,17 +355,19 @@ KERNEL2Q static inline __attribute__((always_inline)) void affine_pairs8(const v
     }
 }
 
-/* 16-bit sums of nibble codes u times the broadcast plane word p's bytes, adjacent columns in pairs. */
-#define MADDUBS(u, p) _mm256_maddubs_epi16(u, _mm256_set1_epi32(p))
+/*
+ * Pins v to a register at this point: without it gcc reassociates the integer sums of the block kernel below (all
+ * products first, then their sums), which keeps twice the values alive and spills half the accumulators.
+ */
+#define IN_REGISTER(v) __asm__("" : "+x"(v))
 /* How far ahead the blocked matvec prefetches into L2. */
 #define AFFINE_AHEAD 16384
 
 /*
- * Block b (rows [b, b + 16)) of the integer matvec, half by half (rows b .. b + 7 from bytes 0-31 of each 64-byte
- * chunk, rows b + 8 .. b + 15 from bytes 32-63), P[k] per row the exact sum of codes times plane k over the group.
- * 4-bit: each chunk gives 8 columns (low nibbles the first four); the four planes' 16-bit sums take 4 chunks (8
- * pairs) before they are widened. 8-bit: each chunk gives 4 columns, their low and high nibbles summed apart (8
- * chunks each) and widened by ones and by 16; two planes a pass, so that the sums stay in registers.
+ * Block b (rows [b, b + 16)) of the integer matvec: per 64-byte chunk, rows b .. b + 7 from bytes 0-31 and rows
+ * b + 8 .. b + 15 from bytes 32-63 (the two halves share each broadcast plane word); per row and plane k the exact
+ * sum of codes times plane k over the group. One chunk's column words are broadcast once for both halves: a
+ * broadcast costs a vector slot on Zen 3, and one per half made the kernel ~1.3 times slower (from cache, one thread).
  */
 KERNEL2Q static inline __attribute__((always_inline)) void affine_block_int(const uint8_t *codes, const void *pairs, const int fmt, const int bits,
                                                                            int64_t cols, const int64_t G, int64_t b, const int8_t *planes,
@@ -373,53 +375,54 @@ KERNEL2Q static inline __attribute__((always_inline)) void affine_block_int(cons
     const int64_t rb = cols * bits / 8, groups = cols / G, per = bits == 4 ? 8 : 4, chunks = G / per;
     const int32_t *xw[4] = {(const int32_t *) planes, (const int32_t *) (planes + cols), (const int32_t *) (planes + 2 * cols),
                             (const int32_t *) (planes + 3 * cols)};
-    const __m256i m15 = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1), sixteen = _mm256_set1_epi16(16);
-    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    const __m256i m15 = _mm256_set1_epi8(15);
     const int64_t pb = fmt == AFFINE_F32 ? 8 : 4, span = BLOCK * groups * pb, ahead = b + BLOCK * ((AFFINE_AHEAD + BLOCK * rb - 1) / (BLOCK * rb));
     const char *pairs_ahead = (const char *) pairs + ahead * groups * pb;
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int64_t g = 0; g < groups; g++) {
         const uint8_t *cg = codes + b * rb + g * chunks * 64;
         for (int64_t o = g * span / groups; o < (g + 1) * span / groups; o += 64) _mm_prefetch(pairs_ahead + o, _MM_HINT_T1);
         UNROLLED for (int64_t k = 0; k < chunks; k++) _mm_prefetch((const char *) (cg + k * 64 + AFFINE_AHEAD), _MM_HINT_T1);
         const int64_t q0 = g * G / 4; /* the group's first column, in 4-column words */
-        UNROLLED for (int half = 0; half < 2; half++) {
-            __m256i P[4];
-            if (bits == 4) {
-                UNROLLED for (int p = 0; p < 4; p++) P[p] = _mm256_setzero_si256();
-                UNROLLED for (int64_t k0 = 0; k0 < chunks; k0 += 4) {
-                    __m256i s[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
-                    UNROLLED for (int64_t k = k0; k < k0 + 4; k++) {
-                        __m256i v = _mm256_loadu_si256((const __m256i *) (cg + k * 64 + half * 32));
-                        __m256i l = _mm256_and_si256(v, m15), h = _mm256_and_si256(_mm256_srli_epi16(v, 4), m15);
-                        UNROLLED for (int p = 0; p < 4; p++)
-                            s[p] = _mm256_add_epi16(s[p], _mm256_add_epi16(MADDUBS(l, xw[p][q0 + 2 * k]), MADDUBS(h, xw[p][q0 + 2 * k + 1])));
-                    }
-                    UNROLLED for (int p = 0; p < 4; p++) P[p] = _mm256_add_epi32(P[p], _mm256_madd_epi16(s[p], ones));
-                }
-            } else {
-                UNROLLED for (int p0 = 0; p0 < 4; p0 += 2) {
-                    P[p0] = P[p0 + 1] = _mm256_setzero_si256();
-                    UNROLLED for (int64_t k0 = 0; k0 < chunks; k0 += 8) {
-                        __m256i sl[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()}, sh[2] = {sl[0], sl[0]};
-                        UNROLLED for (int64_t k = k0; k < k0 + 8; k++) {
-                            __m256i v = _mm256_loadu_si256((const __m256i *) (cg + k * 64 + half * 32));
-                            __m256i l = _mm256_and_si256(v, m15), h = _mm256_and_si256(_mm256_srli_epi16(v, 4), m15);
-                            UNROLLED for (int p = 0; p < 2; p++) {
-                                sl[p] = _mm256_add_epi16(sl[p], MADDUBS(l, xw[p0 + p][q0 + k]));
-                                sh[p] = _mm256_add_epi16(sh[p], MADDUBS(h, xw[p0 + p][q0 + k]));
-                            }
+        /*
+         * P[2p + h]: plane p, half h; the 16-bit sums alike, widened every `flush` chunks (8 pairs a lane at most). 4-bit:
+         * all four planes a pass, the high nibbles (the next four columns, the next word) into the same sums; 8-bit: two
+         * planes a pass, the high nibbles (the same columns' upper parts) into sums of their own, widened times 16.
+         */
+        __m256i P[8], lo[8], hi[8];
+        const int64_t flush = bits == 4 ? 4 : 8, np = bits == 4 ? 4 : 2;
+        UNROLLED for (int i = 0; i < 8; i++) P[i] = _mm256_setzero_si256();
+        UNROLLED for (int p0 = 0; p0 < 4; p0 += np)
+            _Pragma("GCC unroll 1") for (int64_t k0 = 0; k0 < chunks; k0 += flush) {
+                UNROLLED for (int i = 2 * p0; i < 2 * (p0 + np); i++) lo[i] = hi[i] = _mm256_setzero_si256();
+                _Pragma("GCC unroll 1") for (int64_t k = k0; k < k0 + flush; k++) {
+                    const __m256i *c = (const __m256i *) (cg + k * 64);
+                    UNROLLED for (int nib = 0; nib < 2; nib++) {
+                        __m256i u0 = _mm256_loadu_si256(c), u1 = _mm256_loadu_si256(c + 1);
+                        if (nib) u0 = _mm256_srli_epi16(u0, 4), u1 = _mm256_srli_epi16(u1, 4);
+                        u0 = _mm256_and_si256(u0, m15), u1 = _mm256_and_si256(u1, m15);
+                        const int64_t q = bits == 4 ? q0 + 2 * k + nib : q0 + k;
+                        __m256i *s = bits == 4 || nib == 0 ? lo : hi;
+                        UNROLLED for (int p = p0; p < p0 + np; p++) {
+                            __m256i x = _mm256_set1_epi32(xw[p][q]);
+                            s[2 * p] = _mm256_add_epi16(s[2 * p], _mm256_maddubs_epi16(u0, x));
+                            s[2 * p + 1] = _mm256_add_epi16(s[2 * p + 1], _mm256_maddubs_epi16(u1, x));
+                            IN_REGISTER(s[2 * p]);
+                            IN_REGISTER(s[2 * p + 1]);
                         }
-                        UNROLLED for (int p = 0; p < 2; p++)
-                            P[p0 + p] = _mm256_add_epi32(P[p0 + p], _mm256_add_epi32(_mm256_madd_epi16(sl[p], ones), _mm256_madd_epi16(sh[p], sixteen)));
                     }
+                }
+                UNROLLED for (int i = 2 * p0; i < 2 * (p0 + np); i++) {
+                    P[i] = _mm256_add_epi32(P[i], _mm256_madd_epi16(lo[i], _mm256_set1_epi16(1)));
+                    if (bits == 8) P[i] = _mm256_add_epi32(P[i], _mm256_madd_epi16(hi[i], _mm256_set1_epi16(16)));
                 }
             }
-            /* decodiff_kernels.c's affine_group_end, eight rows */
-            __m256i A = _mm256_add_epi32(_mm256_slli_epi32(P[1], 8), P[0]), B = _mm256_add_epi32(_mm256_slli_epi32(P[3], 8), P[2]);
+        UNROLLED for (int h = 0; h < 2; h++) { /* decodiff_kernels.c's affine_group_end, eight rows */
+            __m256i A = _mm256_add_epi32(_mm256_slli_epi32(P[2 + h], 8), P[h]), B = _mm256_add_epi32(_mm256_slli_epi32(P[6 + h], 8), P[4 + h]);
             __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(B), _mm256_set1_ps(65536.0f), _mm256_cvtepi32_ps(A)), s, o;
-            affine_pairs8(pairs, fmt, groups, b, g, half * H, &s, &o);
-            acc[half] = _mm256_fmadd_ps(_mm256_mul_ps(s, _mm256_set1_ps(pw[g])), f, acc[half]);
-            acc[half] = _mm256_fmadd_ps(o, _mm256_set1_ps(xsum[g]), acc[half]);
+            affine_pairs8(pairs, fmt, groups, b, g, h * H, &s, &o);
+            acc[h] = _mm256_fmadd_ps(_mm256_mul_ps(s, _mm256_set1_ps(pw[g])), f, acc[h]);
+            acc[h] = _mm256_fmadd_ps(o, _mm256_set1_ps(xsum[g]), acc[h]);
         }
     }
     _mm256_storeu_ps(out, acc[0]);
