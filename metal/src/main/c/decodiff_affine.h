@@ -62,6 +62,17 @@ AFFINE_INLINE float pow2f(int k) {
 }
 
 /*
+ * The fixed-point exponent of a group whose largest magnitude is M: e with 2^(e-1) <= M < 2^e (0 for M = 0). Returns 0
+ * where the group is too small for the fixed point (M < 2^-97): the fp32 path must be taken instead.
+ */
+AFFINE_INLINE int group_exponent(float M, int *e) {
+    uint32_t mb;
+    memcpy(&mb, &M, 4);
+    *e = M > 0 ? (int) (mb >> 23) - 126 : 0;
+    return !(M > 0 && *e < -96);
+}
+
+/*
  * The integer dot of one row stored row-major (the rows after the last whole block), from the staged activations
  * (byte planes, per group 2^(e-30) and the sum X): the vector kernels' operations in scalar code, so the same bits.
  */

@@ -961,11 +961,8 @@ KERNEL_Q static int affine_stage(const float *x, int64_t cols, int64_t group, in
             mx = _mm512_max_ps(mx, v);
         }
         if (bad) return 0;
-        float M = _mm512_reduce_max_ps(mx);
-        uint32_t mb;
-        memcpy(&mb, &M, 4);
-        int e = M > 0 ? (int) (mb >> 23) - 126 : 0; /* 2^(e-1) <= M < 2^e */
-        if (M > 0 && e < -96) return 0;
+        int e;
+        if (!group_exponent(_mm512_reduce_max_ps(mx), &e)) return 0;
         const __m512 up = _mm512_set1_ps(pow2f(30 - e));
         __m512i S = _mm512_setzero_si512();
         for (int64_t i = 0; i < group; i += L) {

@@ -308,10 +308,8 @@ KERNEL2Q static int affine_stage(const float *x, int64_t cols, int64_t group, in
         float lanes[H], M = 0.0f;
         _mm256_storeu_ps(lanes, mx);
         for (int i = 0; i < H; i++) M = lanes[i] > M ? lanes[i] : M;
-        uint32_t mb;
-        memcpy(&mb, &M, 4);
-        int e = M > 0 ? (int) (mb >> 23) - 126 : 0; /* 2^(e-1) <= M < 2^e */
-        if (M > 0 && e < -96) return 0;
+        int e;
+        if (!group_exponent(M, &e)) return 0;
         const __m256 up = _mm256_set1_ps(pow2f(30 - e));
         __m256i S = _mm256_setzero_si256();
         for (int64_t i = 0; i < group; i += H) {
