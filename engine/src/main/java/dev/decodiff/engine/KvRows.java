@@ -2,11 +2,6 @@ package dev.decodiff.engine;
 
 import dev.decodiff.metal.BFloat16;
 import dev.decodiff.metal.PackedRows;
-import jdk.incubator.vector.ByteVector;
-import jdk.incubator.vector.FloatVector;
-import jdk.incubator.vector.IntVector;
-import jdk.incubator.vector.ShortVector;
-import jdk.incubator.vector.VectorOperators;
 
 import java.util.Arrays;
 
@@ -93,15 +88,7 @@ abstract sealed class KvRows permits KvRows.F32, KvRows.Bf16, KvRows.Q8, KvRows.
             for (int i = 0; i < stride; i++) data[b + i] = BFloat16.round(src[off + i]);
         }
 
-        @Override
-        void read(int row, float[] dst, int off) {
-            int b = row * stride, i = 0;
-            // Widening bf16 is exact: the 16 bits become the high half of an fp32.
-            for (int bound = stride - stride % 16; i < bound; i += 16)
-                ((IntVector) ShortVector.fromArray(ShortVector.SPECIES_256, data, b + i).convertShape(VectorOperators.S2I, IntVector.SPECIES_512, 0))
-                        .lanewise(VectorOperators.LSHL, 16).reinterpretAsFloats().intoArray(dst, off + i);
-            for (; i < stride; i++) dst[off + i] = Float.intBitsToFloat((data[b + i] & 0xffff) << 16);
-        }
+        @Override void read(int row, float[] dst, int off) { packed().widen(row * stride, stride, dst, off); }
 
         @Override void grow(int n) { data = Arrays.copyOf(data, n * stride); capacity = n; }
 
@@ -144,17 +131,7 @@ abstract sealed class KvRows permits KvRows.F32, KvRows.Bf16, KvRows.Q8, KvRows.
             }
         }
 
-        @Override
-        void read(int row, float[] dst, int off) {
-            for (int b = 0; b < blocks; b++) {
-                float d = Float.float16ToFloat(scale[row * blocks + b]);
-                int qb = row * stride + b * KvType.BLOCK, o = off + b * KvType.BLOCK;
-                // q·d, one rounding per element as in the scalar form; the int8 → fp32 conversion is exact.
-                for (int h = 0; h < KvType.BLOCK; h += 16)
-                    ((FloatVector) ByteVector.fromArray(ByteVector.SPECIES_128, q, qb + h).convertShape(VectorOperators.B2F, FloatVector.SPECIES_512, 0))
-                            .mul(d).intoArray(dst, o + h);
-            }
-        }
+        @Override void read(int row, float[] dst, int off) { packed().widen(row * stride, stride, dst, off); }
 
         @Override
         void grow(int n) {
@@ -211,19 +188,7 @@ abstract sealed class KvRows permits KvRows.F32, KvRows.Bf16, KvRows.Q8, KvRows.
             }
         }
 
-        @Override
-        void read(int row, float[] dst, int off) {
-            int half = KvType.BLOCK / 2;
-            for (int b = 0; b < blocks; b++) {
-                float d = Float.float16ToFloat(scale[row * blocks + b]);
-                int qb = (row * stride + b * KvType.BLOCK) / 2, o = off + b * KvType.BLOCK;
-                for (int i = 0; i < half; i++) {
-                    int v = q[qb + i] & 0xff;
-                    dst[o + i] = ((v & 0x0f) - 8) * d;
-                    dst[o + half + i] = ((v >>> 4) - 8) * d;
-                }
-            }
-        }
+        @Override void read(int row, float[] dst, int off) { packed().widen(row * stride, stride, dst, off); }
 
         @Override
         void grow(int n) {

@@ -63,6 +63,14 @@ class KvRowsTest {
             float d = amax / 127f, id = 1f / d, dh = Float.float16ToFloat(Float.floatToFloat16(d));
             for (int i = 0; i < 32; i++) assertThat(q8[b * 32 + i]).isEqualTo((byte) Math.round(row[b * 32 + i] * id) * dh);
         }
+        var q4 = roundTrip(KvType.Q4_0, row);
+        for (int b = 0; b < row.length / 32; b++) {
+            float amax = 0, max = 0;
+            for (int i = 0; i < 32; i++)
+                if (Math.abs(row[b * 32 + i]) > amax) { amax = Math.abs(row[b * 32 + i]); max = row[b * 32 + i]; }
+            float d = max / -8f, id = 1f / d, dh = Float.float16ToFloat(Float.floatToFloat16(d));
+            for (int i = 0; i < 32; i++) assertThat(q4[b * 32 + i]).isEqualTo((Math.min(15, (int) (row[b * 32 + i] * id + 8.5f)) - 8) * dh);
+        }
     }
 
     @Test

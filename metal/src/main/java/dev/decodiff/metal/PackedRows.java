@@ -66,6 +66,16 @@ public record PackedRows(Format format, byte[] bytes, short[] halves, int stride
         };
     }
 
+    /**
+     * Elements [e, e + n) widened to fp32 into dst at off, as {@link #get} gives each: a cache row read back (e the
+     * row's first element; for the q formats a whole number of blocks).
+     */
+    public void widen(int e, int n, float[] dst, int off) {
+        int i = 0;
+        for (int bound = n - n % F.length(); i < bound; i += F.length()) load(e + i).intoArray(dst, off + i);
+        for (; i < n; i++) dst[off + i] = get(e + i);
+    }
+
     /** Elements [e, e + F's length) widened to fp32 (e a multiple of that length), as {@link #get} gives each. */
     FloatVector load(int e) {
         return switch (format) {
