@@ -29,13 +29,6 @@
 #define TILE_TOKENS 3
 /* Columns of one GEMM block: four widened rows of it (32 KB) stay in L1/L2 while every token of the call passes. */
 #define COL_BLOCK 2048
-/*
- * Tokens of one pass over a chunk's rows (a multiple of TILE_TOKENS): their packed activations (TOKEN_BLOCK · cols
- * floats, 288 KB at 1536 columns) stay in L2 while every four-row group of the chunk passes over them, where all the
- * tokens' (3 MB at 512 tokens, 25 MB for a 12288-column down projection) were streamed from L3 or memory for each
- * group; each group's weights are packed again per pass instead (one widening per 48 of a weight's multiply-adds).
- */
-#define TOKEN_BLOCK 48
 /* How far ahead the streaming reads prefetch, into L2. */
 #define PREFETCH_BYTES 16384
 #define UNROLLED _Pragma("GCC unroll 16")
@@ -213,7 +206,7 @@ KERNEL2 void decodiff_matvec_f32_avx2(const float *w, int64_t cols, int32_t from
  * GEMM's packed rows; decode sums each group exactly in integers. Without VNNI the integer sums take VPMADDUBSW
  * (unsigned code times signed activation byte, adjacent pairs summed into 16 bits, saturating) and VPMADDWD by ones
  * into 32 bits. No sum saturates: a code is a nibble (an 8-bit code is split in two, q = lo + 16 · hi), so a pair is
- * at most 2 · 15 · 128 = 3840 in magnitude, and the 16-bit sums take at most 8 pairs (30720) before they are widened.
+ * at most 2 · 15 · 128 = 3840 in magnitude, and a 16-bit sum adds at most 8 of them (30720) before it is widened.
  * All the integer sums are exact, so every order gives decodiff_kernels.c's bits (AffineWeightMatrixTest holds both
  * to one independent scalar formula).
  */
@@ -557,22 +550,19 @@ KERNEL2 static inline __attribute__((always_inline)) void matmul(const void *w, 
     float *wp = acc + (int64_t) tokens * ROWS * L, *xp = wp + ROWS * COL_BLOCK;
     pack_tiles(x, cols, bound, tokens, xp);
     int64_t end = to - (to - from) % ROWS;
-    for (int64_t t0 = 0; t0 < tokens; t0 += TOKEN_BLOCK) {
-        const int64_t t1 = t0 + TOKEN_BLOCK < tokens ? t0 + TOKEN_BLOCK : tokens, tiled1 = t1 < tiled ? t1 : tiled;
-        for (int64_t r = from; r < end; r += ROWS) {
-            for (int64_t c0 = 0; c0 < bound; c0 += COL_BLOCK) {
-                int64_t n = bound - c0 < COL_BLOCK ? bound - c0 : COL_BLOCK, wh = ROWS * n / 2;
-                pack_rows(w, cols, r, c0, n, wp, type);
-                for (int64_t t = t0; t < tiled1; t += TILE_TOKENS) {
-                    const float *xt = xp + t * bound + c0 * TILE_TOKENS / 2;
-                    float *at = acc + (t - t0) * ROWS * L;
-                    tile4x3(wp, xt, n, at, 0, c0 == 0);
-                    tile4x3(wp + wh, xt + TILE_TOKENS * bound / 2, n, at, H, c0 == 0);
-                }
-                for (int64_t t = tiled1; t < t1; t++) tile4x1(wp, wh, x + t * cols + c0, n, acc + (t - t0) * ROWS * L, c0 == 0);
+    for (int64_t r = from; r < end; r += ROWS) {
+        for (int64_t c0 = 0; c0 < bound; c0 += COL_BLOCK) {
+            int64_t n = bound - c0 < COL_BLOCK ? bound - c0 : COL_BLOCK, wh = ROWS * n / 2;
+            pack_rows(w, cols, r, c0, n, wp, type);
+            for (int64_t t = 0; t < tiled; t += TILE_TOKENS) {
+                const float *xt = xp + t * bound + c0 * TILE_TOKENS / 2;
+                float *at = acc + t * ROWS * L;
+                tile4x3(wp, xt, n, at, 0, c0 == 0);
+                tile4x3(wp + wh, xt + TILE_TOKENS * bound / 2, n, at, H, c0 == 0);
             }
-            finish_rows(w, cols, bound, rows, r, x + t0 * cols, (int32_t) (t1 - t0), y + t0 * rows, acc, type);
+            for (int64_t t = tiled; t < tokens; t++) tile4x1(wp, wh, x + t * cols + c0, n, acc + t * ROWS * L, c0 == 0);
         }
+        finish_rows(w, cols, bound, rows, r, x, tokens, y, acc, type);
     }
     for (int64_t r = end; r < to; r++)
         for (int t = 0; t < tokens; t++) {

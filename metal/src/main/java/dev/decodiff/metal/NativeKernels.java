@@ -22,7 +22,7 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
 /**
  * The bf16 matvec and GEMM of src/main/c/decodiff_kernels.c, called through FFM. The build compiles that file and
  * decodiff_kernels_avx2.c when gcc is present (Linux x86-64) into the jar; here the AVX-512 kernels are loaded when
- * the CPU has AVX-512, the AVX2 ones (matvec, GEMM, attention) when it has AVX2 and FMA only, and the Java kernels of
+ * the CPU has AVX-512, the AVX2 ones (matvec, GEMM, attention; MLX 4-/8-bit weights with F16C) when it has AVX2 and FMA only, and the Java kernels of
  * {@link WeightMatrix} run otherwise. All give the same bits (WeightMatrixTest holds them to one scalar reference).
  * The AVX2 kernels matter more than speed-ups: the Java kernels use 512-bit vectors (the contract's sixteen lanes),
  * which HotSpot runs as plain Java loops where the CPU has none, tens of times slower.

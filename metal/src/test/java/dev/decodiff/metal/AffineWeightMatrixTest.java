@@ -195,7 +195,7 @@ class AffineWeightMatrixTest {
             "8,64,BF16,37,256,1", "8,32,BF16,9,64,6", "8,128,F16,21,512,13", "8,64,F32,5,192,2",
             // a column block and a half of the GEMM (2048 columns a block), several row groups, a leftover row
             "4,64,BF16,41,3072,8", "8,128,BF16,25,2560,14",
-            // token blocks of the AVX2 GEMM (48 tokens each), the last with a tile and a token
+            // many tiles of tokens (three a tile on AVX2, six on AVX-512) and leftover tokens after them
             "4,64,BF16,21,256,100",
             // decode's shapes in small: a wide row, rows in several guided pieces
             "4,64,BF16,300,1536,1", "8,64,BF16,130,1536,1",

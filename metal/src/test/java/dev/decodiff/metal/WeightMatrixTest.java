@@ -57,7 +57,7 @@ class WeightMatrixTest {
             // rows wider than a column block go through it eight groups at a time: thread chunks of 48 rows (a full
             // eight-group pass, then four groups) and a last chunk of three groups and a row
             "BF16,301,2100,13",
-            // more tokens than the AVX2 GEMM's token block of 48: two whole blocks and a last one of a tile and a token
+            // many tiles of tokens (three a tile on AVX2, six on AVX-512) and leftover tokens after them
             "BF16,11,1100,100", "F32,10,600,53",
             // fp32 weights (the AVX2 kernels take them natively): column blocks, tiles and leftover tokens, tails
             "F32,37,2100,8", "F32,9,4500,13", "F32,5,4100,2"})
