@@ -19,10 +19,13 @@
 #define BLOCK 16
 #define AFFINE_INLINE static inline __attribute__((always_inline))
 
-/* One IEEE half widened to fp32 (exact), without F16C: this header compiles for no particular instruction set. */
+/*
+ * One IEEE half widened to fp32 (exact; F16C's bits for all 65,536 halves), without F16C: this header compiles for no
+ * particular instruction set.
+ */
 AFFINE_INLINE float half_float(uint16_t h) {
     uint32_t s = (uint32_t) (h & 0x8000) << 16, e = h >> 10 & 0x1f, m = h & 0x3ff, u;
-    if (e == 0x1f) u = s | 0x7f800000u | m << 13;
+    if (e == 0x1f) u = s | 0x7f800000u | m << 13 | (m ? 0x400000u : 0); /* a NaN comes out quiet, as F16C makes it */
     else if (e != 0) u = s | (e + 112) << 23 | m << 13;
     else if (m == 0) u = s;
     else { /* subnormal: m · 2^-24, normalised */
