@@ -50,6 +50,11 @@ class AffineWeightMatrixTest {
 
     /** A matrix of these codes (row-major) and random scales and biases. */
     static Case withCodes(int bits, int group, DType pairType, int rows, int cols, int[] q, Random rnd, int segmentRows) {
+        return withCodes(bits, group, pairType, rows, cols, q, rnd, segmentRows, 0.02);
+    }
+
+    /** The same with scales of standard deviation {@code scaleSd}. */
+    static Case withCodes(int bits, int group, DType pairType, int rows, int cols, int[] q, Random rnd, int segmentRows, double scaleSd) {
         int groups = cols / group;
         var codes = Arena.ofAuto().allocate(Math.max(1, (long) rows * cols * bits / 8), 64);
         var pairs = Arena.ofAuto().allocate(Math.max(1, (long) rows * groups * 2 * pairType.bytes()), 64);
@@ -66,7 +71,7 @@ class AffineWeightMatrixTest {
                 }
             }
             for (int g = 0; g < groups; g++) {
-                float s = stored(pairType, pairs, 2L * (r * groups + g), (float) (rnd.nextGaussian() * 0.02));
+                float s = stored(pairType, pairs, 2L * (r * groups + g), (float) (rnd.nextGaussian() * scaleSd));
                 float b = stored(pairType, pairs, 2L * (r * groups + g) + 1, (float) (rnd.nextGaussian() * 0.1));
                 sc[r * groups + g] = s;
                 bi[r * groups + g] = b;
@@ -444,6 +449,32 @@ class AffineWeightMatrixTest {
         float[] y = new float[rows];
         c.packed().matvec(x, 0, y, 0);
         for (int r = 0; r < rows; r++) assertDecodeRow(c, cols, r, x, 0, y[r], "row " + r);
+    }
+
+    /**
+     * f16 scales below f16's smallest normal (6.1e-5), as an over-quantized group can have: the kernels widen them
+     * exactly (the block rows with the CPU's conversion, the rows after the last block and the fp32 path in the
+     * kernels' own scalar code), so prefill gives the dequantized weights' bits and decode its formula's.
+     */
+    @Test
+    void subnormalF16ScalesWidenExactly() {
+        int rows = 19, cols = 128, tokens = 4; // a block of 16 rows and three after it
+        var rnd = new Random(7);
+        int[] q = new int[rows * cols];
+        for (int i = 0; i < q.length; i++) q[i] = rnd.nextInt(16);
+        var c = withCodes(4, 32, DType.F16, rows, cols, q, rnd, 0, 2e-6);
+        long subnormal = 0;
+        for (float sc : c.scales()) if (sc != 0 && Math.abs(sc) < 0x1p-14f) subnormal++;
+        assertThat(subnormal).as("scales below f16's smallest normal").isGreaterThan(c.scales().length / 2);
+        float[] x = activations(tokens * cols, 8), y = new float[tokens * rows];
+        c.packed().matmul(x, tokens, y);
+        for (int t = 0; t < tokens; t++)
+            for (int r = 0; r < rows; r++)
+                assertThat(Float.floatToRawIntBits(y[t * rows + r])).as("prefill t=%d r=%d", t, r)
+                        .isEqualTo(Float.floatToRawIntBits(reference(c.weights(), cols, r, x, t * cols)));
+        float[] yv = new float[rows];
+        c.packed().matvec(x, 0, yv, 0);
+        for (int r = 0; r < rows; r++) assertDecodeRow(c, cols, r, x, 0, yv[r], "decode r=" + r);
     }
 
     @Test
