@@ -1,8 +1,8 @@
 /*
- * The scalar pieces of the MLX affine kernels that both kernel files share (decodiff_kernels.c describes the blocked
- * layout and the integer dot): the pair formats, a pair's index and values, and the integer dot of one row-major row.
- * Plain C, always inlined, so each file compiles them for its own instruction set (a fused multiply-add is one
- * instruction there, and the same rounding everywhere).
+ * What the MLX affine kernels of both kernel files share (decodiff_kernels.c describes the blocked layout and the
+ * integer dot): the pair formats, a pair's index and values, a group's fixed-point exponent, the integer dot of one
+ * row-major row, and the exported matvec's body over each file's own block kernels. Plain C, always inlined, so each
+ * file compiles it for its own instruction set (a fused multiply-add is one instruction there, the same rounding).
  */
 #ifndef DECODIFF_AFFINE_H
 #define DECODIFF_AFFINE_H

@@ -44,10 +44,10 @@ KERNEL2 static inline __m256 widen8(const uint16_t *p) {
 }
 
 /*
- * The weights come as bf16, as fp32 (dequantized at load where a CPU lacks the affine kernels: no F16C) or as MLX
- * affine codes (W_AFFINE: w points at an affine_matrix; the GEMM only). Each kernel below takes the type as a
- * constant argument and is inlined into one exported function per type, so the compiler drops the other types'
- * code. Element i of a bf16 or fp32 row starting at w:
+ * The weights come as bf16, as fp32 (matrices dequantized at load: MLX bit widths other than 4 and 8, or all of them
+ * where the CPU lacks F16C or -Ddecodiff.quantized=dequantize asks) or as MLX affine codes (W_AFFINE: w points at an
+ * affine_matrix; the GEMM only). Each kernel below takes the type as a constant argument and is inlined into one
+ * exported function per type, so the compiler drops the other types' code. Element i of a bf16 or fp32 row at w:
  */
 #define W_BF16 0
 #define W_F32 1
@@ -246,6 +246,13 @@ KERNEL2Q static inline __m256i affine_codes8(const uint8_t *codes, const int bit
     return _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int) d0), _mm256_setr_epi32(0, 8, 16, 24, 4, 12, 20, 28)), m15);
 }
 
+/* Row r's scale and bias for group g, each broadcast to a register. */
+KERNEL2Q static inline void affine_pair8(const void *pairs, int fmt, int64_t rows, int64_t groups, int64_t r, int64_t g, __m256 *s, __m256 *o) {
+    float sc, bi;
+    affine_pair(pairs, fmt, pair_index(rows, groups, r, g), &sc, &bi);
+    *s = _mm256_set1_ps(sc), *o = _mm256_set1_ps(bi);
+}
+
 /* Weights fl(fl(s · q) + o) of columns [c, c + 8) of row r. */
 KERNEL2Q static inline __m256 affine_weights8(const uint8_t *codes, const int bits, int64_t rows, int64_t cols, int64_t r, int64_t c, __m256 s,
                                               __m256 o) {
@@ -258,11 +265,7 @@ KERNEL2Q static float affine_row_fp32(const uint8_t *codes, const void *pairs, i
     const int64_t groups = cols / group;
     __m256 lo = _mm256_setzero_ps(), hi = lo, s = lo, o = lo;
     for (int64_t c = 0; c < cols; c += L) {
-        if (c % group == 0) {
-            float sc, bi;
-            affine_pair(pairs, fmt, pair_index(rows, groups, r, c / group), &sc, &bi);
-            s = _mm256_set1_ps(sc), o = _mm256_set1_ps(bi);
-        }
+        if (c % group == 0) affine_pair8(pairs, fmt, rows, groups, r, c / group, &s, &o);
         lo = _mm256_fmadd_ps(affine_weights8(codes, bits, rows, cols, r, c, s, o), _mm256_loadu_ps(x + c), lo);
         hi = _mm256_fmadd_ps(affine_weights8(codes, bits, rows, cols, r, c + H, s, o), _mm256_loadu_ps(x + c + H), hi);
     }
@@ -276,11 +279,7 @@ KERNEL2Q static void affine_pack_rows(const affine_matrix *m, int64_t r, int64_t
         __m256 s = _mm256_setzero_ps(), o = s;
         for (int64_t c = 0; c < n; c += L) {
             int64_t col = c0 + c;
-            if (c == 0 || col % m->group == 0) {
-                float sc, bi;
-                affine_pair(m->pairs, m->fmt, pair_index(m->rows, groups, r + i, col / m->group), &sc, &bi);
-                s = _mm256_set1_ps(sc), o = _mm256_set1_ps(bi);
-            }
+            if (c == 0 || col % m->group == 0) affine_pair8(m->pairs, m->fmt, m->rows, groups, r + i, col / m->group, &s, &o);
             float *dst = wp + (c / L * ROWS + i) * H;
             _mm256_store_ps(dst, affine_weights8(m->codes, m->bits, m->rows, m->cols, r + i, col, s, o));
             _mm256_store_ps(dst + half_stride, affine_weights8(m->codes, m->bits, m->rows, m->cols, r + i, col + H, s, o));
@@ -364,8 +363,8 @@ KERNEL2Q static inline __attribute__((always_inline)) void affine_pairs8(const v
 /*
  * Block b (rows [b, b + 16)) of the integer matvec: per 64-byte chunk, rows b .. b + 7 from bytes 0-31 and rows
  * b + 8 .. b + 15 from bytes 32-63 (the two halves share each broadcast plane word); per row and plane k the exact
- * sum of codes times plane k over the group. One chunk's column words are broadcast once for both halves: a
- * broadcast costs a vector slot on Zen 3, and one per half made the kernel ~1.3 times slower (from cache, one thread).
+ * sum of codes times plane k over the group. Both halves in one pass share each chunk's loads and broadcasts; the
+ * halves one after the other measured ~1.2 times slower (from cache, one thread, Zen 3).
  */
 KERNEL2Q static inline __attribute__((always_inline)) void affine_block_int(const uint8_t *codes, const void *pairs, const int fmt, const int bits,
                                                                            int64_t cols, const int64_t G, int64_t b, const int8_t *planes,

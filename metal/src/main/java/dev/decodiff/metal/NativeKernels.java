@@ -22,8 +22,8 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
 /**
  * The bf16 matvec and GEMM of src/main/c/decodiff_kernels.c, called through FFM. The build compiles that file and
  * decodiff_kernels_avx2.c when gcc is present (Linux x86-64) into the jar; here the AVX-512 kernels are loaded when
- * the CPU has AVX-512, the AVX2 ones (matvec, GEMM, attention; MLX 4-/8-bit weights with F16C) when it has AVX2 and FMA only, and the Java kernels of
- * {@link WeightMatrix} run otherwise. All give the same bits (WeightMatrixTest holds them to one scalar reference).
+ * the CPU has AVX-512, the AVX2 ones (matvec, GEMM, attention; MLX 4-/8-bit weights with F16C) when it has AVX2 and
+ * FMA only, and the Java kernels of {@link WeightMatrix} run otherwise. All give the same bits (WeightMatrixTest holds them to one scalar reference).
  * The AVX2 kernels matter more than speed-ups: the Java kernels use 512-bit vectors (the contract's sixteen lanes),
  * which HotSpot runs as plain Java loops where the CPU has none, tens of times slower.
  *
@@ -41,7 +41,7 @@ public final class NativeKernels {
 
     private static final MethodHandle MATVEC;
     private static final MethodHandle MATMUL;
-    /** The matvec and GEMM on fp32 weights, or null: the AVX2 kernels have them (dequantized 4- and 8-bit weights land there). */
+    /** The matvec and GEMM on fp32 weights, or null: the AVX2 kernels have them (for matrices dequantized to fp32 at load). */
     private static final MethodHandle MATVEC_F32, MATMUL_F32;
     private static final MethodHandle STREAM;
     /** The AVX512-BF16 GEMM of --matmul bf16, or null where the CPU lacks those instructions. */
@@ -210,7 +210,10 @@ public final class NativeKernels {
         if (!linuxX86()) return false;
         try {
             for (String line : Files.readAllLines(Path.of("/proc/cpuinfo")))
-                if (line.startsWith("flags")) return (line + " ").contains(" avx512f ") || (line + " ").contains(" avx2 ") && (line + " ").contains(" fma ");
+                if (line.startsWith("flags")) {
+                    String flags = line + " ";
+                    return flags.contains(" avx512f ") || flags.contains(" avx2 ") && flags.contains(" fma ");
+                }
         } catch (IOException e) {
             return false;
         }

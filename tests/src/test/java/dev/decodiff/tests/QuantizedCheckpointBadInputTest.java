@@ -89,7 +89,7 @@ class QuantizedCheckpointBadInputTest {
     void theCommittedCheckpointLoads() throws Exception {
         var r = Cli.run("inspect", variant(q -> {}, t -> {}).toString());
         assertThat(r.code()).as(r.toString()).isZero();
-        // Packed where the CPU has the affine kernels (AVX-512 VBMI and VNNI), else dequantized once at load.
+        // Packed where the CPU has the affine kernels (AVX-512 with VBMI and VNNI, or AVX2 with F16C), else dequantized once at load.
         String held = dev.decodiff.metal.NativeKernels.affineAvailable() ? "41 tensors kept packed (dequantized in the kernels)" : "41 tensors dequantized to fp32 at load";
         assertThat(r.out()).contains("quantized  MLX 4-bit, group 64, affine; 1 per-tensor override; " + held)
                 .contains("4-bit, group 64: 40 tensors").contains("8-bit, group 64: 1 tensor")
