@@ -592,6 +592,22 @@ KERNEL2Q void decodiff_matmul_affine_avx2(const uint8_t *codes, const void *pair
     matmul(&m, cols, rows, from, to, x, tokens, y, scratch, W_AFFINE);
 }
 
+/* Keys kr[0 .. nk) (nk 2 or 3) against the four heads, lanes [half, half + 8): 4 × nk accumulators, into lanes[h][j + i]. */
+KERNEL2 static inline __attribute__((always_inline)) void score_pass(const float *const qh[4], const float *const *kr, const int nk, int32_t half,
+                                                                     int32_t bound, float lanes[4][H][L], int j) {
+    __m256 a[4][3];
+    UNROLLED for (int h = 0; h < 4; h++) UNROLLED for (int i = 0; i < 3; i++) a[h][i] = _mm256_setzero_ps();
+    for (int32_t c = half; c < bound; c += L) {
+        __m256 v[3];
+        UNROLLED for (int i = 0; i < nk; i++) v[i] = _mm256_loadu_ps(kr[i] + c);
+        UNROLLED for (int h = 0; h < 4; h++) {
+            __m256 x = _mm256_loadu_ps(qh[h] + c);
+            UNROLLED for (int i = 0; i < nk; i++) a[h][i] = _mm256_fmadd_ps(x, v[i], a[h][i]);
+        }
+    }
+    UNROLLED for (int h = 0; h < 4; h++) UNROLLED for (int i = 0; i < nk; i++) _mm256_store_ps(lanes[h][j + i] + half, a[h][i]);
+}
+
 /*
  * Attention's two inner loops over f32 cache rows, with VectorMath's contract (its dotsRange and accumulateF32; as
  * decodiff_kernels.c's decodiff_attention_scores and decodiff_attention_values, the same bits).
@@ -599,8 +615,10 @@ KERNEL2Q void decodiff_matmul_affine_avx2(const uint8_t *codes, const void *pair
  * decodiff_attention_scores_avx2: for up to four heads (q + qo0 .. qo3; spare heads repeat the last) and key rows
  * k + ko[i], i < n: scores[s0 + h·stride + i] = 16 lane accumulators over the head dim's vector part in order,
  * summed in lane order from 0.0f, then the scalar tail c >= d - d % 16 as separately rounded products in order.
- * Eight keys at a time: each half of the lanes in its own pass, two keys × four heads (8 registers) a pass, the
- * accumulators into `lanes`; then per head one sum_lanes8 gives the eight keys' scores.
+ * Eight keys at a time: each half of the lanes in its own passes, three keys × four heads (12 registers) a pass (then
+ * three, then two), the accumulators into `lanes`; then per head one sum_lanes8 gives the eight keys' scores. Two keys a
+ * pass (8 accumulators, six loads per eight FMAs) ran at about 0.5 of the GEMM tile's rate; three run 1.2–1.4 × that
+ * (one thread, the prefill's 64-key blocks of 16 query rows, head dims 256 and 512).
  */
 KERNEL2 void decodiff_attention_scores_avx2(const float *q, int32_t qo0, int32_t qo1, int32_t qo2, int32_t qo3, int32_t heads, const float *k,
                                            const int32_t *ko, int32_t n, int32_t d, float *scores, int32_t s0, int32_t stride) {
@@ -608,25 +626,12 @@ KERNEL2 void decodiff_attention_scores_avx2(const float *q, int32_t qo0, int32_t
     int32_t bound = d - d % L, i = 0;
     float lanes[4][H][L] __attribute__((aligned(32))); /* head, key of the eight, lane */
     for (; i + H <= n; i += H) {
-        for (int j = 0; j < H; j += 2) {
-            const float *k0 = k + ko[i + j], *k1 = k + ko[i + j + 1];
-            for (int half = 0; half < L; half += H) {
-                __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
-                for (int32_t c = half; c < bound; c += L) {
-                    __m256 v0 = _mm256_loadu_ps(k0 + c), v1 = _mm256_loadu_ps(k1 + c), x = _mm256_loadu_ps(qh[0] + c);
-                    a00 = _mm256_fmadd_ps(x, v0, a00); a01 = _mm256_fmadd_ps(x, v1, a01);
-                    x = _mm256_loadu_ps(qh[1] + c);
-                    a10 = _mm256_fmadd_ps(x, v0, a10); a11 = _mm256_fmadd_ps(x, v1, a11);
-                    x = _mm256_loadu_ps(qh[2] + c);
-                    a20 = _mm256_fmadd_ps(x, v0, a20); a21 = _mm256_fmadd_ps(x, v1, a21);
-                    x = _mm256_loadu_ps(qh[3] + c);
-                    a30 = _mm256_fmadd_ps(x, v0, a30); a31 = _mm256_fmadd_ps(x, v1, a31);
-                }
-                _mm256_store_ps(lanes[0][j] + half, a00); _mm256_store_ps(lanes[0][j + 1] + half, a01);
-                _mm256_store_ps(lanes[1][j] + half, a10); _mm256_store_ps(lanes[1][j + 1] + half, a11);
-                _mm256_store_ps(lanes[2][j] + half, a20); _mm256_store_ps(lanes[2][j + 1] + half, a21);
-                _mm256_store_ps(lanes[3][j] + half, a30); _mm256_store_ps(lanes[3][j + 1] + half, a31);
-            }
+        const float *kr[H];
+        UNROLLED for (int j = 0; j < H; j++) kr[j] = k + ko[i + j];
+        for (int half = 0; half < L; half += H) {
+            score_pass(qh, kr, 3, half, bound, lanes, 0);
+            score_pass(qh, kr + 3, 3, half, bound, lanes, 3);
+            score_pass(qh, kr + 6, 2, half, bound, lanes, 6);
         }
         for (int h = 0; h < heads; h++) sum_lanes8(lanes[h][0], scores + s0 + (int64_t) h * stride + i);
         for (int32_t c = bound; c < d; c++)
@@ -650,28 +655,37 @@ KERNEL2 void decodiff_attention_scores_avx2(const float *q, int32_t qo0, int32_t
     }
 }
 
+/* Columns [c, c + 8·nr) (nr 1 to 3) of the four heads' outputs over rows [i0, i1): 4 × nr accumulators. */
+KERNEL2 static inline __attribute__((always_inline)) void values_pass(const float *const pp[4], const float *v, const int32_t *vo, int32_t i0,
+                                                                      int32_t i1, int32_t c, const int nr, float *const u[4]) {
+    __m256 o[4][3];
+    UNROLLED for (int h = 0; h < 4; h++) UNROLLED for (int r = 0; r < nr; r++) o[h][r] = _mm256_loadu_ps(u[h] + c + r * H);
+    for (int32_t i = i0; i < i1; i++) {
+        const float *row = v + vo[i] + c;
+        __m256 x[3];
+        UNROLLED for (int r = 0; r < nr; r++) x[r] = _mm256_loadu_ps(row + r * H);
+        UNROLLED for (int h = 0; h < 4; h++) {
+            __m256 b = _mm256_broadcast_ss(pp[h] + i);
+            UNROLLED for (int r = 0; r < nr; r++) o[h][r] = _mm256_fmadd_ps(x[r], b, o[h][r]);
+        }
+    }
+    /* Spare heads alias the last: stored last to first, the last head's own store lands last — the same bits anyway. */
+    UNROLLED for (int h = 3; h >= 0; h--) UNROLLED for (int r = 0; r < nr; r++) _mm256_storeu_ps(u[h] + c + r * H, o[h][r]);
+}
+
 /*
  * decodiff_attention_values_avx2: columns [0, c2) of four heads' outputs (out + uo0 .. uo3; spare heads repeat the
  * last, computing and storing the same bits to the same place) += their weights p[po<h> + i] · value rows v + vo[i],
- * rows [i0, i1) in order, one fused multiply-add each: 16 columns of the four heads a pass (8 registers).
+ * rows [i0, i1) in order, one fused multiply-add each: 24 columns of the four heads a pass (12 accumulator chains,
+ * where 16 columns gave 8, about as many as the FMA latency keeps busy), the last 16 or 8 columns in a pass of their
+ * own. Each column is its own sum over the rows, so the columns' grouping changes no bit.
  */
 KERNEL2 void decodiff_attention_values_avx2(const float *p, int32_t po0, int32_t po1, int32_t po2, int32_t po3, const float *v, const int32_t *vo,
                                            int32_t i0, int32_t i1, int32_t c2, float *out, int32_t uo0, int32_t uo1, int32_t uo2, int32_t uo3) {
-    float *u0 = out + uo0, *u1 = out + uo1, *u2 = out + uo2, *u3 = out + uo3;
-    const float *p0 = p + po0, *p1 = p + po1, *p2 = p + po2, *p3 = p + po3;
-    for (int32_t c = 0; c < c2; c += L) {
-        __m256 o00 = _mm256_loadu_ps(u0 + c), o01 = _mm256_loadu_ps(u0 + c + H), o10 = _mm256_loadu_ps(u1 + c), o11 = _mm256_loadu_ps(u1 + c + H);
-        __m256 o20 = _mm256_loadu_ps(u2 + c), o21 = _mm256_loadu_ps(u2 + c + H), o30 = _mm256_loadu_ps(u3 + c), o31 = _mm256_loadu_ps(u3 + c + H);
-        for (int32_t i = i0; i < i1; i++) {
-            const float *row = v + vo[i] + c;
-            __m256 v0 = _mm256_loadu_ps(row), v1 = _mm256_loadu_ps(row + H), b = _mm256_broadcast_ss(p0 + i);
-            o00 = _mm256_fmadd_ps(v0, b, o00); o01 = _mm256_fmadd_ps(v1, b, o01);
-            b = _mm256_broadcast_ss(p1 + i); o10 = _mm256_fmadd_ps(v0, b, o10); o11 = _mm256_fmadd_ps(v1, b, o11);
-            b = _mm256_broadcast_ss(p2 + i); o20 = _mm256_fmadd_ps(v0, b, o20); o21 = _mm256_fmadd_ps(v1, b, o21);
-            b = _mm256_broadcast_ss(p3 + i); o30 = _mm256_fmadd_ps(v0, b, o30); o31 = _mm256_fmadd_ps(v1, b, o31);
-        }
-        /* Spare heads alias the last: stored last to first, the last head's own store lands last — the same bits anyway. */
-        _mm256_storeu_ps(u3 + c, o30); _mm256_storeu_ps(u3 + c + H, o31); _mm256_storeu_ps(u2 + c, o20); _mm256_storeu_ps(u2 + c + H, o21);
-        _mm256_storeu_ps(u1 + c, o10); _mm256_storeu_ps(u1 + c + H, o11); _mm256_storeu_ps(u0 + c, o00); _mm256_storeu_ps(u0 + c + H, o01);
-    }
+    float *const u[4] = {out + uo0, out + uo1, out + uo2, out + uo3};
+    const float *const pp[4] = {p + po0, p + po1, p + po2, p + po3};
+    int32_t c = 0;
+    for (; c + 3 * H <= c2; c += 3 * H) values_pass(pp, v, vo, i0, i1, c, 3, u);
+    if (c + 2 * H <= c2) values_pass(pp, v, vo, i0, i1, c, 2, u), c += 2 * H;
+    if (c + H <= c2) values_pass(pp, v, vo, i0, i1, c, 1, u);
 }
