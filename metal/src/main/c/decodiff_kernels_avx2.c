@@ -615,10 +615,10 @@ KERNEL2 static inline __attribute__((always_inline)) void score_pass(const float
  * decodiff_attention_scores_avx2: for up to four heads (q + qo0 .. qo3; spare heads repeat the last) and key rows
  * k + ko[i], i < n: scores[s0 + h·stride + i] = 16 lane accumulators over the head dim's vector part in order,
  * summed in lane order from 0.0f, then the scalar tail c >= d - d % 16 as separately rounded products in order.
- * Eight keys at a time: each half of the lanes in its own passes, three keys × four heads (12 registers) a pass (then
- * three, then two), the accumulators into `lanes`; then per head one sum_lanes8 gives the eight keys' scores. Two keys a
- * pass (8 accumulators, six loads per eight FMAs) ran at about 0.5 of the GEMM tile's rate; three run 1.2–1.4 × that
- * (one thread, the prefill's 64-key blocks of 16 query rows, head dims 256 and 512).
+ * Eight keys at a time: for each half of the lanes, keys 0-2, 3-5 and 6-7 in three passes of four heads × three (or
+ * two) keys, 12 accumulators, into `lanes`; then per head one sum_lanes8 gives the eight keys' scores. Two keys a pass
+ * (8 accumulators, six loads per eight FMAs) ran at about half the GEMM tile's rate; three run 1.1-1.3 × that (one
+ * thread, the prefill's 64-key blocks of 16 query rows, head dims 256 and 512).
  */
 KERNEL2 void decodiff_attention_scores_avx2(const float *q, int32_t qo0, int32_t qo1, int32_t qo2, int32_t qo3, int32_t heads, const float *k,
                                            const int32_t *ko, int32_t n, int32_t d, float *scores, int32_t s0, int32_t stride) {
@@ -677,8 +677,8 @@ KERNEL2 static inline __attribute__((always_inline)) void values_pass(const floa
  * decodiff_attention_values_avx2: columns [0, c2) of four heads' outputs (out + uo0 .. uo3; spare heads repeat the
  * last, computing and storing the same bits to the same place) += their weights p[po<h> + i] · value rows v + vo[i],
  * rows [i0, i1) in order, one fused multiply-add each: 24 columns of the four heads a pass (12 accumulator chains,
- * where 16 columns gave 8, about as many as the FMA latency keeps busy), the last 16 or 8 columns in a pass of their
- * own. Each column is its own sum over the rows, so the columns' grouping changes no bit.
+ * where 16 columns gave 8, about as many as the FMA latency keeps busy: 1.15-1.2 × as fast), the last 16 or 8 columns
+ * in a pass of their own. Each column is its own sum over the rows, so the columns' grouping changes no bit.
  */
 KERNEL2 void decodiff_attention_values_avx2(const float *p, int32_t po0, int32_t po1, int32_t po2, int32_t po3, const float *v, const int32_t *vo,
                                            int32_t i0, int32_t i1, int32_t c2, float *out, int32_t uo0, int32_t uo1, int32_t uo2, int32_t uo3) {
