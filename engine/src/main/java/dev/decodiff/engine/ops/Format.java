@@ -18,7 +18,9 @@ public enum Format {
     public float round(float x) {
         if (this == F32) return x;
         var t = TIES.get();
-        return t == null ? plain(x) : t.round(this, x);
+        if (t != null) return t.round(this, x);
+        var j = JITTER.get();
+        return j == null ? plain(x) : j.round(this, x);
     }
 
     private float plain(float x) {
@@ -99,6 +101,62 @@ public enum Format {
     }
 
     private static final ThreadLocal<Ties> TIES = new ThreadLocal<>();
+
+    /**
+     * Stochastic rounding: each value goes to one of its two neighbours with probability proportional to its nearness.
+     * An engine of the same precision class that orders its arithmetic otherwise, fuses other sub-ops or rounds at
+     * other points, lands on one or the other neighbour at every rounding; sampling them at random draws outcomes from
+     * the spread such engines produce (with a variance somewhat above round-to-nearest's, which errs on the side of
+     * calling rounding rounding).
+     */
+    private static final class Jitter {
+        private final java.util.SplittableRandom random;
+
+        Jitter(long seed) { random = new java.util.SplittableRandom(seed); }
+
+        float round(Format f, float x) {
+            float r = f.plain(x);
+            if (r == x || !Float.isFinite(r) || !Float.isFinite(x)) return r;
+            float other = f.neighbour(r, x > r);
+            if (!Float.isFinite(other)) return r;
+            double p = Math.abs((double) x - r) / Math.abs((double) other - r);
+            return random.nextDouble() < p ? other : r;
+        }
+    }
+
+    private static final ThreadLocal<Jitter> JITTER = new ThreadLocal<>();
+
+    /** The next representable value of this format after r (itself representable), upwards or downwards. */
+    private float neighbour(float r, boolean up) {
+        return switch (this) {
+            case F32 -> up ? Math.nextUp(r) : Math.nextDown(r);
+            case BF16 -> {
+                if (r == 0) yield Float.intBitsToFloat(up ? 0x10000 : 0x80010000);
+                int b = Float.floatToRawIntBits(r);
+                boolean away = up == (r > 0); // away from zero: a larger magnitude
+                yield Float.intBitsToFloat(b + (away ? 0x10000 : -0x10000));
+            }
+            case F16 -> {
+                short h = Float.floatToFloat16(r);
+                if (r == 0) yield Float.float16ToFloat((short) (up ? 1 : 0x8001));
+                boolean away = up == (r > 0);
+                yield Float.float16ToFloat((short) (h + (away ? 1 : -1)));
+            }
+        };
+    }
+
+    /**
+     * Runs op with every rounding of this thread stochastic ({@link Jitter}), seeded: one sampled outcome of an engine
+     * of the hypothesis's precision class whose roundings fall otherwise than round-to-nearest's.
+     */
+    public static <T> T sampled(long seed, Supplier<T> op) {
+        JITTER.set(new Jitter(seed));
+        try {
+            return op.get();
+        } finally {
+            JITTER.remove();
+        }
+    }
 
     /** Runs op and returns the counts of its near-tie roundings, nearest the boundary first (at most {@code max}). */
     public static List<Integer> nearTies(Runnable op, int max) {

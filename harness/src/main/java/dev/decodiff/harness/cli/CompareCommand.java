@@ -31,9 +31,13 @@ import java.util.concurrent.Callable;
                 "Without CANDIDATE the engine runs live, teacher-forced on the reference's tokens, and the observer effect of the probes is checked."},
         footer = {"", "Local attribution: each cell's op is recomputed from the candidate's own inputs with the reference's checkpoint (found"
                         + " by its hashes, or --model for two dumps); drift inherited from upstream is never the finding, and rounding a"
-                        + " named precision effect reproduces (GELU through an fp16 table, bf16 activations, an f16 cache, …) is verdict"
-                        + " precision, exit 0 (--exact: exit 1). The divergence is the first op no effect explains.",
-                "Exit codes: 0 match or precision, 1 divergence, 3 incomplete, 2 bad input or usage. Incomplete: every compared cell agrees but not every"
+                        + " named precision effect reproduces (GELU through an fp16 table, an f16 cache, …) or that lies inside the rounding"
+                        + " envelope of the candidate's precision class (bf16, fp16; below the op's detection floor) is verdict precision, exit 0"
+                        + " (--exact: exit 1). The divergence is the first op no effect explains, or the first cell over tolerance that no named"
+                        + " effect accounts for. The reference's own ops are recomputed from its own inputs too: where decodiff's description"
+                        + " of the model does not reproduce them (within the reference's stated dtype), the verdict is reference_disagrees, exit 4.",
+                "Exit codes: 0 match or precision, 1 divergence, 3 incomplete, 4 the reference disagrees with decodiff's description of the model,"
+                        + " 2 bad input or usage. Incomplete: every compared cell agrees but not every"
                         + " step and point of the reference was compared, the candidate has steps the reference lacks (a reference cut"
                         + " short?), or a dump lacks its completeness mark. Points only the candidate holds are listed, not held against"
                         + " the verdict; points a candidate left out with dump --points are excluded, and the report says so.",

@@ -11,17 +11,18 @@ import java.io.PrintWriter;
 import java.io.UncheckedIOException;
 
 /**
- * decodiff's command line. Exit codes: 0 match (or success), 1 divergence, 2 bad input or usage, 3 incomplete.
+ * decodiff's command line. Exit codes: 0 match or precision (or success), 1 divergence, 2 bad input or usage, 3 incomplete,
+ * 4 the reference disagrees with decodiff's description of the model.
  * Every bad-input error is one line naming the file and what to do.
  */
 @Command(name = "decodiff", mixinStandardHelpOptions = true, versionProvider = Main.Version.class,
         description = "Finds where an LLM engine's decode goes wrong: which step, layer and tensor, and why.",
         subcommands = {CompareCommand.class, DumpCommand.class, RunCommand.class, InspectCommand.class, ValidateCommand.class, GgufCommand.class, SelfTestCommand.class, SelfCheckCommand.class, BisectCommand.class, OpsCommand.class, CalibrateCommand.class, KvDriftCommand.class, dev.decodiff.harness.bench.BenchCommand.class, CommandLine.HelpCommand.class},
-        footer = {"", "Exit codes: 0 match, 1 divergence, 2 bad input, usage, or an output that could not be written, 3 incomplete (not every expected cell was compared).",
+        footer = {"", "Exit codes: 0 match or precision, 1 divergence, 2 bad input, usage, or an output that could not be written, 3 incomplete (not every expected cell was compared), 4 the reference disagrees with decodiff's description of the model (its own ops, recomputed from its own inputs, are not reproduced).",
                 "Start with: decodiff compare   (the bundled default case against the live engine)"})
 public final class Main implements Runnable {
     public static final int MATCH = ComparisonResult.EXIT_MATCH, DIVERGENCE = ComparisonResult.EXIT_DIVERGENCE, BAD_INPUT = 2,
-            INCOMPLETE = ComparisonResult.EXIT_INCOMPLETE;
+            INCOMPLETE = ComparisonResult.EXIT_INCOMPLETE, REFERENCE_DISAGREES = ComparisonResult.EXIT_REFERENCE_DISAGREES;
 
     @CommandLine.Spec
     CommandLine.Model.CommandSpec spec;

@@ -8,6 +8,8 @@ import dev.decodiff.harness.dump.DumpManifest;
 import dev.decodiff.harness.dump.DumpReader;
 import dev.decodiff.harness.dump.ReadRows;
 import dev.decodiff.harness.dump.StepTensors;
+import dev.decodiff.harness.compare.attribution.LocalAttribution;
+import dev.decodiff.harness.compare.attribution.LocalError;
 import dev.decodiff.metal.TensorView;
 
 import java.nio.file.Path;
@@ -128,7 +130,14 @@ public final class Comparison {
         EngineFailure failure = null;
         int steps = Math.min(ref.stepCount(), cand.stepCount());
         var rows = new Rows(ref.readRows(), cand.readRows());
+        if (opt.attribution() != null)
+            opt = opt.withAttribution(opt.attribution().stating(cand.producer() == null ? null : cand.producer().dtype()), opt.exact());
         var attribution = opt.attribution();
+        // the reference's own ops, recomputed from its own recorded inputs by the same description of the model
+        var refAttribution = attribution == null ? null
+                : attribution.forReference(ref.manifest().producer() == null ? null : ref.manifest().producer().dtype());
+        var accounting = new Accounting();
+        ReferenceDisagreement disagreement = null;
         int[] fed = ref.manifest().tokenArray();
         try (var closer = new StepCloser(); var staging = new NativeStaging()) {
             for (int s = 0; s < steps; s++) {
@@ -141,12 +150,15 @@ public final class Comparison {
                     if (attribution != null) {
                         var st = ref.manifest().step(s);
                         attribution.beginStep(s, st.start(), st.length(), fed);
+                        refAttribution.beginStep(s, st.start(), st.length(), fed);
                     }
                     try {
                         c = cand instanceof StreamingCandidate live
                                 ? streamStep(s, r, live, opt, notes, staging, stepCells, onlyRef, onlyCand, rows)
                                 : wholeStep(s, r, cand, opt, notes, stepCells, onlyRef, onlyCand, rows);
                         if (attribution != null && !(cand instanceof StreamingCandidate)) attributeStep(c, stepCells, attribution);
+                        // the reference is attributed where a cell is over tolerance: each such cell's error must be accounted for
+                        if (attribution != null && stepCells.stream().anyMatch(CellStats::failed)) attributeStep(r, stepCells, refAttribution);
                     } catch (EngineThrewException e) {
                         failure = e.failure();
                         break;
@@ -154,8 +166,18 @@ public final class Comparison {
                     cells.addAll(stepCells);
                     var tok = TokenAgreement.of(s, r.nextToken(), c.nextToken(), r.top2Margin(), profile.nearTie());
                     tokens.add(tok);
-                    if (attribution != null) attribution.endStep();
-                    if (first == null) first = attribution == null ? firstIn(stepCells, tok, r, c) : firstUnexplained(stepCells, attribution, r, c);
+                    if (attribution != null) {
+                        attribution.endStep();
+                        refAttribution.endStep();
+                    }
+                    if (first == null && disagreement == null) {
+                        if (attribution == null) first = firstIn(stepCells, tok, r, c);
+                        else {
+                            var found = firstFinding(stepCells, attribution, refAttribution, r, c, accounting);
+                            if (found instanceof ReferenceDisagreement d) disagreement = d;
+                            else first = (FirstDivergence) found;
+                        }
+                    }
                 } finally {
                     closer.closeLater(r, c);
                 }
@@ -170,14 +192,42 @@ public final class Comparison {
         String observer = cand.observerEffect();
         if (cand.note() != null) notes.add(cand.note());
         var completeness = completeness(ref, cand, onlyRef, onlyCand, notes);
-        var attributed = attribution == null ? null : dev.decodiff.harness.compare.attribution.Attributed.of(attribution, cells, opt.exact());
+        var attributed = attribution == null ? null
+                : dev.decodiff.harness.compare.attribution.Attributed.of(attribution, refAttribution, cells, opt.exact());
+        if (attributed != null && first == null && disagreement == null && failure == null)
+            first = unaccountedAtEnd(cells, tokens, attributed);
         if (attribution == null && cells.stream().anyMatch(CellStats::failed))
             notes.add("largest error jumps over their causal inputs (without the checkpoint no op is recomputed, so this ranks, not judges): "
                     + ErrorJumps.describe(ErrorJumps.largest(cells, 3)));
         return new ComparisonResult(ref.dir().toString(), cand.describe(), ref.manifest(), steps, List.copyOf(cells),
                 List.copyOf(tokens), List.copyOf(onlyRef), List.copyOf(onlyCand), first, failure, observer, List.copyOf(notes),
-                profile, (System.nanoTime() - t0) / 1e9, completeness, cand.producer(), attributed);
+                profile, (System.nanoTime() - t0) / 1e9, completeness, cand.producer(), attributed, disagreement);
     }
+
+    /** Whether a named precision effect has been met so far in causal order, on either side. */
+    private static final class Accounting {
+        boolean effectSeen;
+    }
+
+    /**
+     * Over-tolerance cells (or a token flip) that no named effect anywhere accounts for are never precision: with every
+     * op exact on both sides, a disagreement beyond tolerance has no explanation but one nobody measured. Null when
+     * nothing is over tolerance or some effect was named.
+     */
+    private static FirstDivergence unaccountedAtEnd(List<CellStats> cells, List<TokenAgreement> tokens,
+                                                    dev.decodiff.harness.compare.attribution.Attributed a) {
+        if (a.hasEffects()) return null;
+        for (var c : cells)
+            if (c.failed()) return new FirstDivergence(c.step(), c.point(), c, List.of(), null, null, null, UNACCOUNTED);
+        for (var t : tokens)
+            if (t.failed()) return new FirstDivergence(t.step(), CapturePoints.LOGITS, null, List.of(),
+                    "the greedy token flips (reference " + t.reference() + ", candidate " + t.candidate() + "), and no named precision effect accounts for it",
+                    t, null, UNACCOUNTED);
+        return null;
+    }
+
+    static final String UNACCOUNTED = "over tolerance, yet its op and every op before it are exact on both sides and no precision"
+            + " effect is named anywhere upstream: nothing accounts for this error";
 
     /**
      * Weighs what was not compared. A point only the reference holds is excused when the candidate recorded an
@@ -247,7 +297,7 @@ public final class Comparison {
                                           NativeStaging staging, List<CellStats> stepCells, Set<String> onlyRef, Set<String> onlyCand,
                                           Rows rows) {
         var seen = new HashSet<String>();
-        var kept = new TensorView[1];
+        var kept = new TensorView[2]; // the first failing cell whose own op is a finding, and the first failing cell
         String origin = live.describe() + ", step " + s;
         ReadAhead ahead;
         try (var part = PartClock.enter("reference_reads")) {
@@ -263,7 +313,7 @@ public final class Comparison {
         var causal = sortedCausally(seen);
         for (int i = 0; i < causal.size(); i++) order.put(causal.get(i), i);
         stepCells.sort(Comparator.comparingInt(c -> order.get(c.point())));
-        return new StreamedStep(r, kept[0], end);
+        return new StreamedStep(r, kept[0] != null ? kept[0] : kept[1], end);
     }
 
     /** One tensor of a streamed step against its mapped reference: its cell, its attribution, its pages let go. */
@@ -305,7 +355,12 @@ public final class Comparison {
                 opt.attribution().accept(p, ct, cell.failed());
             }
         }
-        if (cell.failed() && (kept[0] == null || CAUSAL.compare(p, kept[0].name()) < 0)) kept[0] = ct;
+        if (cell.failed()) {
+            var local = opt.attribution() == null ? null : opt.attribution().error(s, p);
+            boolean finding = local == null || !local.accounted();
+            if (finding && (kept[0] == null || CAUSAL.compare(p, kept[0].name()) < 0)) kept[0] = ct;
+            if (kept[1] == null || CAUSAL.compare(p, kept[1].name()) < 0) kept[1] = ct;
+        }
         releasePages(mapped);
     }
 
@@ -333,25 +388,54 @@ public final class Comparison {
     }
 
     /**
-     * With attribution, the first divergence is the first cell in causal order whose own op is wrong: its local error
-     * is over fp32 noise and no precision hypothesis reproduces it, or it is over tolerance and its op could not be
-     * measured (missing inputs never count as agreement). Cells over tolerance whose op is exact only inherit drift;
-     * cells whose local error a hypothesis explains are precision effects. A token flip is then drift too.
+     * With attribution, the first finding in causal order, on either side. A cell over tolerance is accounted for when
+     * its error splits into what each side's op added (each exact or a named precision effect: the candidate's op from
+     * the candidate's inputs, the reference's op from the reference's) and what their inputs carried from upstream cells,
+     * themselves accounted for — an exact identity, c − r = (c − f(c_in)) + (f(c_in) − f(r_in)) + (f(r_in) − r). So:
+     * <ul>
+     *   <li>a cell over tolerance whose reference op the description does not reproduce within the reference's stated
+     *       precision: the reference and the description disagree ({@link ReferenceDisagreement});</li>
+     *   <li>a cell whose candidate op is over fp32 noise and not a named precision effect, or over tolerance and not
+     *       measurable (missing inputs never count as agreement, unless a composite op that contains the cell —
+     *       the layer's out — was measured and accounted for): a divergence;</li>
+     *   <li>with every cell measured, a cell over tolerance with no named effect at or before it on either side: a
+     *       divergence, since nothing accounts for it.</li>
+     * </ul>
+     * Cells over tolerance whose ops are exact only inherit drift; a token flip is then drift too.
      */
-    private static FirstDivergence firstUnexplained(List<CellStats> stepCells, dev.decodiff.harness.compare.attribution.LocalAttribution a,
-                                                    StepTensors r, StepTensors c) {
+    private static Object firstFinding(List<CellStats> stepCells, LocalAttribution a, LocalAttribution ra, StepTensors r, StepTensors c,
+                                       Accounting accounting) {
         for (int i = 0; i < stepCells.size(); i++) {
             var cell = stepCells.get(i);
             var local = a.error(cell.step(), cell.point());
+            var refLocal = ra.error(cell.step(), cell.point());
+            if (isPrecision(local) || isPrecision(refLocal)) accounting.effectSeen = true;
+            var upstream = List.copyOf(stepCells.subList(Math.max(0, i - UPSTREAM), i));
+            if (cell.failed() && refLocal != null && refLocal.unexplained())
+                return new ReferenceDisagreement(cell.step(), cell.point(), cell, refLocal, upstream);
             boolean finding = local == null ? cell.failed()
-                    : local.unexplained() || (cell.failed() && local.status() == dev.decodiff.harness.compare.attribution.LocalError.Status.UNATTRIBUTED);
-            if (!finding) continue;
-            var upstream = new ArrayList<>(stepCells.subList(Math.max(0, i - UPSTREAM), i));
-            var why = onDeclaredRows(cell, r, c) ? null : Diagnosis.find(cell, r, c);
-            return new FirstDivergence(cell.step(), cell.point(), cell, List.copyOf(upstream), why == null ? null : why.sentence(), null,
-                    why == null ? null : why.variant());
+                    : local.unexplained() || (cell.failed() && local.status() == LocalError.Status.UNATTRIBUTED && !coveredByLayer(a, cell));
+            boolean unaccounted = !finding && cell.failed() && a.measuresEveryCell() && !accounting.effectSeen;
+            if (!finding && !unaccounted) continue;
+            dev.decodiff.harness.compare.detect.Finding why = null;
+            try {
+                why = onDeclaredRows(cell, r, c) ? null : Diagnosis.find(cell, r, c);
+            } catch (IllegalStateException notKept) {
+                // a streamed step keeps one candidate tensor; without it there is no diagnosis, the finding stands
+            }
+            return new FirstDivergence(cell.step(), cell.point(), cell, upstream, why == null ? null : why.sentence(), null,
+                    why == null ? null : why.variant(), unaccounted ? UNACCOUNTED : null);
         }
         return null;
+    }
+
+    private static boolean isPrecision(LocalError e) { return e != null && e.status() == LocalError.Status.PRECISION; }
+
+    /** An unmeasurable cell inside a layer whose out was recomputed as a composite op and accounted for. */
+    private static boolean coveredByLayer(LocalAttribution a, CellStats cell) {
+        if (cell.layer() < 0) return false;
+        var out = a.error(cell.step(), CapturePoints.layer(cell.layer(), CapturePoints.OUT));
+        return out != null && out.granularity() != null && out.accounted();
     }
 
     private static FirstDivergence firstIn(List<CellStats> stepCells, TokenAgreement tok, StepTensors r, StepTensors c) {

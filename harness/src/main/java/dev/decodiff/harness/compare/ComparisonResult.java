@@ -19,10 +19,20 @@ public record ComparisonResult(
         List<CellStats> cells, List<TokenAgreement> tokens, List<String> onlyInReference, List<String> onlyInCandidate,
         FirstDivergence firstDivergence, EngineFailure engineFailure, String observerEffect, List<String> notes, ToleranceProfile profile,
         double seconds, Completeness completeness, DumpManifest.Producer candidateProducer,
-        dev.decodiff.harness.compare.attribution.Attributed attribution) {
+        dev.decodiff.harness.compare.attribution.Attributed attribution, ReferenceDisagreement referenceDisagreement) {
 
     /** Exit codes of the verdicts (the CLI's Main repeats them). */
-    public static final int EXIT_MATCH = 0, EXIT_DIVERGENCE = 1, EXIT_INCOMPLETE = 3;
+    public static final int EXIT_MATCH = 0, EXIT_DIVERGENCE = 1, EXIT_INCOMPLETE = 3, EXIT_REFERENCE_DISAGREES = 4;
+
+    /** A comparison without a reference-side finding (the reports' tests and callers that build one by hand). */
+    public ComparisonResult(String reference, String candidate, DumpManifest referenceManifest, int stepsCompared,
+                            List<CellStats> cells, List<TokenAgreement> tokens, List<String> onlyInReference, List<String> onlyInCandidate,
+                            FirstDivergence firstDivergence, EngineFailure engineFailure, String observerEffect, List<String> notes,
+                            ToleranceProfile profile, double seconds, Completeness completeness, DumpManifest.Producer candidateProducer,
+                            dev.decodiff.harness.compare.attribution.Attributed attribution) {
+        this(reference, candidate, referenceManifest, stepsCompared, cells, tokens, onlyInReference, onlyInCandidate, firstDivergence,
+                engineFailure, observerEffect, notes, profile, seconds, completeness, candidateProducer, attribution, null);
+    }
 
     public static final String NOT_APPLICABLE = "not_applicable", NOT_CHECKED = "not_checked", NONE = "none";
 
@@ -32,6 +42,13 @@ public record ComparisonResult(
     }
 
     public boolean diverged() { return firstDivergence != null || engineFailure != null || observerEffectFound(); }
+
+    /**
+     * The reference's own op, recomputed from its recorded inputs, is not reproduced by decodiff's description of the
+     * model at a cell over tolerance (before any finding on the candidate's side): neither a match nor precision, and
+     * not the candidate's divergence either.
+     */
+    public boolean referenceDisagrees() { return referenceDisagreement != null && !diverged(); }
 
     /** Every expected cell compared: both sides whole, nothing held by only one side (beyond an explicit selection). */
     public boolean complete() { return completeness.complete(); }
@@ -44,16 +61,19 @@ public record ComparisonResult(
      * within tolerance it is a match, whatever effects the attribution names.
      */
     public boolean precision() {
-        return attribution != null && !diverged() && complete() && !cells.isEmpty()
+        return attribution != null && !diverged() && !referenceDisagrees() && complete() && !cells.isEmpty()
                 && (failingCells() > 0 || tokens.stream().anyMatch(TokenAgreement::failed));
     }
 
-    public boolean matches() { return !diverged() && complete() && !cells.isEmpty() && !precision(); }
+    public boolean matches() { return !diverged() && !referenceDisagrees() && complete() && !cells.isEmpty() && !precision(); }
 
-    public String verdict() { return diverged() ? "divergence" : !complete() ? "incomplete" : precision() ? "precision" : "match"; }
+    public String verdict() {
+        return diverged() ? "divergence" : referenceDisagrees() ? "reference_disagrees" : !complete() ? "incomplete" : precision() ? "precision" : "match";
+    }
 
     public int exitCode() {
         if (diverged()) return EXIT_DIVERGENCE;
+        if (referenceDisagrees()) return EXIT_REFERENCE_DISAGREES;
         if (!complete()) return EXIT_INCOMPLETE;
         return precision() && attribution.exact() ? EXIT_DIVERGENCE : EXIT_MATCH;
     }

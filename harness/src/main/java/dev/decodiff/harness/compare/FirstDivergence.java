@@ -11,7 +11,18 @@ import java.util.List;
  * variant the diagnosis named, when it named one.
  */
 public record FirstDivergence(int step, String point, CellStats cell, List<CellStats> upstream, String diagnosis,
-                              TokenAgreement token, Finding.Variant variant) {
+                              TokenAgreement token, Finding.Variant variant, String unaccounted) {
+    /**
+     * @param unaccounted set when the cell is a finding not because an op is wrong but because nothing accounts for its
+     *                    error (every op exact on both sides, no precision effect named): why, in words
+     */
+    public FirstDivergence {}
+
+    public FirstDivergence(int step, String point, CellStats cell, List<CellStats> upstream, String diagnosis, TokenAgreement token,
+                           Finding.Variant variant) {
+        this(step, point, cell, upstream, diagnosis, token, variant, null);
+    }
+
     /** A first divergence whose diagnosis (if any) names no op variant. */
     public FirstDivergence(int step, String point, CellStats cell, List<CellStats> upstream, String diagnosis, TokenAgreement token) {
         this(step, point, cell, upstream, diagnosis, token, null);

@@ -27,7 +27,7 @@ public final class HtmlReport {
                         h1{font-size:22px;margin:0 0 4px} h2{font-size:16px;margin:28px 0 8px}
                         .meta{color:#57606a;font-size:13px;line-height:1.5}
                         .verdict{border-radius:8px;padding:14px 18px;margin:16px 0;font-size:15px;line-height:1.5;max-width:1100px}
-                        .match{background:#dafbe1;border:1px solid #4ac26b} .divergence{background:#ffebe9;border:1px solid #ff8182} .incomplete{background:#fff8c5;border:1px solid #d4a72c} .precision{background:#ddf4ff;border:1px solid #54aeff}
+                        .match{background:#dafbe1;border:1px solid #4ac26b} .divergence{background:#ffebe9;border:1px solid #ff8182} .incomplete{background:#fff8c5;border:1px solid #d4a72c} .precision{background:#ddf4ff;border:1px solid #54aeff} .reference_disagrees{background:#fbefff;border:1px solid #c297ff}
                         .badge{font-weight:700;letter-spacing:.04em;margin-right:8px}
                         table{border-collapse:collapse;font-size:12px;font-variant-numeric:tabular-nums}
                         th{font-weight:600;padding:3px 6px;color:#57606a;text-align:center}
@@ -52,7 +52,7 @@ public final class HtmlReport {
             h.append(" · observer effect: ").append(esc(r.observerEffect()));
         h.append("</div>\n");
         h.append("<div class=\"verdict ").append(r.verdict()).append("\"><span class=\"badge\">")
-                .append(r.verdict().toUpperCase(java.util.Locale.ROOT)).append("</span>").append(esc(VerdictText.paragraph(r))).append("</div>\n");
+                .append(r.verdict().replace('_', ' ').toUpperCase(java.util.Locale.ROOT)).append("</span>").append(esc(VerdictText.paragraph(r))).append("</div>\n");
 
         var failure = r.engineFailure();
         if (failure != null) {

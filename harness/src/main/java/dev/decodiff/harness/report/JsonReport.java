@@ -35,7 +35,21 @@ public final class JsonReport {
         o.put("verdict", r.verdict());
         var fd = r.firstDivergence();
         if (fd == null) o.putNull("first_divergence");
-        else o.set("first_divergence", divergence(fd));
+        else {
+            var d = divergence(fd);
+            if (fd.unaccounted() != null) d.put("unaccounted", fd.unaccounted());
+            o.set("first_divergence", d);
+        }
+        var rd = r.referenceDisagreement();
+        if (rd == null) o.putNull("reference_disagreement");
+        else {
+            var x = o.putObject("reference_disagreement");
+            x.put("step", rd.step());
+            x.put("point", rd.point());
+            num(x, "rel_l2", rd.cell().relL2());
+            num(x, "tolerance", rd.cell().tolerance());
+            x.set("reference_local", local(rd.reference(), null));
+        }
         engineFailure(o, r.engineFailure());
         o.put("cells", r.cells().size());
         o.put("failing_cells", r.failingCells());
@@ -108,7 +122,9 @@ public final class JsonReport {
     /**
      * "attribution": null without a checkpoint; else {exact, precision_effects [{explanation, cells, first, largest}],
      * cells [{step, point, rel_l2 (accumulated), tolerance, local_rel_l2, status, explanation, leftover, from,
-     * granularity}]} for every cell attributed.
+     * granularity, detection_floor, inside_envelope}]} for every cell attributed; the same for the reference's own ops
+     * (reference_precision_effects, reference_cells); accounting (what was done, in words); detection_floor per point
+     * kind (the largest floor met).
      */
     private static void attribution(ObjectNode o, ComparisonResult r) {
         var a = r.attribution();
@@ -131,6 +147,21 @@ public final class JsonReport {
             var l = a.of(c.step(), c.point());
             if (l != null) cells.add(local(l, c));
         }
+        var rfx = at.putArray("reference_precision_effects");
+        for (var e : a.referenceEffects()) {
+            var x = rfx.addObject();
+            x.put("explanation", e.explanation());
+            x.put("cells", e.cells());
+            x.set("first", local(e.first(), null));
+        }
+        var rcells = at.putArray("reference_cells");
+        for (var c : r.cells()) {
+            var l = a.ofReference(c.step(), c.point());
+            if (l != null) rcells.add(local(l, c));
+        }
+        at.put("accounting", VerdictText.accounting(r));
+        var floors = at.putObject("detection_floor");
+        VerdictText.floorsByKind(a).forEach((k, v) -> num(floors, k, v));
     }
 
     private static ObjectNode local(dev.decodiff.harness.compare.attribution.LocalError l, CellStats c) {
@@ -150,6 +181,8 @@ public final class JsonReport {
         x.put("from", l.from());
         if (l.granularity() == null) x.putNull("granularity");
         else x.put("granularity", l.granularity());
+        num(x, "detection_floor", l.floor());
+        x.put("inside_envelope", l.envelope());
         return x;
     }
 

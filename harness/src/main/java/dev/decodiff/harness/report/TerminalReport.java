@@ -38,7 +38,8 @@ public final class TerminalReport {
         for (String n : r.notes()) sb.append(st.yellow(Fmt.wrap("note: " + n, 100, "").replace("\n", "\n      "))).append('\n');
         sb.append('\n');
         for (String m : r.completeness().reasons()) sb.append(st.yellow(Fmt.wrap("missing: " + m, 100, "").replace("\n", "\n      "))).append('\n');
-        String verdict = r.matches() ? st.boldGreen("MATCH") : r.incomplete() ? st.yellow("INCOMPLETE")
+        String verdict = r.matches() ? st.boldGreen("MATCH") : r.referenceDisagrees() ? st.boldRed("REFERENCE DISAGREES")
+                : r.incomplete() ? st.yellow("INCOMPLETE")
                 : r.precision() ? (r.exitCode() == 0 ? st.boldGreen("PRECISION") : st.boldRed("PRECISION (--exact)")) : st.boldRed("DIVERGENCE");
         sb.append(verdict).append('\n');
         sb.append(Fmt.wrap(VerdictText.paragraph(r), 100, "  ")).append('\n');

@@ -28,7 +28,8 @@ public final class VerdictText {
         } else if (r.observerEffectFound()) {
             sb.append("Divergence caused by the probes themselves: every cell is within tolerance, but attaching the probe changed the logits (")
                     .append(r.observerEffect()).append("). The engine's capture path is not a pure observer; fix it before trusting any comparison.");
-        } else if (!r.complete()) incomplete(sb, r);
+        } else if (r.referenceDisagrees()) referenceDisagrees(sb, r);
+        else if (!r.complete()) incomplete(sb, r);
         else if (r.precision()) precision(sb, r);
         else match(sb, r);
         tokens(sb, r);
@@ -37,6 +38,53 @@ public final class VerdictText {
         if (r.diverged() && !r.complete())
             sb.append(" Also, not everything was compared: ").append(String.join("; ", r.completeness().reasons())).append('.');
         return sb.toString();
+    }
+
+    private static void referenceDisagrees(StringBuilder sb, ComparisonResult r) {
+        var d = r.referenceDisagreement();
+        var l = d.reference();
+        sb.append("The reference and decodiff's description of the model disagree at ").append(stepWords(r, d.step()));
+        if (d.layer() != null) sb.append(", layer ").append(d.layer());
+        sb.append(", ").append(d.point()).append(": the reference's own op, recomputed exactly from the reference's own recorded inputs (")
+                .append(l.from()).append(")");
+        if (l.granularity() != null) sb.append(" (at the granularity of ").append(l.granularity()).append(")");
+        sb.append(", differs from the reference's tensor by rel L2 ").append(Fmt.sci(l.local()));
+        if (l.explanation() != null && Double.isFinite(l.floor()))
+            sb.append(", beyond what its stated precision's rounding produces there (").append(l.explanation()).append(": up to ")
+                    .append(Fmt.sci(l.floor())).append(")");
+        sb.append("; the cell is over tolerance (rel L2 ").append(Fmt.sci(d.cell().relL2())).append(" against ")
+                .append(Fmt.sci(d.cell().tolerance())).append("). Either the reference's producer has a bug at this op, it ran other"
+                        + " weights than the checkpoint's, or decodiff's ops (which its engine shares) are wrong. Nothing downstream"
+                        + " of this cell can be judged against this reference: fix the reference or re-create it, or check decodiff's"
+                        + " ops against transformers (decodiff selftest).");
+        var c = r.attribution() == null ? null : r.attribution().of(d.step(), d.point());
+        if (c != null && c.status() != null)
+            sb.append(" The candidate's own op there is ").append(switch (c.status()) {
+                case EXACT -> "exact on its own inputs";
+                case PRECISION -> "explained by " + c.explanation();
+                case UNEXPLAINED -> "not reproduced either (local " + Fmt.sci(c.local()) + ")";
+                case UNATTRIBUTED -> "not measurable (" + c.from() + ")";
+            }).append('.');
+    }
+
+    /** What the precision verdict rests on, in words (also in the JSON report's attribution.accounting). */
+    public static String accounting(ComparisonResult r) {
+        var a = r.attribution();
+        if (a == null) return "none: without the checkpoint no op is recomputed";
+        long failing = r.failingCells();
+        return "each of the " + Fmt.count(failing) + " cells over tolerance was split exactly into what the candidate's op added"
+                + " (recomputed from the candidate's own inputs), what the reference's op added (recomputed from the reference's own"
+                + " inputs, held to its stated precision) and what their inputs carried from upstream cells, themselves accounted"
+                + " for; " + (a.measuresEveryCell() ? "every cell of the candidate was measured" : "the candidate's cells over tolerance were measured")
+                + ", and a cell over tolerance with no named effect at or before it is never precision";
+    }
+
+    /** The largest detection floor met per point kind, where a cell was judged against an envelope. */
+    public static java.util.Map<String, Double> floorsByKind(dev.decodiff.harness.compare.attribution.Attributed a) {
+        var m = new java.util.TreeMap<String, Double>();
+        for (var e : a.cells().values())
+            if (Double.isFinite(e.floor())) m.merge(dev.decodiff.engine.CapturePoints.kindOf(e.point()), e.floor(), Math::max);
+        return m;
     }
 
     private static void incomplete(StringBuilder sb, ComparisonResult r) {
@@ -88,6 +136,7 @@ public final class VerdictText {
             sb.append(" Diagnosis: ").append(d).append(d.endsWith(".") ? "" : ".");
         }
         if (fd.variant() != null) sb.append(" Variant: ").append(variant(fd.variant())).append('.');
+        if (fd.unaccounted() != null) sb.append(" Not accounted for: the cell is ").append(fd.unaccounted()).append('.');
         local(sb, r, fd);
         long failing = r.failingCells();
         if (failing > 1) sb.append(" From there ").append(Fmt.count(failing)).append(" of ").append(Fmt.count(r.cells().size()))
@@ -102,17 +151,31 @@ public final class VerdictText {
             sb.append(Fmt.count(failing)).append(" of ").append(Fmt.count(r.cells().size())).append(" cells are over tolerance, but no op is wrong:");
         else sb.append("every cell is within tolerance, and the candidate's ops differ from exact fp32 only by its own rounding:");
         sb.append(" each op, recomputed exactly from the candidate's own inputs with the checkpoint's weights, is either exact"
-                + " (it only inherits drift from upstream) or reproduced by a named precision effect — ");
+                + " (it only inherits drift from upstream) or a named precision effect — ");
         sb.append(effects(a));
-        sb.append(". No divergence").append(a.exact() ? "; --exact makes precision effects fail (exit 1)." : " (pass --exact to fail on precision effects too).");
+        if (!a.referenceEffects().isEmpty()) sb.append("; on the reference's side, its own rounding — ").append(effects(a.referenceEffects()));
+        sb.append(" — and the reference's own ops, recomputed from its own inputs, agree with decodiff's description of the model.");
+        var inside = a.insideEnvelope();
+        if (!inside.isEmpty()) {
+            var floors = floorsByKind(a);
+            sb.append(" ").append(Fmt.count(inside.size())).append(inside.size() == 1 ? " cell is" : " cells are")
+                    .append(" precision because its local error lies inside its class's rounding envelope, not because a hypothesis"
+                            + " reproduced it: a bug smaller than the detection floor there would look the same (largest floor per op: ")
+                    .append(floors.entrySet().stream().map(e -> e.getKey() + " " + Fmt.sci(e.getValue())).collect(Collectors.joining(", ")))
+                    .append(").");
+        }
+        sb.append(" No divergence").append(a.exact() ? "; --exact makes precision effects fail (exit 1)." : " (pass --exact to fail on precision effects too).");
     }
 
     /** "GELU through an fp16 table (126 cells, first layers.0.mlp.out at step 0: local 2.6e-4, reproduced to 3.1e-7)". */
-    static String effects(dev.decodiff.harness.compare.attribution.Attributed a) {
-        if (a.effects().isEmpty()) return "none named";
-        return a.effects().stream().map(e -> e.explanation() + " (" + Fmt.count(e.cells()) + (e.cells() == 1 ? " cell" : " cells")
+    static String effects(dev.decodiff.harness.compare.attribution.Attributed a) { return effects(a.effects()); }
+
+    static String effects(java.util.List<dev.decodiff.harness.compare.attribution.Attributed.Effect> list) {
+        if (list.isEmpty()) return "none named";
+        return list.stream().map(e -> e.explanation() + " (" + Fmt.count(e.cells()) + (e.cells() == 1 ? " cell" : " cells")
                 + ", first " + e.first().point() + " at step " + e.first().step() + ": local " + Fmt.sci(e.first().local())
-                + ", reproduced to " + Fmt.sci(e.first().leftover()) + ")").collect(Collectors.joining("; "));
+                + (e.first().envelope() ? ", inside its envelope (floor " + Fmt.sci(e.first().floor()) + ")"
+                : ", reproduced to " + Fmt.sci(e.first().leftover())) + ")").collect(Collectors.joining("; "));
     }
 
     /** With attribution: what the divergent cell's own op added, and the precision effects before it. */
@@ -126,7 +189,10 @@ public final class VerdictText {
                 sb.append(" Its own op adds rel L2 ").append(Fmt.sci(l.local())).append(" (recomputed exactly from the candidate's ").append(l.from());
                 if (l.granularity() != null) sb.append("; at the granularity of ").append(l.granularity());
                 sb.append("), and no precision effect reproduces it");
-                if (l.explanation() != null && Double.isFinite(l.leftover()))
+                if (l.explanation() != null && Double.isFinite(l.floor()))
+                    sb.append(" or lies within its rounding (the closest, ").append(l.explanation()).append(", produces at most ")
+                            .append(Fmt.sci(l.floor())).append(" here: the detection floor)");
+                else if (l.explanation() != null && Double.isFinite(l.leftover()))
                     sb.append(" (the closest, ").append(l.explanation()).append(", leaves ").append(Fmt.sci(l.leftover())).append(")");
                 sb.append(": this op is the divergence, not drift from upstream.");
             }

@@ -9,20 +9,33 @@ import java.util.Map;
 
 /**
  * What local attribution found over a whole comparison: each compared cell's local error, and the precision effects
- * named, each with the cells it explains. {@code exact}: the user asked that precision effects fail too.
+ * named, each with the cells it explains — on the candidate's side, and on the reference's (its own ops recomputed
+ * from its own inputs, at the cells over tolerance). {@code exact}: the user asked that precision effects fail too.
  */
-public record Attributed(Map<String, LocalError> cells, List<Effect> effects, boolean exact) {
+public record Attributed(Map<String, LocalError> cells, List<Effect> effects, boolean exact, Map<String, LocalError> referenceCells,
+                         List<Effect> referenceEffects, boolean measuresEveryCell) {
 
     /** One named precision effect: how many cells it explains, and the first and the largest of them. */
     public record Effect(String explanation, int cells, LocalError first, LocalError largest) {}
 
-    public static Attributed of(LocalAttribution a, List<CellStats> compared, boolean exact) {
+    public static Attributed of(LocalAttribution a, LocalAttribution reference, List<CellStats> compared, boolean exact) {
+        var byCell = cells(a, compared);
+        var refCells = reference == null ? Map.<String, LocalError>of() : cells(reference, compared);
+        return new Attributed(byCell, effects(byCell.values()), exact, refCells, effects(refCells.values()), a.measuresEveryCell());
+    }
+
+    private static Map<String, LocalError> cells(LocalAttribution a, List<CellStats> compared) {
         var byCell = new LinkedHashMap<String, LocalError>();
-        var effects = new LinkedHashMap<String, List<LocalError>>();
         for (var c : compared) {
             var e = a.error(c.step(), c.point());
-            if (e == null) continue;
-            byCell.put(LocalAttribution.key(c.step(), c.point()), e);
+            if (e != null) byCell.put(LocalAttribution.key(c.step(), c.point()), e);
+        }
+        return byCell;
+    }
+
+    private static List<Effect> effects(java.util.Collection<LocalError> errors) {
+        var effects = new LinkedHashMap<String, List<LocalError>>();
+        for (var e : errors) {
             // one effect whether or not some of its cells also needed a near-tie rounding the other way
             if (e.status() == LocalError.Status.PRECISION)
                 effects.computeIfAbsent(e.explanation().replaceFirst(" \\(\\d+ roundings? at a near-tie taken the other way\\)$", ""),
@@ -34,11 +47,18 @@ public record Attributed(Map<String, LocalError> cells, List<Effect> effects, bo
             for (var e : es) if (e.local() > largest.local()) largest = e;
             list.add(new Effect(name, es.size(), es.get(0), largest));
         });
-        return new Attributed(byCell, List.copyOf(list), exact);
+        return List.copyOf(list);
     }
 
     public LocalError of(int step, String point) { return cells.get(LocalAttribution.key(step, point)); }
 
-    /** Whether any cell needed a precision hypothesis. */
-    public boolean hasEffects() { return !effects.isEmpty(); }
+    public LocalError ofReference(int step, String point) { return referenceCells.get(LocalAttribution.key(step, point)); }
+
+    /** Whether any cell needed a precision hypothesis, on either side. */
+    public boolean hasEffects() { return !effects.isEmpty() || !referenceEffects.isEmpty(); }
+
+    /** Cells judged precision only because their local error lies inside their class's envelope (below its detection floor). */
+    public List<LocalError> insideEnvelope() {
+        return cells.values().stream().filter(e -> e.status() == LocalError.Status.PRECISION && e.envelope()).toList();
+    }
 }

@@ -37,6 +37,10 @@ public final class LocalAttribution {
     private final Gemma4Ops ops;
     private final Gemma4Config cfg;
     private final boolean everyCell;
+    /** The precision class the side states it computes in (its producer's dtype): F32, BF16, F16; null when unstated. */
+    private final Format stated;
+    /** This instance attributes the reference: only its stated precision may explain its ops. */
+    private final boolean reference;
     private final Map<String, LocalError> errors = new LinkedHashMap<>();
 
     private int step, start, T;
@@ -50,6 +54,8 @@ public final class LocalAttribution {
     /** Whole-layer attribution only: per precision, per layer, the K/V rows of every position so far. */
     private final Map<Precision, Map<Integer, Shadow>> shadows = new HashMap<>();
     private Boolean wholeLayers;
+    /** The op being judged hands back precomputed outcomes (the whole-layer shadows): it cannot be sampled again. */
+    private boolean precomputed;
     /** Whole-layer mode: the current layer's out under each shadow precision (what its cell is judged against). */
     private Map<Precision, float[]> wholeOut = Map.of();
 
@@ -70,9 +76,42 @@ public final class LocalAttribution {
      *                  engine, whose ops are these ops)
      */
     public LocalAttribution(Gemma4Model model, boolean everyCell) {
-        this.ops = new Gemma4Ops(model);
-        this.cfg = model.config();
+        this(new Gemma4Ops(model), model.config(), everyCell, null, false);
+    }
+
+    private LocalAttribution(Gemma4Ops ops, Gemma4Config cfg, boolean everyCell, Format stated, boolean reference) {
+        this.ops = ops;
+        this.cfg = cfg;
         this.everyCell = everyCell;
+        this.stated = stated;
+        this.reference = reference;
+    }
+
+    /** This attribution for a candidate that states its dtype (a dump's producer.dtype; null or unknown: unstated). */
+    public LocalAttribution stating(String dtype) { return new LocalAttribution(ops, cfg, everyCell, classOf(dtype), reference); }
+
+    /**
+     * A twin that attributes the reference from the reference's own recorded inputs, with the same description of the
+     * model: an op of the reference that the description does not reproduce — within the reference's stated precision
+     * only — means the reference and the description disagree. Only cells over tolerance are attributed (those are the
+     * cells whose error must be accounted for).
+     */
+    public LocalAttribution forReference(String dtype) {
+        var f = classOf(dtype);
+        return new LocalAttribution(ops, cfg, false, f == null ? Format.F32 : f, true);
+    }
+
+    public boolean measuresEveryCell() { return everyCell; }
+
+    /** The precision class a producer's dtype names: float32 → F32, bfloat16 → BF16, float16 → F16; else null. */
+    static Format classOf(String dtype) {
+        if (dtype == null) return null;
+        return switch (dtype.toLowerCase(java.util.Locale.ROOT)) {
+            case "float32", "fp32", "f32" -> Format.F32;
+            case "bfloat16", "bf16" -> Format.BF16;
+            case "float16", "fp16", "f16", "half" -> Format.F16;
+            default -> null;
+        };
     }
 
     public void beginStep(int step, int start, int length, int[] tokens) {
@@ -95,7 +134,7 @@ public final class LocalAttribution {
         if (CapturePoints.isCacheRead(kind) && layer >= 0 && !cfg.layer(layer).kvShared()) thisRead.put(point, new Read(readLo(layer), c));
         boolean out = kind.equals(CapturePoints.OUT);
         if (out && wholeLayers == null)
-            wholeLayers = !have.containsKey(CapturePoints.layer(layer, CapturePoints.ATTN_OUT)) && !have.containsKey(CapturePoints.layer(layer, CapturePoints.MLP_OUT));
+            wholeLayers = !have.containsKey(CapturePoints.layer(layer, CapturePoints.ATTN_OUT));
         // whole-layer mode: this step's layer under every precision, appended to its shadow cache, before judging it
         wholeOut = out ? shadowLayer(layer) : Map.of();
         if (everyCell || failed) {
@@ -112,8 +151,12 @@ public final class LocalAttribution {
 
     /** Closes the step: this step's reads become the history the next step's reads must continue. */
     public void endStep() {
-        previousRead.clear();
-        previousRead.putAll(thisRead);
+        // a step fed nothing (the reference side is fed only steps with cells over tolerance) leaves the older history,
+        // whose rows are still the rows those positions hold
+        if (!thisRead.isEmpty()) {
+            previousRead.clear();
+            previousRead.putAll(thisRead);
+        }
         have = new HashMap<>();
     }
 
@@ -128,7 +171,10 @@ public final class LocalAttribution {
     private LocalError attribute(String point, String kind, int layer, float[] cand) {
         double tol = FP32.tolerance(point);
         List<String> inputs = OpGraph.inputs(cfg, point);
-        if (kind.equals(CapturePoints.OUT) && !haveAll(inputs)) return wholeLayer(point, layer, cand, tol);
+        if (kind.equals(CapturePoints.OUT) && !haveAll(inputs)) {
+            var branches = withBranches(point, layer, cand, tol);
+            return branches != null ? branches : wholeLayer(point, layer, cand, tol);
+        }
         for (String in : inputs)
             if (!have.containsKey(in) && !(kind.equals(CapturePoints.OUT) && in.equals(CapturePoints.PLE)))
                 return LocalError.unattributed(step, point, tol, "the candidate has no " + in + ", an input of this op");
@@ -162,6 +208,7 @@ public final class LocalAttribution {
 
     private LocalError judge(String point, String kind, float[] cand, double tol, Function<Precision, float[]> op, boolean[] rowMask,
                              String from, String granularity, List<Precision> hypotheses) {
+        if (reference) hypotheses = hypotheses.stream().filter(h -> h.activations() == stated && stated != Format.F32 && onlyActivations(h)).toList();
         float[] exact = op.apply(Precision.EXACT);
         if (exact == null || exact.length != cand.length) return LocalError.unattributed(step, point, tol, "its inputs do not have the checkpoint's shapes");
         double local = rel(cand, exact, rowMask);
@@ -196,41 +243,72 @@ public final class LocalAttribution {
                 ties = flips.isEmpty() ? null : flips.size() + (flips.size() == 1 ? " rounding" : " roundings") + " at a near-tie taken the other way";
             }
         }
-        if (best != null && explains(best, bestLeft, local, tol, granularity != null)) {
+        if (best != null && bestLeft <= tol) {
             if (CapturePoints.isCacheRead(kind)) readExplained.put(point, best);
             return new LocalError(step, point, LocalError.Status.PRECISION, local, tol, best.describe() + (ties == null ? "" : " (" + ties + ")"),
                     bestLeft, from, granularity);
         }
+        // no hypothesis reproduces it to fp32 noise: judge the local error against the envelope of the closest precision
+        // class whose outcome depends on its order of arithmetic (a whole half-precision chain)
+        Tried chain = null;
+        for (var t : tried) if (inStatedClass(t.h())) { chain = t; break; }
+        if (chain != null) {
+            var h = chain.h();
+            double floor = KAPPA * envelope(op, h, exact, rowMask, precomputed);
+            if (local <= floor) {
+                if (CapturePoints.isCacheRead(kind)) readExplained.put(point, h);
+                return new LocalError(step, point, LocalError.Status.PRECISION, local, tol, h.describe(), chain.left(), from, granularity, floor, true);
+            }
+            return new LocalError(step, point, LocalError.Status.UNEXPLAINED, local, tol, h.describe(), chain.left(), from, granularity, floor, false);
+        }
         return new LocalError(step, point, LocalError.Status.UNEXPLAINED, local, tol, best == null ? null : best.describe(), bestLeft, from, granularity);
+    }
+
+    /** Samples of an envelope: enough to find its edge at one op, few enough to keep attribution cheap. */
+    private static final int SAMPLES = 3;
+    /** The margin over the largest sampled local error within which a local error is that class's rounding. */
+    static final double KAPPA = 1.5;
+
+    /**
+     * The largest local error the precision class of h produces at this op: its round-to-nearest outcome and
+     * {@link #SAMPLES} outcomes with stochastic rounding ({@link Format#sampled}), each against the exact op. A whole
+     * layer recomputed from precomputed shadows has only its round-to-nearest outcome.
+     */
+    private double envelope(Function<Precision, float[]> op, Precision h, float[] exact, boolean[] rowMask, boolean precomputed) {
+        double e = rel(op.apply(h), exact, rowMask);
+        if (precomputed) return e;
+        for (int s = 0; s < SAMPLES; s++) {
+            long seed = 0x5EEDL * 31 + s * 7919L + step * 104729L;
+            float[] out = Format.sampled(seed, () -> op.apply(h));
+            if (out != null && out.length == exact.length) e = Math.max(e, rel(out, exact, rowMask));
+        }
+        return e;
+    }
+
+    /**
+     * Whether h is a chain hypothesis this side may be judged by: a side that states bf16 or fp16 by that class only;
+     * one that states fp32, or nothing, by any (an engine's own rounding, such as an fp16 flash attention, is not in
+     * its producer's dtype); the reference, which states what it computed in, by nothing finer than its dtype.
+     */
+    private boolean inStatedClass(Precision h) {
+        if (!isChain(h)) return false;
+        if (stated == Format.BF16 || stated == Format.F16) return h.activations() == stated;
+        return !reference;
+    }
+
+    /** Whether h changes nothing but the activations' format (and, for attention, the cache's stores it read). */
+    private static boolean onlyActivations(Precision h) {
+        var base = Precision.EXACT.withKeys(h.keys()).withValues(h.values()).withActivations(h.activations());
+        return h.equals(base);
+    }
+
+    /** A hypothesis that runs a whole chain of half-precision roundings, whose outcome depends on its order of arithmetic. */
+    static boolean isChain(Precision h) {
+        return h.activations() != Format.F32 || h.attention() == Precision.Attention.GGML_FLASH;
     }
 
     /** At most this many near-tie roundings are tried the other way per cell (the first met). */
     private static final int MAX_TIES = 48;
-
-    /**
-     * Whether a hypothesis that leaves {@code left} of a local error explains it: when it reproduces the candidate to
-     * fp32 noise, after letting roundings whose input lies within 2⁻²⁰ of a boundary go the other way (two
-     * implementations that differ only in the order of their fp32 arithmetic may round those either way). A
-     * hypothesis that runs a whole chain of half-precision roundings — a model run entirely in bf16 or fp16
-     * (transformers, MLX), or ggml's flash attention accumulating in fp16 — may also leave up to half its format's unit
-     * roundoff (2⁻⁹ for bf16, 2⁻¹² for fp16), if that is at most half the local error: such a chain's outcome depends
-     * on the order of its arithmetic by more than single near-ties (transformers' CPU SDPA in bf16 is reproduced to
-     * 1e-4…7e-4 at attn.out), which no finer claim at one op can resolve. A bug larger than that is never covered.
-     * A whole layer recomputed at once (a producer that records only the residual stream) chains attention, MLP and
-     * their norms, and carries that noise through all of them: there the allowance is the format's whole unit roundoff
-     * and the hypothesis need only bring the candidate closer — at that granularity a bf16 engine's bug under ~4e-3
-     * of a layer's output cannot be told from its rounding, as the report says.
-     */
-    static boolean explains(Precision h, double left, double local, double tol, boolean wholeLayer) {
-        if (left <= tol) return true;
-        if (left > (wholeLayer ? local : local / 2)) return false;
-        double u = switch (h.activations()) {
-            case BF16 -> 0x1p-9;
-            case F16 -> 0x1p-12;
-            case F32 -> h.attention() == Precision.Attention.GGML_FLASH ? 0x1p-12 : 0;
-        };
-        return left <= (wholeLayer ? 2 * u : u);
-    }
 
     /** The precision hypotheses that can touch an op of this kind (attention's: see {@link #attentionHypotheses}). */
     static List<Precision> hypotheses(String kind) {
@@ -367,6 +445,29 @@ public final class LocalAttribution {
                 "its q, k_read, v_read" + (T > 1 && base < lastLo ? " and this step's k, v" : ""), gran, attentionHypotheses(layer));
     }
 
+    // ---- composite ops, for producers that record fewer points -----------------------------------------------
+
+    /**
+     * A layer's out when the side recorded its attention output but not every feed-forward branch (mlp.out without
+     * moe.out, say): the missing branches recomputed from the post-attention residual, as one op with the residual adds
+     * and norms. Null when the attention output or the layer's input is missing too.
+     */
+    private LocalError withBranches(String point, int layer, float[] cand, double tol) {
+        String in = OpGraph.layerInput(layer), attn = CapturePoints.layer(layer, CapturePoints.ATTN_OUT);
+        if (!have.containsKey(in) || !have.containsKey(attn)) return null;
+        String mlpPoint = CapturePoints.layer(layer, CapturePoints.MLP_OUT), moePoint = CapturePoints.layer(layer, CapturePoints.MOE_OUT);
+        float[] mlp = have.get(mlpPoint), moe = cfg.moe() ? have.get(moePoint) : null;
+        var missing = new ArrayList<String>();
+        if (mlp == null) missing.add(mlpPoint);
+        if (cfg.moe() && moe == null) missing.add(moePoint);
+        String gran = "the layer's " + String.join(" and ", missing.stream().map(CapturePoints::kindOf).toList())
+                + " recomputed with its residual adds (not recorded)";
+        return judge(point, CapturePoints.OUT, cand, tol, p -> ops.layerOut(layer, residual(layer, p),
+                        mlp != null ? mlp : ops.mlp(layer, residual(layer, p), T, p),
+                        !cfg.moe() ? null : moe != null ? moe : ops.moe(layer, residual(layer, p), T, p), pleFor(p), T, p), null,
+                in + ", " + attn + (mlp != null ? ", " + mlpPoint : "") + (moe != null ? ", " + moePoint : ""), gran);
+    }
+
     // ---- whole layers, for producers that record only the residual stream ------------------------------------
 
     private LocalError wholeLayer(String point, int layer, float[] cand, double tol) {
@@ -374,8 +475,13 @@ public final class LocalAttribution {
         if (!have.containsKey(in)) return LocalError.unattributed(step, point, tol, "the candidate has no " + in + ", the layer's input");
         if (!Boolean.TRUE.equals(wholeLayers))
             return LocalError.unattributed(step, point, tol, "the candidate lacks some of the layer's inputs (" + String.join(", ", OpGraph.inputs(cfg, point)) + ")");
-        return judge(point, CapturePoints.OUT, cand, tol, wholeOut::get, null, in,
-                "the whole layer from its input residual (the candidate records no q/k/v, attn.out or mlp.out here)");
+        precomputed = true;
+        try {
+            return judge(point, CapturePoints.OUT, cand, tol, wholeOut::get, null, in,
+                    "the whole layer from its input residual, with a shadow cache (no attn.out is recorded here)");
+        } finally {
+            precomputed = false;
+        }
     }
 
     /**
