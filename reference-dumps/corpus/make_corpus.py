@@ -55,7 +55,21 @@ import traceback
 import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
+
+
+def find_repo(start):
+    """The checkout holding reference-dumps/make_dumps.py: this file's folder or one above it (the script also runs
+    from a copy beside the repository's root)."""
+    d = start
+    while True:
+        if os.path.isfile(os.path.join(d, "reference-dumps", "make_dumps.py")):
+            return d
+        if os.path.dirname(d) == d:
+            sys.exit("make_corpus.py: no reference-dumps/make_dumps.py in this folder or above it")
+        d = os.path.dirname(d)
+
+
+REPO = os.environ.get("DECODIFF_REPO") or find_repo(HERE)
 sys.path.insert(0, os.path.join(REPO, "reference-dumps"))
 sys.path.insert(0, os.path.join(REPO, "checkpoints"))
 
