@@ -269,8 +269,11 @@ def patch_model(model, name):
 
             def fwd(self, hidden_states, orig=orig):
                 probs, w, idx = orig(hidden_states)
+                p = probs.float()
+                if not torch.allclose(p.sum(-1), torch.ones_like(p.sum(-1)), atol=1e-2):
+                    p = p.softmax(-1)  # a router that returns its scores rather than probabilities
                 # undo the renormalisation: the top-k probabilities' sum, back in
-                s = probs.gather(-1, idx).sum(dim=-1, keepdim=True).to(w.dtype)
+                s = p.gather(-1, idx).sum(dim=-1, keepdim=True).to(w.dtype)
                 return probs, w * s, idx
             router.forward = types.MethodType(fwd, router)
             n += 1
@@ -284,10 +287,18 @@ def patch_model(model, name):
 # Jobs
 # ------------------------------------------------------------------------------------------------------------------
 
+SETUP = {"done": False}
+
+
 def setup_process(threads=1):
+    """Once per process (a pool worker takes several configurations): the patches wrap make_dumps.py's functions,
+    and wrapping twice would apply a bug twice."""
     import torch
     import make_dumps as md
     torch.set_num_threads(threads)
+    if SETUP["done"]:
+        return
+    SETUP["done"] = True
     md.DTYPES["float16"] = torch.float16
     md.install_attention("sdpa")
     install_bug_attention()
