@@ -70,9 +70,14 @@ public final class Comparison {
     public static List<String> checkIdentity(DumpManifest ref, Path refFile, DumpManifest cand, Path candFile, boolean allowMismatch) {
         var notes = new ArrayList<String>();
         String hint = "; compare dumps of the same checkpoint, or pass --allow-mismatch to compare anyway";
-        if (quantizationDiffers(ref.producer(), cand.producer()))
-            mismatch(notes, allowMismatch, candFile, "ran " + DumpManifest.weights(cand.producer().quantization()) + " but the reference (" + refFile
-                    + ") ran " + DumpManifest.weights(ref.producer().quantization()) + ": a different model" + hint);
+        if (quantizationDiffers(ref.producer(), cand.producer())) {
+            var rq = ref.producer().quantization();
+            var cq = cand.producer().quantization();
+            String what = rq == null || cq == null
+                    ? "ran " + DumpManifest.weights(cq) + " but the reference (" + refFile + ") ran " + DumpManifest.weights(rq)
+                    : "states another quantization than the reference (" + refFile + "), candidate vs reference: " + String.join("; ", cq.differences(rq));
+            mismatch(notes, allowMismatch, candFile, what + ": a different model" + hint);
+        }
         if (!Objects.equals(ref.model().configSha256(), cand.model().configSha256()))
             mismatch(notes, allowMismatch, candFile, "was made from another checkpoint: config_sha256 " + abbrev(cand.model().configSha256())
                     + "… but the reference (" + refFile + ") has " + abbrev(ref.model().configSha256()) + "…" + hint);
@@ -106,7 +111,10 @@ public final class Comparison {
      */
     public static boolean quantizationDiffers(DumpManifest.Producer ref, DumpManifest.Producer cand) {
         if (ref == null || cand == null || !ref.statesQuantization() || !cand.statesQuantization()) return false;
-        return !Objects.equals(ref.quantization(), cand.quantization());
+        var a = ref.quantization();
+        var b = cand.quantization();
+        if (a == null || b == null) return a != b;
+        return !a.differences(b).isEmpty();
     }
 
     private static void mismatch(List<String> notes, boolean allow, Path file, String what) {

@@ -123,6 +123,66 @@ public record DumpManifest(
             overrides = overrides == null ? null : java.util.Collections.unmodifiableMap(new java.util.LinkedHashMap<>(overrides));
         }
 
+        /**
+         * What differs between two statements of quantization, by meaning: module paths compared without their
+         * wrappers' prefixes ({@code model.}, {@code language_model.}, {@code model.language_model.}), an override that
+         * repeats the defaults or keeps a module that is never quantized (a norm, a scalar) in float counts as no override.
+         * Empty: the same model.
+         */
+        public java.util.List<String> differences(Quantization o) {
+            var out = new java.util.ArrayList<String>();
+            if (!java.util.Objects.equals(lower(format), lower(o.format))) out.add("format " + format + " vs " + o.format);
+            if (!java.util.Objects.equals(lower(mode), lower(o.mode))) out.add("mode " + mode + " vs " + o.mode);
+            if (!java.util.Objects.equals(bits, o.bits)) out.add("bits " + bits + " vs " + o.bits);
+            if (!java.util.Objects.equals(groupSize, o.groupSize)) out.add("group size " + groupSize + " vs " + o.groupSize);
+            var a = canonicalOverrides();
+            var b = o.canonicalOverrides();
+            var keys = new java.util.TreeSet<>(a.keySet());
+            keys.addAll(b.keySet());
+            for (String k : keys) {
+                String x = a.get(k), y = b.get(k);
+                if (!java.util.Objects.equals(x, y))
+                    out.add(k + ": " + (x == null ? "the defaults" : x) + " vs " + (y == null ? "the defaults" : y));
+            }
+            return out;
+        }
+
+        private static String lower(String s) { return s == null ? null : s.toLowerCase(java.util.Locale.ROOT); }
+
+        private java.util.Map<String, String> canonicalOverrides() {
+            var m = new java.util.TreeMap<String, String>();
+            if (overrides == null) return m;
+            String defaults = bits == null ? null : bits + "-bit" + (groupSize == null ? "" : ", group " + groupSize);
+            for (var e : overrides.entrySet()) {
+                String k = canonicalModule(e.getKey()), v = e.getValue() == null ? "" : e.getValue().trim();
+                if (v.equals(defaults)) continue;
+                if (v.equalsIgnoreCase("not quantized") && neverQuantized(k)) continue;
+                m.put(k, v);
+            }
+            return m;
+        }
+
+        /** A module path without the wrappers a multimodal or causal-LM checkpoint puts in front of the text model's. */
+        static String canonicalModule(String path) {
+            String p = path;
+            boolean again = true;
+            while (again) {
+                again = false;
+                for (String prefix : new String[]{"model.", "language_model."})
+                    if (p.startsWith(prefix)) {
+                        p = p.substring(prefix.length());
+                        again = true;
+                    }
+            }
+            return p;
+        }
+
+        /** Modules MLX never quantizes (only linear and embedding matrices are), listed as "not quantized" by some producers. */
+        private static boolean neverQuantized(String module) {
+            String last = module.substring(module.lastIndexOf('.') + 1);
+            return last.contains("norm") || last.contains("scalar") || last.equals("bias");
+        }
+
         /** "MLX affine 4-bit, group 64, 1 override (language_model.model.layers.0.mlp.down_proj: 8-bit, group 64)". */
         public String describe() {
             var sb = new StringBuilder(format == null ? "quantized" : format.toUpperCase(java.util.Locale.ROOT));
