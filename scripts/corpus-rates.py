@@ -29,6 +29,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter, defaultdict
 
@@ -81,7 +82,11 @@ def run_one(decodiff, folder, e, timeout):
         rc, out, err = p.returncode, p.stdout, p.stderr
     except subprocess.TimeoutExpired:
         rc, out, err = None, "", f"timed out after {timeout}s"
-    res = {"id": e["id"], "command": cmd, "exit": rc, "seconds": round(time.time() - t0, 1)}
+    return result(e, cmd, rc, out, err, time.time() - t0)
+
+
+def result(e, cmd, rc, out, err, seconds):
+    res = {"id": e["id"], "command": cmd, "exit": rc, "seconds": round(seconds, 1)}
     try:
         doc = json.loads(out) if out.strip() else None
     except ValueError:
@@ -100,6 +105,39 @@ def run_one(decodiff, folder, e, timeout):
         res["verdict"] = {0: "?", 1: "divergence", 2: "bad-input", 3: "incomplete"}.get(rc, "error")
         res["stderr"] = (err or "").strip().splitlines()[-3:] if err else []
     return res
+
+
+def run_batch(decodiff, folder, entries, timeout):
+    """Every comparison in one JVM (`decodiff batch`): hundreds of small comparisons cost a JVM start each otherwise."""
+    cmds = [command(decodiff, folder, e) for e in entries]
+    with tempfile.TemporaryDirectory() as tmp:
+        cf, rf = os.path.join(tmp, "commands.jsonl"), os.path.join(tmp, "results.jsonl")
+        with open(cf, "w", encoding="utf-8") as f:
+            for c in cmds:
+                f.write(json.dumps(c[1:]) + "\n")
+        t0 = time.time()
+        p = subprocess.Popen([decodiff, "batch", cf, "--out", rf], cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        done = 0
+        while p.poll() is None or done < len(cmds):
+            time.sleep(1)
+            if os.path.exists(rf):
+                with open(rf, encoding="utf-8") as f:
+                    lines = f.read().splitlines()
+                for line in lines[done:]:
+                    try:
+                        r = json.loads(line)
+                    except ValueError:
+                        break
+                    e = entries[r["index"]]
+                    res = result(e, cmds[r["index"]], r["exit"], r["stdout"], r["stderr"], time.time() - t0)
+                    t0 = time.time()
+                    done += 1
+                    yield e, res
+            if p.poll() is not None and done < len(cmds):
+                if os.path.exists(rf) and done < len(open(rf, encoding="utf-8").read().splitlines()):
+                    continue
+                err = (p.stderr.read() or "").strip().splitlines()[-3:]
+                sys.exit(f"corpus-rates: decodiff batch stopped after {done} of {len(cmds)} comparisons: {' '.join(err)}")
 
 
 def judge(e, res):
@@ -196,6 +234,8 @@ def main():
     ap.add_argument("--timeout", type=int, default=600, help="seconds per comparison (default 600)")
     ap.add_argument("--resume", action="store_true", help="reuse results in --json whose command is unchanged")
     ap.add_argument("--llamacpp", help="also clean live llama.cpp runs, GGUF types e.g. f32,bf16,f16")
+    ap.add_argument("--one-process-each", dest="batch", action="store_false",
+                    help="run each comparison as its own decodiff process (default: all in one, through decodiff batch)")
     args = ap.parse_args()
     folder = os.path.abspath(args.corpus)
     doc = load_corpus(folder)
@@ -211,22 +251,28 @@ def main():
     if args.resume and args.json and os.path.exists(args.json):
         with open(args.json, encoding="utf-8") as f:
             old = {r["id"]: r for r in json.load(f).get("results", [])}
-    results = []
+    results = {}
     t0 = time.time()
-    for k, e in enumerate(entries):
-        cmd = command(args.decodiff, folder, e)
+    todo = []
+    for e in entries:
         r = old.get(e["id"])
-        if r is None or r.get("command") != cmd or r.get("exit") is None:
-            r = run_one(args.decodiff, folder, e, args.timeout)
-        results.append(r)
+        if r is None or r.get("command") != command(args.decodiff, folder, e) or r.get("exit") is None:
+            todo.append(e)
+        else:
+            results[e["id"]] = r
+    fresh = run_batch(args.decodiff, folder, todo, args.timeout) if args.batch else \
+        ((e, run_one(args.decodiff, folder, e, args.timeout)) for e in todo)
+    for k, (e, r) in enumerate(fresh):
+        results[e["id"]] = r
         j = judge(e, r)
         cell = r.get("first_divergence") or {}
-        print(f"[{k + 1}/{len(entries)}] {e['id']} {e['config']} {e['precision']:18s} {e['expected']:13s} "
+        print(f"[{k + 1}/{len(todo)}] {e['id']} {e['config']} {e['precision']:18s} {e['expected']:13s} "
               f"{(e['bug'] or '-'):22s} -> {r.get('verdict')} (exit {r.get('exit')})"
               f"{' at %s/%s' % (cell.get('step'), cell.get('point')) if cell else ''}"
               f"{'  <- ' + j.upper() if j != 'ok' else ''}", flush=True)
         if args.json:  # written as it goes, so --resume picks up after an interruption
-            write_json(args.json, doc, entries, results, None)
+            write_json(args.json, doc, entries, [results[x["id"]] for x in entries if x["id"] in results], None)
+    results = [results[e["id"]] for e in entries if e["id"] in results]
     s, rows = summarise(entries, results)
     print_table(s, rows)
     print(f"\n{len(results)} comparisons in {time.time() - t0:.0f}s")
