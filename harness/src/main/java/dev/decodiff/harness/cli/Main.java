@@ -16,7 +16,7 @@ import java.io.UncheckedIOException;
  */
 @Command(name = "decodiff", mixinStandardHelpOptions = true, versionProvider = Main.Version.class,
         description = "Finds where an LLM engine's decode goes wrong: which step, layer and tensor, and why.",
-        subcommands = {CompareCommand.class, DumpCommand.class, RunCommand.class, InspectCommand.class, ValidateCommand.class, GgufCommand.class, SelfTestCommand.class, SelfCheckCommand.class, BisectCommand.class, OpsCommand.class, CalibrateCommand.class, KvDriftCommand.class, dev.decodiff.harness.bench.BenchCommand.class, CommandLine.HelpCommand.class},
+        subcommands = {CompareCommand.class, DumpCommand.class, RunCommand.class, InspectCommand.class, ValidateCommand.class, PlanCommand.class, GgufCommand.class, SelfTestCommand.class, SelfCheckCommand.class, BisectCommand.class, OpsCommand.class, CalibrateCommand.class, KvDriftCommand.class, dev.decodiff.harness.bench.BenchCommand.class, CommandLine.HelpCommand.class},
         footer = {"", "Exit codes: 0 match, 1 divergence, 2 bad input, usage, or an output that could not be written, 3 incomplete (not every expected cell was compared).",
                 "Start with: decodiff compare   (the bundled default case against the live engine)"})
 public final class Main implements Runnable {
