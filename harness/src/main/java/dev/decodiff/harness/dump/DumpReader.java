@@ -336,7 +336,7 @@ public final class DumpReader {
                         + (index == i + 1 ? " (it looks like counting from 1: the prefill is step 0)" : ""));
             if (start != expectStart)
                 throw v.fail(at + ".start is " + start + " but the previous steps end at position " + expectStart + "; steps must be contiguous"
-                        + (start > expectStart ? " — a step is missing: positions " + expectStart + "–" + (start - 1) + " were fed by no listed step"
+                        + (start > expectStart ? " — a step is missing: " + (start - 1 == expectStart ? "position " + expectStart + " was" : "positions " + expectStart + "–" + (start - 1) + " were") + " fed by no listed step"
                         + " (every forward call is one step: the prompt's prefill, then one per decode token)" : ""));
             if (length < 1) throw v.fail(at + ".length is " + length + "; a step feeds at least one token");
             if (i == 0 && length != promptLength)
