@@ -56,22 +56,47 @@ class PythonDumpWriterTest {
         return f;
     }
 
+    /**
+     * README's walk-through, line by line as a newcomer types it: decodiff's commands run in-process, python3 as a
+     * process, /tmp and plan.json moved into a temporary folder. The last line must say MATCH.
+     */
     @Test
-    void aDumpWrittenByThePythonWriterMatchesTransformers() throws Exception {
-        Path plan = planJson();
-        Path engine = tmp.resolve("engine"), mine = tmp.resolve("mine");
-        var dump = Cli.run("dump", "--model", ROOT.resolve("checkpoints/gemma4-tiny").toString(), "--reference", REF, "--out", engine.toString());
-        assertThat(dump.code()).as(dump.toString()).isZero();
-
-        var w = python(ROOT, "python/examples/rewrite_dump.py", engine.toString(), plan.toString(), mine.toString());
-        assertThat(w.code()).as(w.out()).isZero();
-
-        assertThat(Cli.run("validate", mine.toString()).code()).isZero();
-        var cmp = Cli.run("compare", REF, mine.toString(), "--json");
-        assertThat(cmp.code()).as(cmp.toString()).isZero();
-        var j = cmp.json();
+    void theReadmeWalkThroughWritesADumpFromPythonThatMatchesTransformers() throws Exception {
+        var lines = readmeWalkThrough();
+        assertThat(lines).hasSize(4);
+        Cli last = null;
+        for (String line : lines) {
+            String cmd = line.replaceAll("\\s+#.*$", "").replace("/tmp/", tmp + "/").replace("plan.json", tmp.resolve("plan.json").toString());
+            var words = new ArrayList<>(List.of(cmd.trim().split("\\s+")));
+            Path redirect = null;
+            if (words.size() > 2 && words.get(words.size() - 2).equals(">")) {
+                redirect = Path.of(words.removeLast());
+                words.removeLast();
+            }
+            if (words.getFirst().equals("python3")) {
+                var r = python(ROOT, words.subList(1, words.size()).toArray(String[]::new));
+                assertThat(r.code()).as(line + "\n" + r.out()).isZero();
+                continue;
+            }
+            assertThat(words.getFirst()).isEqualTo("./decodiff");
+            var args = words.subList(1, words.size()).stream().map(w -> Files.exists(ROOT.resolve(w)) ? ROOT.resolve(w).toString() : w).toArray(String[]::new);
+            last = Cli.run(args);
+            assertThat(last.code()).as(line + "\n" + last).isZero();
+            if (redirect != null) Files.writeString(redirect, last.out());
+        }
+        assertThat(last.out()).contains("MATCH");
+        var j = Cli.run("compare", REF, tmp.resolve("mine").toString(), "--json").json();
         assertThat(j.get("verdict").asText()).isEqualTo("match");
         assertThat(j.get("producers").toString()).contains("rewrite_dump.py");
+    }
+
+    /** The command lines of README's fenced block that runs python/examples/rewrite_dump.py. */
+    private static List<String> readmeWalkThrough() throws IOException {
+        var blocks = Files.readString(ROOT.resolve("README.md")).split("```");
+        for (int i = 1; i < blocks.length; i += 2)
+            if (blocks[i].contains("python/examples/rewrite_dump.py"))
+                return blocks[i].lines().skip(1).filter(l -> !l.isBlank()).toList();
+        throw new AssertionError("README.md has no block that runs python/examples/rewrite_dump.py");
     }
 
     @Test
