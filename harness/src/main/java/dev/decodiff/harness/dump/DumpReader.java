@@ -33,6 +33,7 @@ public final class DumpReader {
     private final Path dir;
     private final DumpManifest manifest;
     private final List<Set<String>> stepPoints;
+    private final List<Map<String, long[]>> stepShapes;
     private final List<String> gaps;
     private final ReadRows readRows;
 
@@ -41,6 +42,7 @@ public final class DumpReader {
         this.manifest = manifest;
         this.readRows = readRows;
         this.stepPoints = stepShapes.stream().map(m -> Set.copyOf(m.keySet())).toList();
+        this.stepShapes = List.copyOf(stepShapes);
         this.gaps = findGaps(dir, manifest, allPoints(), stepShapes);
     }
 
@@ -176,6 +178,12 @@ public final class DumpReader {
 
     /** The capture points stored for step s (from its header, read on open). */
     public Set<String> points(int s) { return stepPoints.get(s); }
+
+    /** The shape of a point at step s (from its header, read on open), or null when the step does not hold it. */
+    public long[] shape(int s, String point) {
+        long[] shape = stepShapes.get(s).get(point);
+        return shape == null ? null : shape.clone();
+    }
 
     /** The union of the points of all steps, in first-seen order. */
     public Set<String> allPoints() {
@@ -323,12 +331,17 @@ public final class DumpReader {
             int start = v.integer(s, at + ".start", "start");
             int length = v.integer(s, at + ".length", "length");
             String file = v.text(s, "file", at + ".file");
-            if (index != i) throw v.fail(at + ".index is " + index + "; steps must be listed in order with index 0, 1, 2, …");
+            if (index != i)
+                throw v.fail(at + ".index is " + index + "; steps must be listed in order with index 0, 1, 2, …"
+                        + (index == i + 1 ? " (it looks like counting from 1: the prefill is step 0)" : ""));
             if (start != expectStart)
-                throw v.fail(at + ".start is " + start + " but the previous steps end at position " + expectStart + "; steps must be contiguous");
+                throw v.fail(at + ".start is " + start + " but the previous steps end at position " + expectStart + "; steps must be contiguous"
+                        + (start > expectStart ? " — a step is missing: " + (start - 1 == expectStart ? "position " + expectStart + " was" : "positions " + expectStart + "–" + (start - 1) + " were") + " fed by no listed step"
+                        + " (every forward call is one step: the prompt's prefill, then one per decode token)" : ""));
             if (length < 1) throw v.fail(at + ".length is " + length + "; a step feeds at least one token");
             if (i == 0 && length != promptLength)
-                throw v.fail("steps[0].length is " + length + " but prompt_length is " + promptLength + "; step 0 feeds the whole prompt");
+                throw v.fail("steps[0].length is " + length + " but prompt_length is " + promptLength + "; step 0 feeds the whole prompt"
+                        + (length == 1 ? " (it looks like the prompt was fed one token per step: prefill it in one forward call, as the reference does)" : ""));
             if (start + length > tokens.size())
                 throw v.fail(at + " feeds positions [" + start + ", " + (start + length) + ") but \"tokens\" has only " + tokens.size());
             if (file.isEmpty() || file.contains("/") || file.contains("\\") || file.equals("..") || file.equals("."))

@@ -2,6 +2,8 @@ package dev.decodiff.harness.dump;
 
 import dev.decodiff.engine.CapturePoints;
 import dev.decodiff.harness.BadInputException;
+import dev.decodiff.harness.plan.CapturePlan;
+import dev.decodiff.harness.plan.ProducerConventions;
 import dev.decodiff.metal.SafetensorsException;
 import dev.decodiff.metal.SafetensorsFile;
 
@@ -82,6 +84,13 @@ public final class DumpValidator {
         checkAbsentLayers(mf, m, all, problems);
         problems.addAll(stepHoles(m, stepPoints));
         var unknown = all.stream().filter(p -> !isContractName(p)).toList();
+        // names of another producer's convention are a mistake to map, not extra points to keep
+        String firstFile = m.stepCount() > 0 ? dir.resolve(m.step(0).file()).toString() : mf.toString();
+        var foreign = ProducerConventions.namingProblems(firstFile, unknown);
+        problems.addAll(foreign);
+        if (foreign.isEmpty() && !all.isEmpty() && unknown.size() == all.size())
+            problems.add(firstFile + ": none of its " + all.size() + " tensor names is a capture point (embed, layers.N.attn.q, …, logits), so nothing"
+                    + " in it can be compared; name the tensors after the points `decodiff plan` lists (docs/dump-format.md §3)");
         if (!unknown.isEmpty())
             notes.add(unknown.size() + " point(s) outside the contract names (kept, listed by compare as not compared): "
                     + String.join(", ", unknown.subList(0, Math.min(8, unknown.size()))) + (unknown.size() > 8 ? ", …" : ""));
@@ -125,12 +134,13 @@ public final class DumpValidator {
     static List<String> tensorProblems(Path dir, Path mf, DumpManifest m, List<Map<String, long[]>> stepShapes, boolean candidate) {
         var problems = new ArrayList<String>();
         var all = new LinkedHashSet<String>();
+        var plan = CapturePlan.forManifest(m); // the shape rules plan, validate and compare share
         for (int s = 0; s < stepShapes.size(); s++) {
             Path f = dir.resolve(m.step(s).file());
             for (var t : stepShapes.get(s).entrySet()) {
                 all.add(t.getKey());
                 String why = elementCount(t.getValue()) == 0 ? "it holds no values; every tensor of a dump holds at least one (an empty tensor compares as nothing)"
-                        : shapeProblem(t.getKey(), t.getValue(), m, s, candidate);
+                        : plan.shapeProblem(t.getKey(), t.getValue(), s, candidate);
                 if (why != null) problems.add(f + ": tensor '" + t.getKey() + "' has shape " + Arrays.toString(t.getValue()) + "; " + why);
             }
         }
@@ -145,39 +155,6 @@ public final class DumpValidator {
         long n = 1;
         for (long d : shape) n *= d;
         return n;
-    }
-
-    /**
-     * The shape rule of a contract point at step s (T = tokens the step fed, p = its last position), or null when it
-     * holds; names outside the contract are not checked.
-     */
-    static String shapeProblem(String point, long[] shape, DumpManifest m, int s, boolean candidate) {
-        var st = m.step(s);
-        long T = st.length(), positions = st.end();
-        String kind = CapturePoints.kindOf(point);
-        int layer = CapturePoints.layerOf(point);
-        if (layer < 0) {
-            return switch (point) {
-                case CapturePoints.EMBED, CapturePoints.FINAL_NORM -> rows(shape, 2, T, "[T, hidden]");
-                case CapturePoints.PLE -> shape.length != 3 || shape[0] != T || shape[1] != m.model().numHiddenLayers()
-                        ? "expected [T, num_hidden_layers, P] = [" + T + ", " + m.model().numHiddenLayers() + ", P]" : null;
-                case CapturePoints.LOGITS -> shape.length != 1 || shape[0] < 1 ? "expected [vocab] (the logits of the step's last position)" : null;
-                default -> null;
-            };
-        }
-        return switch (kind) {
-            case CapturePoints.Q, CapturePoints.K, CapturePoints.V -> rows(shape, 3, T, "[T, heads, head_dim]");
-            case CapturePoints.K_READ, CapturePoints.V_READ -> shape.length != 3 || shape[0] < 1 || (shape[0] > positions && !candidate)
-                    ? "expected [C, kv_heads, head_dim] with 1 ≤ C ≤ " + positions + " (the positions the step's last query reads)" : null;
-            case CapturePoints.ATTN_OUT, CapturePoints.MLP_OUT, CapturePoints.MOE_OUT, CapturePoints.OUT -> rows(shape, 2, T, "[T, width]");
-            default -> null;
-        };
-    }
-
-    private static String rows(long[] shape, int rank, long T, String form) {
-        if (shape.length != rank || shape[0] != T) return "expected " + form + " with T = " + T + " (the tokens this step fed)";
-        for (long d : shape) if (d < 1) return "expected " + form + " with no empty axis";
-        return null;
     }
 
     private static void checkLayerIndices(Path mf, DumpManifest m, Set<String> points, List<String> problems) {
@@ -280,9 +257,17 @@ public final class DumpValidator {
                 firstStep.putIfAbsent(e.getKey(), s);
                 if (seen != null && !Arrays.equals(seen, tail))
                     problems.add(m.step(s).file() + ": tensor '" + e.getKey() + "' has shape " + Arrays.toString(shape)
-                            + " but its trailing axes were " + Arrays.toString(seen) + " at step " + firstStep.get(e.getKey()));
+                            + " but its trailing axes were " + Arrays.toString(seen) + " at step " + firstStep.get(e.getKey())
+                            + (isRead(e.getKey()) && growsWithPositions(seen, tail)
+                            ? "; it looks like [kv_heads, C, head_dim] (the attention kernels' layout); decodiff's is [C, kv_heads, head_dim]:"
+                            + " swap the first two axes (NumPy: x.transpose(1, 0, 2))" : ""));
             }
         }
+    }
+
+    /** Trailing axes whose first changes while the rest stay: positions read on axis 1, where the heads belong. */
+    private static boolean growsWithPositions(long[] before, long[] now) {
+        return before.length == 2 && now.length == 2 && before[0] != now[0] && before[1] == now[1];
     }
 
     static boolean isContractName(String p) {
