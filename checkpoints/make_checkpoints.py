@@ -479,7 +479,7 @@ def make_geometry(args):
 QWEN35_COMMON = dict(
     vocab_size=VOCAB_SIZE, hidden_size=48, head_dim=32, num_attention_heads=4, num_key_value_heads=2,
     linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8, linear_value_head_dim=12,
-    linear_conv_kernel_dim=4, rms_norm_eps=1e-6, tie_word_embeddings=False, max_position_embeddings=4096,
+    linear_conv_kernel_dim=4, rms_norm_eps=1e-6, tie_word_embeddings=False, max_position_embeddings=4096, num_hidden_layers=4,
     hidden_act="silu", attention_bias=False, bos_token_id=2, eos_token_id=1, pad_token_id=0,
     rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25,
                      "mrope_section": [11, 11, 10], "mrope_interleaved": True},

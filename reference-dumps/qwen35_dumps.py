@@ -306,8 +306,8 @@ def install_wrappers():
 def conv_state(cache, i):
     layer = cache.layers[i]
     cs = getattr(layer, "conv_states", None)
-    if isinstance(cs, (list, tuple)):
-        cs = cs[0] if cs else None
+    if isinstance(cs, (list, tuple, dict)):  # 5.17: a dict {state index: tensor}
+        cs = cs[0] if len(cs) else None
     return cs if isinstance(cs, torch.Tensor) else None
 
 
