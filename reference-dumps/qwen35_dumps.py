@@ -17,13 +17,13 @@ Capture points (docs/dump-format.md) and how they are taken:
   embed                               forward hook on model.embed_tokens -> [T, H]
   layers.i.linear.conv_state_read     the cache's conv state before the layer runs, its last K-1 columns (the
                                       oldest of transformers' K columns only ever feeds discarded outputs) -> [K-1, C],
-                                      time-major, oldest first; zeros before the layer's first call
+                                      time-major, oldest first; absent on the first step (there is no state yet)
   layers.i.linear.conv_state          the same after the layer ran
   layers.i.linear.q / .k              torch_*_gated_delta_rule's q and k after transformers' l2norm (module-level
                                       function, wrapped), after the head repeat, before the 1/sqrt(dk) scale -> [T, Hv, dk]
   layers.i.linear.v                   the kernel's value argument (conv output after SiLU) -> [T, Hv, dv]
   layers.i.linear.beta / .decay       the kernel's beta and g (log decay) arguments -> [T, Hv]
-  layers.i.linear.state_read          the kernel's initial_state (zeros when None) -> [Hv, dk, dv], float32
+  layers.i.linear.state_read          the kernel's initial_state -> [Hv, dk, dv], float32; absent on the first step
   layers.i.linear.core_out            the kernel's output, before the gated norm -> [T, Hv, dv]
   layers.i.linear.state               the kernel's final state, what the cache stores -> [Hv, dk, dv]
   layers.i.linear.out                 forward hook on linear_attn (out_proj output) -> [T, H]
@@ -270,7 +270,8 @@ def wrap_kernel(orig):
         REC.put(f"layers.{i}.linear.decay", a["g"][0])
         s0 = a.get("initial_state")
         dk, dv = k.shape[-1], v.shape[-1]
-        REC.put(f"layers.{i}.linear.state_read", torch.zeros(hv, dk, dv) if s0 is None else s0[0])
+        if s0 is not None:  # absent on the layer's first call, which starts from zeros
+            REC.put(f"layers.{i}.linear.state_read", s0[0])
         REC.put(f"layers.{i}.linear.core_out", out[0])
         if state is None:
             raise RuntimeError(f"layer {i}: the kernel returned no final state")
@@ -353,9 +354,9 @@ def install_hooks(model, kind):
                     return
                 REC.layer = i
                 cache = kwargs.get("cache_params")
-                cs = conv_state(cache, i) if has_state(cache, i) else None
-                REC.put(f"layers.{i}.linear.conv_state_read",
-                        torch.zeros(km1, conv_dim) if cs is None else cs[0, :, -km1:].transpose(0, 1))
+                # on the layer's first call there is no state to read: the point is absent (all zeros by definition)
+                if has_state(cache, i):
+                    REC.put(f"layers.{i}.linear.conv_state_read", conv_state(cache, i)[0, :, -km1:].transpose(0, 1))
 
             def post(m, args, kwargs, out, i=i):
                 if not REC.active:
@@ -513,7 +514,7 @@ def make_dump(checkpoint, out_dir, case, feeds=None, greedy=None, prompt_text=No
         for mod, fn, orig in undo:
             setattr(mod, fn, orig)
     L = text["num_hidden_layers"]
-    for kind_name in ("linear.q", "linear.state", "linear.conv_state_read", "attn.q", "attn.gate", "out"):
+    for kind_name in ("linear.q", "linear.state", "linear.state_read", "linear.conv_state_read", "attn.q", "attn.gate", "out"):
         if REC.fired.get(kind_name, 0) == 0:
             raise RuntimeError(f"{ck}/{case}: capture point kind {kind_name} never recorded ({REC.fired})")
     manifest["verification"] = verify(model, tokens, steps, logits)

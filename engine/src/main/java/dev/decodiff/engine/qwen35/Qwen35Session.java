@@ -111,7 +111,9 @@ public final class Qwen35Session implements ModelSession {
 
         // causal depthwise conv over [state (K−1 rows) | this step's inputs], SiLU; tap K−1 is the current token
         float[] state = convState[i];
-        capture(CapturePoints.layer(i, CapturePoints.LINEAR_CONV_STATE_READ), new int[]{K - 1, C}, state);
+        // a state is read only once one was written: on the first step the points are absent, not zeros
+        boolean warm = position > 0;
+        if (warm) capture(CapturePoints.layer(i, CapturePoints.LINEAR_CONV_STATE_READ), new int[]{K - 1, C}, state);
         int rows = K - 1 + T;
         float[] window = new float[rows * C];
         System.arraycopy(state, 0, window, 0, (K - 1) * C);
@@ -154,10 +156,10 @@ public final class Qwen35Session implements ModelSession {
         capture(CapturePoints.layer(i, CapturePoints.LINEAR_BETA), new int[]{T, hv}, beta);
         capture(CapturePoints.layer(i, CapturePoints.LINEAR_DECAY), new int[]{T, hv}, g);
         float[] S = recState[i];
-        capture(CapturePoints.layer(i, CapturePoints.LINEAR_STATE_READ), new int[]{hv, dk, dv}, S);
+        if (warm) capture(CapturePoints.layer(i, CapturePoints.LINEAR_STATE_READ), new int[]{hv, dk, dv}, S);
 
         // per value head: gather its rows, run the kernel transformers would run for this call, scatter back
-        boolean recurrent = position > 0 && T == 1;
+        boolean recurrent = warm && T == 1;
         float[] core = new float[T * hv * dv];
         float[] qh = new float[T * dk], kh = new float[T * dk], vh = new float[T * dv], bh = new float[T], gh = new float[T];
         float[] oh = new float[T * dv], sh = new float[dk * dv];
