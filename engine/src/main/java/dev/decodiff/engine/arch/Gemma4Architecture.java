@@ -28,6 +28,9 @@ public final class Gemma4Architecture implements Architecture {
     /** Wraps an already loaded Gemma 4 model (the harness's Gemma-specific commands load it themselves). */
     public LoadedModel wrap(Gemma4Model model) { return new Loaded(model); }
 
+    /** An existing Gemma 4 session (with its own options: faults, KV types) seen through the seam. */
+    public static ModelSession session(InferenceSession s) { return new Session(s); }
+
     @Override
     public List<String> layerPointKinds() {
         return List.of(CapturePoints.Q, CapturePoints.K, CapturePoints.V, CapturePoints.K_READ, CapturePoints.V_READ,
