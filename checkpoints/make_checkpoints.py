@@ -18,6 +18,14 @@ Two stages, both reproducible from --seed:
       save_pretrained(safe_serialization=True) in bfloat16, plus the tokenizer files.
       Prints config.json, every tensor name/shape/dtype and the sha256s (docs/dump-format.md).
 
+  make_checkpoints.py qwen35 [--out checkpoints] [--seed N]
+      The two tiny Qwen3.5 checkpoints (random weights, no training; transformers 5.17): qwen35-tiny, a dense
+      qwen3_5_text model written by save_pretrained (text layout, weights under `model.`), and qwen35-tiny-moe, a
+      qwen3_5_moe_text model written in the released multimodal layout (config model_type qwen3_5_moe with a
+      text_config, weights under `model.language_model.`, fused experts.gate_up_proj/down_proj, plus a stand-in
+      vision tower and MTP tensor that text engines must ignore). Every norm weight, A_log and dt_bias is randomised
+      so that a (1+w)-vs-w or a decay bug cannot hide behind transformers' init values.
+
 The tokenizer is committed, so `models` reuses checkpoints/tokenizer/ when it exists.
 """
 import argparse
@@ -464,6 +472,127 @@ def make_geometry(args):
                       "bytes": total, "shards": len(shards), "seconds": round(time.time() - t0, 1)}))
 
 
+# ----------------------------------------------------------------------------------------------
+# Qwen3.5 (Gated DeltaNet + gated attention): two tiny random-weight checkpoints
+# ----------------------------------------------------------------------------------------------
+
+QWEN35_COMMON = dict(
+    vocab_size=VOCAB_SIZE, hidden_size=48, head_dim=32, num_attention_heads=4, num_key_value_heads=2,
+    linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8, linear_value_head_dim=12,
+    linear_conv_kernel_dim=4, rms_norm_eps=1e-6, tie_word_embeddings=False, max_position_embeddings=4096, num_hidden_layers=4,
+    hidden_act="silu", attention_bias=False, bos_token_id=2, eos_token_id=1, pad_token_id=0,
+    rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25,
+                     "mrope_section": [11, 11, 10], "mrope_interleaved": True},
+)
+QWEN35_SPECS = {
+    # dense: GDN after full attention and two GDN layers apart; layer_types disagrees with an "every 4th" guess
+    "qwen35-tiny": dict(kind="dense", layer_types=["linear_attention", "full_attention", "linear_attention", "full_attention"],
+                        intermediate_size=40),
+    # MoE: three GDN layers in a row, then full attention; 8 experts, top-2, a shared expert
+    "qwen35-tiny-moe": dict(kind="moe", layer_types=["linear_attention", "linear_attention", "linear_attention", "full_attention"],
+                            num_experts=8, num_experts_per_tok=2, moe_intermediate_size=16,
+                            shared_expert_intermediate_size=24),
+}
+
+
+def qwen35_classes(kind):
+    import transformers
+    if kind == "dense":
+        return transformers.Qwen3_5TextConfig, transformers.Qwen3_5ForCausalLM
+    return transformers.Qwen3_5MoeTextConfig, transformers.Qwen3_5MoeForCausalLM
+
+
+def qwen35_init(model, gen):
+    """Well-conditioned random weights: every matrix ~N(0, 1/fan_in), norms and decay parameters randomised."""
+    import torch
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            def normal(std, mean=0.0):
+                return torch.randn(p.shape, generator=gen) * std + mean
+            if name.endswith("A_log"):
+                p.copy_(torch.log(torch.rand(p.shape, generator=gen) * 2.95 + 0.05))  # log U(0.05, 3)
+            elif name.endswith("dt_bias"):
+                p.copy_(normal(0.5))
+            elif name.endswith("linear_attn.norm.weight"):
+                p.copy_(torch.rand(p.shape, generator=gen) + 0.5)  # plain weight, used as is
+            elif "norm" in name:
+                p.copy_(normal(0.3))  # offsets of the (1+w) norms
+            elif name.endswith("conv1d.weight"):
+                p.copy_(normal(0.5))
+            elif name.endswith("embed_tokens.weight"):
+                p.copy_(normal(1.0))
+            elif name.endswith("lm_head.weight"):
+                p.copy_(normal(3.0 / math.sqrt(p.shape[-1])))
+            else:  # a linear map or a stack of expert maps: [.., out, in]
+                p.copy_(normal(1.0 / math.sqrt(p.shape[-1])))
+
+
+def make_qwen35(args):
+    import torch
+    from safetensors.torch import save_file
+    tok_dir = os.path.join(HERE, "tokenizer")
+    summary = {}
+    for i, (name, spec) in enumerate(QWEN35_SPECS.items()):
+        spec = dict(spec)
+        kind = spec.pop("kind")
+        ConfigCls, ModelCls = qwen35_classes(kind)
+        cfg = ConfigCls(**QWEN35_COMMON, **spec)
+        cfg._attn_implementation = "sdpa"
+        torch.manual_seed(args.seed + i)
+        model = ModelCls(cfg).eval()
+        gen = torch.Generator().manual_seed(args.seed + i)
+        qwen35_init(model, gen)
+        model = model.to(torch.bfloat16)
+        out = os.path.join(args.out, name)
+        if os.path.exists(out):
+            shutil.rmtree(out)
+        os.makedirs(out)
+        if kind == "dense":
+            model.save_pretrained(out, safe_serialization=True)
+        else:
+            # The released layout: a multimodal config around the text config, text weights under
+            # model.language_model., fused experts (as the Hub checkpoints store them), towers the text model ignores.
+            tensors = {}
+            for k, v in model.state_dict().items():
+                key = "model.language_model." + k[len("model."):] if k.startswith("model.") else k
+                tensors[key] = v.contiguous()
+            tensors["model.visual.patch_embed.proj.weight"] = torch.randn(16, 3, 2, 4, 4, generator=gen).to(torch.bfloat16)
+            tensors["mtp.fc.weight"] = torch.randn(48, 96, generator=gen).to(torch.bfloat16)
+            save_file(tensors, os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
+            text = cfg.to_dict()
+            text.pop("_attn_implementation", None)
+            text.pop("architectures", None)
+            text["layer_types"] = list(cfg.layer_types)
+            wrapper = {
+                "architectures": ["Qwen3_5MoeForConditionalGeneration"],
+                "model_type": "qwen3_5_moe",
+                "text_config": text,
+                "vision_config": {"model_type": "qwen3_5_moe", "depth": 1, "hidden_size": 16, "num_heads": 2,
+                                  "intermediate_size": 32, "out_hidden_size": 48, "patch_size": 4,
+                                  "spatial_merge_size": 2, "temporal_patch_size": 2, "in_channels": 3},
+                "image_token_id": 1020, "video_token_id": 1021, "vision_start_token_id": 1022,
+                "vision_end_token_id": 1023, "tie_word_embeddings": False,
+                "transformers_version": __import__("transformers").__version__,
+            }
+            with open(os.path.join(out, "config.json"), "w") as f:
+                json.dump(wrapper, f, indent=2)
+                f.write("\n")
+        for fn in ("tokenizer.json", "tokenizer_config.json"):
+            shutil.copy(os.path.join(tok_dir, fn), os.path.join(out, fn))
+        names = []
+        from safetensors import safe_open
+        for p in sorted(glob.glob(os.path.join(out, "*.safetensors"))):
+            with safe_open(p, "pt") as f:
+                for k in f.keys():
+                    t = f.get_slice(k)
+                    names.append(f"{k} {t.get_shape()} {t.get_dtype()}")
+        print(f"== {name} ==\n" + open(os.path.join(out, "config.json")).read() + "\n".join(names))
+        summary[name] = {"config_sha256": sha256_file(os.path.join(out, "config.json")),
+                         "weights_sha256": weights_sha256(out),
+                         "parameters": sum(p.numel() for p in model.parameters())}
+    print(json.dumps(summary, indent=1))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -482,8 +611,13 @@ def main():
     r.add_argument("--seed", type=int, default=20260401)
     r.add_argument("--device", default="cuda")
     r.add_argument("--shard-gb", type=float, default=4.0)
+    q = sub.add_parser("qwen35", help="the two tiny Qwen3.5 checkpoints (dense text layout, MoE multimodal layout)")
+    q.add_argument("--out", default=HERE)
+    q.add_argument("--seed", type=int, default=20260501)
     args = ap.parse_args()
-    if args.cmd == "tokenizer":
+    if args.cmd == "qwen35":
+        make_qwen35(args)
+    elif args.cmd == "tokenizer":
         train_tokenizer(args.out)
     elif args.cmd == "geometry":
         make_geometry(args)

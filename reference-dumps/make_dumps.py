@@ -45,6 +45,7 @@ Usage:
                [--points 'layers.5.*,logits'] [--read-rows last:N] [--no-verify] [--weights-hash full|skip]
                [--force]
   make_dumps.py same DUMP_A DUMP_B                       # every tensor of two dumps compared bit for bit
+  make_dumps.py qwen35 [--only qwen35-tiny ...]          # the Qwen3.5 checkpoints' cases (qwen35_dumps.py)
 """
 import argparse
 import gc
@@ -135,8 +136,12 @@ def read_config(checkpoint):
             raise Refusal(f"{path}: model_type 'gemma4' without a text_config object; not a Gemma 4 checkpoint")
         return cfg, cfg["text_config"], "model.language_model."
     arch = ",".join(cfg.get("architectures") or []) or "?"
+    if mt in ("qwen3_5_text", "qwen3_5_moe_text", "qwen3_5", "qwen3_5_moe"):
+        raise Refusal(f"{path}: model_type '{mt}' is Qwen3.5; record it with `make_dumps.py qwen35` "
+                      f"(reference-dumps/qwen35_dumps.py)")
     raise Refusal(f"{path}: model_type '{mt}' ({arch}) is not Gemma 4; this producer records Gemma 4 checkpoints "
-                  f"only (Gemma4ForCausalLM, model_type 'gemma4_text', or Gemma4ForConditionalGeneration, 'gemma4')")
+                  f"only (Gemma4ForCausalLM, model_type 'gemma4_text', or Gemma4ForConditionalGeneration, 'gemma4'); "
+                  f"Qwen3.5 has `make_dumps.py qwen35`")
 
 
 def weight_files(checkpoint):
@@ -1110,7 +1115,12 @@ def main():
     c = sub.add_parser("same")
     c.add_argument("a")
     c.add_argument("b")
+    import qwen35_dumps
+    qwen35_dumps.add_arguments(sub)
     args = ap.parse_args()
+    if args.cmd == "qwen35":
+        qwen35_dumps.main_from(args)
+        return
     try:
         if args.cmd == "same":
             ok, why = same_dumps(args.a, args.b)

@@ -10,7 +10,9 @@ export CUBLAS_WORKSPACE_CONFIG=:4096:8 PYTHONUNBUFFERED=1
 python3 -c 'import torch, transformers, tokenizers, safetensors; print("torch", torch.__version__, "transformers", transformers.__version__, "tokenizers", tokenizers.__version__, "safetensors", safetensors.__version__)'
 python3 checkpoints/make_checkpoints.py models --device "$DEVICE"
 python3 reference-dumps/make_dumps.py all
+python3 checkpoints/make_checkpoints.py qwen35
+python3 reference-dumps/make_dumps.py qwen35
 python3 reference-dumps/make_tokenizer_expected.py gemma3 tests/src/test/resources
-for c in gemma4-tiny gemma4-tiny-ple gemma4-tiny-moe gemma4-tiny-ple-e2b; do
+for c in gemma4-tiny gemma4-tiny-ple gemma4-tiny-moe gemma4-tiny-ple-e2b qwen35-tiny qwen35-tiny-moe; do
   python3 reference-dumps/make_tokenizer_expected.py checkpoint "checkpoints/$c" "tests/src/test/resources/$c-tokenizer-expected.json"
 done

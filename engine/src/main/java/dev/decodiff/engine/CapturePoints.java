@@ -22,9 +22,51 @@ public final class CapturePoints {
     public static final String MOE_OUT = "moe.out";
     /** The layer's output (the residual stream after the layer). */
     public static final String OUT = "out";
+    /** Gated attention (Qwen3.5): sigmoid of the per-head gate half of q_proj, [T, nh·d], multiplied into attn.out. */
+    public static final String ATTN_GATE = "attn.gate";
 
-    /** Per-layer point suffixes, in causal order inside a layer. */
-    public static final List<String> LAYER_SUFFIXES = List.of(Q, K, V, K_READ, V_READ, ATTN_OUT, MLP_OUT, MOE_OUT, OUT);
+    // Linear-attention (Gated DeltaNet) layers. The states are read at a step's start and written at its end, so a
+    // broken prefill→decode hand-over shows at the state point itself, before anything computed from it.
+    /** The conv state read at the step's start: the last K−1 conv inputs, [K−1, C], oldest first. */
+    public static final String LINEAR_CONV_STATE_READ = "linear.conv_state_read";
+    /** The recurrent state read at the step's start, [Hv, dk, dv], fp32. */
+    public static final String LINEAR_STATE_READ = "linear.state_read";
+    /** The conv state written at the step's end, [K−1, C]. */
+    public static final String LINEAR_CONV_STATE = "linear.conv_state";
+    /** Queries after the conv, SiLU, l2 norm and the head repeat, before the 1/√dk scale, [T, Hv, dk]. */
+    public static final String LINEAR_Q = "linear.q";
+    /** Keys after the conv, SiLU, l2 norm and the head repeat, [T, Hv, dk]. */
+    public static final String LINEAR_K = "linear.k";
+    /** Values after the conv and SiLU, [T, Hv, dv]. */
+    public static final String LINEAR_V = "linear.v";
+    /** β = sigmoid(b), [T, Hv]. */
+    public static final String LINEAR_BETA = "linear.beta";
+    /** g = −exp(A_log)·softplus(a + dt_bias), the log of the per-step decay, [T, Hv]. */
+    public static final String LINEAR_DECAY = "linear.decay";
+    /** The delta-rule kernel's output, before the gated norm, [T, Hv, dv]. */
+    public static final String LINEAR_CORE_OUT = "linear.core_out";
+    /** The recurrent state written at the step's end, [Hv, dk, dv], fp32. */
+    public static final String LINEAR_STATE = "linear.state";
+    /** The layer's mixer output (out_proj after the gated norm), [T, H]. */
+    public static final String LINEAR_OUT = "linear.out";
+
+    /**
+     * Per-layer point suffixes of every architecture, in causal order inside a layer: a linear-attention layer's
+     * points, then a full-attention layer's, then the feed-forward's and the layer output. A layer has one mixer, so
+     * the two groups never interleave in one layer.
+     */
+    public static final List<String> LAYER_SUFFIXES = List.of(
+            LINEAR_CONV_STATE_READ, LINEAR_STATE_READ, LINEAR_CONV_STATE, LINEAR_Q, LINEAR_K, LINEAR_V, LINEAR_BETA,
+            LINEAR_DECAY, LINEAR_CORE_OUT, LINEAR_STATE, LINEAR_OUT,
+            Q, ATTN_GATE, K, V, K_READ, V_READ, ATTN_OUT, MLP_OUT, MOE_OUT, OUT);
+
+    /** Gemma 4's per-layer points, in its engine's slot order. */
+    public static final List<String> GEMMA4_LAYER_SUFFIXES = List.of(Q, K, V, K_READ, V_READ, ATTN_OUT, MLP_OUT, MOE_OUT, OUT);
+
+    /** Whether a point kind is a state read at a step's start or written at its end (not per token). */
+    public static boolean isLinearState(String kind) {
+        return kind.equals(LINEAR_CONV_STATE_READ) || kind.equals(LINEAR_CONV_STATE) || kind.equals(LINEAR_STATE_READ) || kind.equals(LINEAR_STATE);
+    }
 
     private CapturePoints() {}
 
@@ -33,7 +75,8 @@ public final class CapturePoints {
 
     /** Whether a point kind has a head axis: [rows, heads, d]. */
     public static boolean hasHeadAxis(String kind) {
-        return kind.equals(Q) || kind.equals(K) || kind.equals(V) || isCacheRead(kind);
+        return kind.equals(Q) || kind.equals(K) || kind.equals(V) || isCacheRead(kind)
+                || kind.equals(LINEAR_Q) || kind.equals(LINEAR_K) || kind.equals(LINEAR_V) || kind.equals(LINEAR_CORE_OUT);
     }
 
     public static String layer(int layer, String suffix) { return "layers." + layer + "." + suffix; }
@@ -57,7 +100,8 @@ public final class CapturePoints {
     }
 
     /**
-     * Rank of a point in causal order inside one step: embed, ple, then per layer q…out, then final_norm, logits.
+     * Rank of a point in causal order inside one step: embed, ple, then per layer its points in {@link #LAYER_SUFFIXES}
+     * order, then final_norm, logits.
      * Unknown producer-specific points sort after the known ones of their layer.
      */
     public static long causalRank(String point) {

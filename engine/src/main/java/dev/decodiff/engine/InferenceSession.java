@@ -71,8 +71,8 @@ public final class InferenceSession {
         resetCaches();
         for (var spec : cfg.layers()) {
             int i = spec.index();
-            names[i] = new String[CapturePoints.LAYER_SUFFIXES.size()];
-            for (int s = 0; s < names[i].length; s++) names[i][s] = CapturePoints.layer(i, CapturePoints.LAYER_SUFFIXES.get(s));
+            names[i] = new String[CapturePoints.GEMMA4_LAYER_SUFFIXES.size()];
+            for (int s = 0; s < names[i].length; s++) names[i][s] = CapturePoints.layer(i, CapturePoints.GEMMA4_LAYER_SUFFIXES.get(s));
         }
     }
 

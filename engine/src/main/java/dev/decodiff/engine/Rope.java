@@ -31,7 +31,7 @@ public final class Rope {
 
     public float[] invFreq() { return invFreq.clone(); }
 
-    static float[] inverseFrequencies(RopeSpec spec, int d) {
+    public static float[] inverseFrequencies(RopeSpec spec, int d) {
         int half = d / 2;
         var inv = new float[half];
         float theta = (float) spec.theta();

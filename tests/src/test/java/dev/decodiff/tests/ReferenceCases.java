@@ -17,14 +17,33 @@ final class ReferenceCases {
         return p;
     }
 
-    /** Every case folder reference-dumps/CHECKPOINT/CASE with a manifest, fp32 references only. */
-    static List<Path> fp32Cases() {
+    /** Every Gemma 4 case folder reference-dumps/CHECKPOINT/CASE with a manifest, fp32 references only. */
+    static List<Path> fp32Cases() { return fp32Cases("gemma4_text"); }
+
+    /** Every Qwen3.5 case (dense and MoE), fp32. */
+    static List<Path> qwen35Cases() {
+        var out = new java.util.ArrayList<>(fp32Cases("qwen3_5_text"));
+        out.addAll(fp32Cases("qwen3_5_moe_text"));
+        return out;
+    }
+
+    /** Every case of the given text model_type, fp32 references only. */
+    static List<Path> fp32Cases(String modelType) {
         try (Stream<Path> s = Files.walk(repoRoot().resolve("reference-dumps"), 2)) {
             var cases = s.filter(p -> Files.isRegularFile(p.resolve("manifest.json")))
                     .filter(p -> !p.getFileName().toString().contains("bf16"))
+                    .filter(p -> modelType.equals(modelTypeOf(p)))
                     .sorted().toList();
             if (cases.isEmpty()) throw new IllegalStateException("no reference dumps under reference-dumps/");
             return cases;
+        } catch (IOException e) {
+            throw new IllegalStateException(e);
+        }
+    }
+
+    private static String modelTypeOf(Path caseDir) {
+        try {
+            return new com.fasterxml.jackson.databind.ObjectMapper().readTree(caseDir.resolve("manifest.json").toFile()).path("model").path("model_type").asText();
         } catch (IOException e) {
             throw new IllegalStateException(e);
         }

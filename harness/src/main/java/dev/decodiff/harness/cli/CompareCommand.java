@@ -3,6 +3,10 @@ package dev.decodiff.harness.cli;
 import dev.decodiff.harness.OutputPaths;
 import dev.decodiff.harness.PartClock;
 import dev.decodiff.engine.Gemma4Model;
+import dev.decodiff.engine.arch.Architectures;
+import dev.decodiff.engine.arch.Gemma4Architecture;
+import dev.decodiff.engine.arch.LoadedModel;
+import dev.decodiff.harness.live.ArchitectureCandidate;
 import dev.decodiff.harness.BadInputException;
 import dev.decodiff.harness.compare.Comparison;
 import dev.decodiff.harness.compare.ComparisonResult;
@@ -115,7 +119,10 @@ final class CompareCommand implements Callable<Integer> {
                 throw new BadInputException("--fault, --kv-cache, --matmul and --engine apply to a live run; drop them, or drop CANDIDATE to run the engine");
             var cand = DumpReader.openCandidate(candidate);
             var notes = Comparison.checkIdentity(ref.manifest(), ref.manifestFile(), cand.manifest(), cand.manifestFile(), referenceArgs.allowMismatch());
-            var located = noAttribution ? null : AttributionModel.locate(referenceArgs, ref, notes);
+            // local attribution recomputes Gemma 4's ops; another architecture's reference is judged without it
+            boolean gemma = ref.manifest().model() == null || "gemma4_text".equals(ref.manifest().model().modelType());
+            if (!noAttribution && !gemma) notes.add(NO_ATTRIBUTION_ARCH);
+            var located = noAttribution || !gemma ? null : AttributionModel.locate(referenceArgs, ref, notes);
             try (var bar = new ProgressBar("comparing", ref.stepCount()); var m = located == null ? null : Gemma4Model.load(located)) {
                 var opt = new Comparison.Options(profile, referenceArgs.allowMismatch(), bar::update);
                 if (m != null) opt = opt.withAttribution(new dev.decodiff.harness.compare.attribution.LocalAttribution(m, true), exact);
@@ -157,6 +164,35 @@ final class CompareCommand implements Callable<Integer> {
         }
     }
 
+    /** Said in the report where local attribution is off because it recomputes Gemma 4's ops only. */
+    static final String NO_ATTRIBUTION_ARCH = "no local attribution: it recomputes Gemma 4's ops, and this reference is of another architecture"
+            + " — each cell is judged by its accumulated error";
+
+    /**
+     * Another architecture's engine (through the plug-in seam), live and teacher-forced; judged by accumulated error
+     * (local attribution recomputes Gemma 4's ops only).
+     */
+    private ComparisonResult liveArchitecture(DumpReader ref, ToleranceProfile profile, Path modelDir, java.util.List<String> notes) {
+        if (!engine.isDefault())
+            throw new BadInputException("--fault, --kv-cache and --matmul apply to Gemma 4's engine; drop them for " + modelDir);
+        if (fullObserverCheck) notes.add("--full-observer-check: this engine's observer check always re-runs every step whole");
+        if (!noAttribution) notes.add(NO_ATTRIBUTION_ARCH);
+        LoadedModel loaded;
+        try (var part = PartClock.enter("load")) {
+            loaded = Architectures.load(modelDir);
+        }
+        try (var m = loaded) {
+            var rm = ref.manifest();
+            maxPositions.check(modelDir.resolve("config.json"), m.maxPositions(), (long) rm.promptLength() + ref.stepCount() - 1,
+                    "the reference's prompt (" + rm.promptLength() + " tokens) and " + ref.stepCount() + " steps", "compare a shorter reference");
+            var points = ref.allPoints();
+            try (var bar = new ProgressBar("running " + modelDir.getFileName(), ref.stepCount());
+                 var source = new ArchitectureCandidate(m, rm, points::contains, !noObserverCheck)) {
+                return Comparison.run(ref, source, new Comparison.Options(profile, referenceArgs.allowMismatch(), bar::update), notes);
+            }
+        }
+    }
+
     private ComparisonResult live(DumpReader ref, ToleranceProfile profile) {
         var notes = new ArrayList<String>();
         dev.decodiff.harness.live.ModelLocator.Located located;
@@ -165,6 +201,8 @@ final class CompareCommand implements Callable<Integer> {
         }
         if (located.note() != null) notes.add(located.note());
         Path modelDir = located.dir();
+        var arch = Architectures.of(modelDir);
+        if (arch != Gemma4Architecture.INSTANCE) return liveArchitecture(ref, profile, modelDir, notes);
         var options = engine.options();
         Gemma4Model loaded;
         try (var part = PartClock.enter("load")) {

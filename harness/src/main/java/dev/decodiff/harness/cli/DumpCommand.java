@@ -4,6 +4,8 @@ import dev.decodiff.harness.OutputPaths;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.decodiff.engine.CapturePoints;
 import dev.decodiff.engine.Gemma4Model;
+import dev.decodiff.engine.arch.Architectures;
+import dev.decodiff.engine.arch.Gemma4Architecture;
 import dev.decodiff.engine.Sampler;
 import dev.decodiff.harness.BadInputException;
 import dev.decodiff.harness.compare.EngineThrewException;
@@ -111,6 +113,7 @@ final class DumpCommand implements Callable<Integer> {
         // records it (unless the user chose their own), or it would look as if whole layers went missing.
         if (selected == null && ref != null && ref.manifest().selectedPoints() != null) selected = ref.manifest().selectedPoints();
         if (viaLlamaCpp) return dumpLlamaCpp(globs, selected, ref, prompt);
+        if (Architectures.of(model) != Gemma4Architecture.INSTANCE) return dumpArchitecture(globs, selected, ref, prompt);
         try (var m = Gemma4Model.load(model, stepsToRun(ref) - 1L)) { // each step after the prompt's decodes a token
             return dump(m, globs, selected, options, ref, prompt);
         } catch (EngineThrewException e) {
@@ -118,6 +121,45 @@ final class DumpCommand implements Callable<Integer> {
             int s = e.failure().step();
             err.println("decodiff: " + e.failure().sentence() + "; " + out + " keeps the " + s + (s == 1 ? " step" : " steps")
                     + " before it, not marked complete");
+            err.flush();
+            return Main.DIVERGENCE;
+        }
+    }
+
+    /** Another architecture's engine through the plug-in seam (exact fp32; Gemma 4's engine flags do not apply). */
+    private int dumpArchitecture(Predicate<String> globs, List<String> selected, DumpReader ref, int[] prompt) {
+        if (!engine.isDefault())
+            throw new BadInputException("--fault, --kv-cache and --matmul apply to Gemma 4's engine; drop them for " + model);
+        try (var m = Architectures.load(model)) {
+            var modelInfo = new DumpManifest.Model(m.modelType(), m.numLayers(), m.configSha256(), m.weightsSha256());
+            var producer = EngineSetup.producer(dev.decodiff.engine.EngineOptions.defaults(), spec.commandLine().getParseResult().originalArgs());
+            checkSelection(globs, ref != null ? ref.allPoints() : new java.util.LinkedHashSet<>(m.pointNames()));
+            int n = stepsToRun(ref);
+            DumpWriter w;
+            if (ref != null) {
+                Set<String> refPoints = ref.allPoints();
+                Predicate<String> g = globs;
+                var rm = ref.manifest();
+                w = DumpWriter.create(out, force, producer, modelInfo, rm.tokens(), rm.promptLength(), selected);
+                try (var bar = new ProgressBar("dumping", n)) {
+                    new DumpRecorder(m, p -> refPoints.contains(p) && g.test(p), w, this::noPointMatched).teacherForced(rm, n, bar::update);
+                }
+            } else {
+                maxPositions.check(model.resolve("config.json"), m.maxPositions(), (long) prompt.length + n - 1,
+                        "the prompt (" + prompt.length + " tokens) and -n " + n, "lower -n");
+                w = DumpWriter.create(out, force, producer, modelInfo, Arrays.stream(prompt).boxed().toList(), prompt.length, selected);
+                try (var bar = new ProgressBar("dumping", n)) {
+                    new DumpRecorder(m, globs, w, this::noPointMatched).greedy(prompt, n, bar::update);
+                }
+            }
+            w.finish();
+            var err = spec.commandLine().getErr();
+            err.println("decodiff: wrote " + w.stepsWritten() + " steps to " + out);
+            err.flush();
+            return Main.MATCH;
+        } catch (EngineThrewException e) {
+            var err = spec.commandLine().getErr();
+            err.println("decodiff: " + e.failure().sentence() + "; " + out + " keeps the steps before it, not marked complete");
             err.flush();
             return Main.DIVERGENCE;
         }

@@ -2,7 +2,9 @@ package dev.decodiff.harness.live;
 
 import dev.decodiff.engine.EngineOptions;
 import dev.decodiff.engine.Gemma4Model;
-import dev.decodiff.engine.InferenceSession;
+import dev.decodiff.engine.arch.Gemma4Architecture;
+import dev.decodiff.engine.arch.LoadedModel;
+import dev.decodiff.engine.arch.ModelSession;
 import dev.decodiff.engine.Sampler;
 import dev.decodiff.harness.BadInputException;
 import dev.decodiff.harness.compare.EngineThrewException;
@@ -22,7 +24,7 @@ import java.util.function.Supplier;
  */
 public final class DumpRecorder {
     private final CapturingProbe probe;
-    private final InferenceSession session;
+    private final ModelSession session;
     private final DumpWriter writer;
     private final Supplier<? extends RuntimeException> nothingCaptured;
 
@@ -33,7 +35,15 @@ public final class DumpRecorder {
     public DumpRecorder(Gemma4Model model, EngineOptions options, Predicate<String> points, DumpWriter writer,
                         Supplier<? extends RuntimeException> nothingCaptured) {
         this.probe = new CapturingProbe(points);
-        this.session = model.newSession(options.withProbe(probe));
+        this.session = Gemma4Architecture.session(model.newSession(options.withProbe(probe)));
+        this.writer = writer;
+        this.nothingCaptured = nothingCaptured;
+    }
+
+    /** The same over any architecture's model, through the plug-in seam (its engine's defaults: exact fp32). */
+    public DumpRecorder(LoadedModel model, Predicate<String> points, DumpWriter writer, Supplier<? extends RuntimeException> nothingCaptured) {
+        this.probe = new CapturingProbe(points);
+        this.session = model.newSession(probe);
         this.writer = writer;
         this.nothingCaptured = nothingCaptured;
     }

@@ -1,0 +1,146 @@
+package dev.decodiff.engine.qwen35;
+
+/**
+ * The gated delta rule of one value head, in fp32, in the two forms transformers 5.17 runs
+ * (torch_chunk_gated_delta_rule and torch_recurrent_gated_delta_rule). The state S is dk × dv (row = key dim),
+ * decayed by exp(g) and then corrected towards v along k with rate β; the output reads the state after the update.
+ * Inputs: q already l2-normed, k l2-normed, each [T][dk] flattened; v [T][dv]; beta and g (the log decay) [T].
+ */
+final class GatedDeltaRule {
+    /** transformers' chunk size for the chunked (prefill) form. */
+    static final int CHUNK = 64;
+
+    private GatedDeltaRule() {}
+
+    /**
+     * The recurrent form, one token after another: S ← S·exp(g); kv = Sᵀk; δ = (v − kv)·β; S ← S + k⊗δ; o = Sᵀq.
+     * q is scaled here by 1/√dk (a division, as transformers' recurrent kernel writes it).
+     */
+    static void recurrent(float[] q, float[] k, float[] v, float[] beta, float[] g, int T, int dk, int dv, float[] S, float[] out) {
+        float sqrtDk = (float) Math.sqrt(dk);
+        var kv = new float[dv];
+        var qs = new float[dk];
+        for (int t = 0; t < T; t++) {
+            int qo = t * dk, vo = t * dv;
+            for (int a = 0; a < dk; a++) qs[a] = q[qo + a] / sqrtDk;
+            float decay = (float) Math.exp(g[t]);
+            for (int i = 0; i < dk * dv; i++) S[i] *= decay;
+            java.util.Arrays.fill(kv, 0f);
+            for (int a = 0; a < dk; a++) {
+                float ka = k[qo + a];
+                for (int b = 0; b < dv; b++) kv[b] += S[a * dv + b] * ka;
+            }
+            for (int b = 0; b < dv; b++) kv[b] = (v[vo + b] - kv[b]) * beta[t];
+            for (int a = 0; a < dk; a++) {
+                float ka = k[qo + a];
+                for (int b = 0; b < dv; b++) S[a * dv + b] += ka * kv[b];
+            }
+            for (int b = 0; b < dv; b++) out[vo + b] = 0f;
+            for (int a = 0; a < dk; a++) {
+                float qa = qs[a];
+                for (int b = 0; b < dv; b++) out[vo + b] += S[a * dv + b] * qa;
+            }
+        }
+    }
+
+    /**
+     * The chunked form over 64-token chunks (the WY / UT-transform algebra of torch_chunk_gated_delta_rule): inside
+     * a chunk with cumulative log decay G, A = (βK·Kᵀ)⊙exp(G_i − G_j) strictly below the diagonal, U = (I+A)⁻¹ βV and
+     * W = (I+A)⁻¹ (βK⊙exp G) by forward substitution; then per chunk V' = U − W·S, O = (Q⊙exp G)·S + ((Q·Kᵀ)⊙D)·V',
+     * S ← exp(G_last)·S + (K⊙exp(G_last − G))ᵀ·V'. A last, partial chunk is computed without padding: padded
+     * positions (β = 0, g = 0, k = 0) would add exact zeros. q is scaled here by dk^-½ (a product, as the chunked
+     * kernel writes it).
+     */
+    static void chunked(float[] q, float[] k, float[] v, float[] beta, float[] g, int T, int dk, int dv, float[] S, float[] out) {
+        float scale = (float) Math.pow(dk, -0.5);
+        int C = CHUNK;
+        var G = new float[C];
+        var kb = new float[C * dk];
+        var U = new float[C * dv];
+        var W = new float[C * dk];
+        var A = new float[C * C];
+        var intra = new float[C * C];
+        var qd = new float[C * dk];
+        var kd = new float[C * dk];
+        var vNew = new float[C * dv];
+        var qs = new float[C * dk];
+        for (int c0 = 0; c0 < T; c0 += C) {
+            int n = Math.min(C, T - c0);
+            float acc = 0f;
+            for (int i = 0; i < n; i++) {
+                acc += g[c0 + i];
+                G[i] = acc;
+            }
+            for (int i = 0; i < n; i++) {
+                int t = c0 + i;
+                for (int a = 0; a < dk; a++) {
+                    qs[i * dk + a] = q[t * dk + a] * scale;
+                    kb[i * dk + a] = k[t * dk + a] * beta[t];
+                }
+                for (int b = 0; b < dv; b++) U[i * dv + b] = v[t * dv + b] * beta[t];
+                float eg = (float) Math.exp(G[i]);
+                for (int a = 0; a < dk; a++) W[i * dk + a] = kb[i * dk + a] * eg;
+            }
+            // A (strictly lower part used) and the intra-chunk attention (lower part with the diagonal)
+            for (int i = 0; i < n; i++) {
+                for (int j = 0; j <= i; j++) {
+                    float d = (float) Math.exp(G[i] - G[j]);
+                    float kk = 0f, qk = 0f;
+                    int ti = c0 + i, tj = c0 + j;
+                    for (int a = 0; a < dk; a++) {
+                        kk += kb[i * dk + a] * k[tj * dk + a];
+                        qk += qs[i * dk + a] * k[tj * dk + a];
+                    }
+                    A[i * C + j] = kk * d;
+                    intra[i * C + j] = qk * d;
+                }
+            }
+            // forward substitution with a unit diagonal, column by column as LAPACK's trsm does
+            for (int j = 0; j < n; j++) {
+                for (int i = j + 1; i < n; i++) {
+                    float aij = A[i * C + j];
+                    for (int b = 0; b < dv; b++) U[i * dv + b] -= aij * U[j * dv + b];
+                    for (int a = 0; a < dk; a++) W[i * dk + a] -= aij * W[j * dk + a];
+                }
+            }
+            float gl = G[n - 1];
+            for (int i = 0; i < n; i++) {
+                float eg = (float) Math.exp(G[i]);
+                float el = (float) Math.exp(gl - G[i]);
+                int t = c0 + i;
+                for (int a = 0; a < dk; a++) {
+                    qd[i * dk + a] = qs[i * dk + a] * eg;
+                    kd[i * dk + a] = k[t * dk + a] * el;
+                }
+            }
+            // V' = U − W·S
+            for (int i = 0; i < n; i++) {
+                for (int b = 0; b < dv; b++) {
+                    float s = 0f;
+                    for (int a = 0; a < dk; a++) s += W[i * dk + a] * S[a * dv + b];
+                    vNew[i * dv + b] = U[i * dv + b] - s;
+                }
+            }
+            // O = (Q⊙exp G)·S + intra·V'
+            for (int i = 0; i < n; i++) {
+                int t = c0 + i;
+                for (int b = 0; b < dv; b++) {
+                    float inter = 0f;
+                    for (int a = 0; a < dk; a++) inter += qd[i * dk + a] * S[a * dv + b];
+                    float local = 0f;
+                    for (int j = 0; j <= i; j++) local += intra[i * C + j] * vNew[j * dv + b];
+                    out[t * dv + b] = inter + local;
+                }
+            }
+            // S ← exp(G_last)·S + (K⊙exp(G_last − G))ᵀ·V'
+            float ed = (float) Math.exp(gl);
+            for (int a = 0; a < dk; a++) {
+                for (int b = 0; b < dv; b++) {
+                    float s = 0f;
+                    for (int i = 0; i < n; i++) s += kd[i * dk + a] * vNew[i * dv + b];
+                    S[a * dv + b] = S[a * dv + b] * ed + s;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,111 @@
+package dev.decodiff.engine.qwen35;
+
+import dev.decodiff.engine.CheckpointException;
+import dev.decodiff.engine.CheckpointFiles;
+import dev.decodiff.metal.WeightMatrix;
+
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * All weights of a Qwen3.5 text model, checked against the config's shapes. Norm vectors are kept as stored: the
+ * (1+w) offsets of the zero-centred norms and the plain weight of the gated norm are applied where they are used.
+ */
+public record Qwen35Weights(WeightMatrix embed, WeightMatrix lmHead, float[] finalNorm, List<Layer> layers) {
+
+    /** One decoder layer: its two norms, its token mixer and its feed-forward block. */
+    public record Layer(float[] inputNorm, float[] postAttentionNorm, Mixer mixer, Ffn ffn) {}
+
+    public sealed interface Mixer permits Linear, Full {}
+
+    /** Gated DeltaNet weights; conv is [C, K] row-major (tap K−1 multiplies the current token). */
+    public record Linear(WeightMatrix inProjQkv, WeightMatrix inProjZ, WeightMatrix inProjB, WeightMatrix inProjA,
+                         float[] conv, float[] dtBias, float[] aLog, float[] norm, WeightMatrix outProj) implements Mixer {}
+
+    /** Gated full attention: q_proj holds [query | gate] per head. */
+    public record Full(WeightMatrix q, WeightMatrix k, WeightMatrix v, WeightMatrix o, float[] qNorm, float[] kNorm) implements Mixer {}
+
+    public sealed interface Ffn permits Dense, Moe {}
+
+    public record Dense(WeightMatrix gate, WeightMatrix up, WeightMatrix down) implements Ffn {}
+
+    /** Routed experts (gate/up/down per expert), the shared expert and its scalar sigmoid gate [H]. */
+    public record Moe(WeightMatrix router, WeightMatrix[] gate, WeightMatrix[] up, WeightMatrix[] down,
+                      Dense shared, float[] sharedGate) implements Ffn {}
+
+    public static Qwen35Weights load(CheckpointFiles f, Qwen35Config c) {
+        int H = c.hidden(), V = c.vocabSize();
+        var embed = f.matrix("embed_tokens.weight", V, H);
+        WeightMatrix head;
+        if (c.tieWordEmbeddings()) head = embed;
+        else {
+            String name = f.headName();
+            if (name == null)
+                throw new CheckpointException(f.dir() + ": tie_word_embeddings is false but lm_head.weight is missing; add it, or set tie_word_embeddings to true");
+            head = f.matrix(name, V, H);
+        }
+        var layers = new ArrayList<Layer>();
+        for (int i = 0; i < c.numLayers(); i++) {
+            String p = "layers." + i + ".";
+            Mixer mixer = c.mixer(i) == Qwen35Config.Mixer.LINEAR ? linear(f, c, p + "linear_attn.") : full(f, c, p + "self_attn.");
+            Ffn ffn = c.moe() ? moe(f, c, p + "mlp.") : dense(f, H, c.intermediate(), p + "mlp.");
+            layers.add(new Layer(vec(f, p + "input_layernorm.weight", H), vec(f, p + "post_attention_layernorm.weight", H), mixer, ffn));
+        }
+        return new Qwen35Weights(embed, head, vec(f, "norm.weight", H), List.copyOf(layers));
+    }
+
+    private static Linear linear(CheckpointFiles f, Qwen35Config c, String p) {
+        int H = c.hidden(), C = c.convDim(), hv = c.linearValueHeads(), K = c.convKernel();
+        return new Linear(f.matrix(p + "in_proj_qkv.weight", C, H), f.matrix(p + "in_proj_z.weight", c.valueDim(), H),
+                f.matrix(p + "in_proj_b.weight", hv, H), f.matrix(p + "in_proj_a.weight", hv, H),
+                f.get(p + "conv1d.weight", C, 1, K).toFloats(), vec(f, p + "dt_bias", hv), vec(f, p + "A_log", hv),
+                vec(f, p + "norm.weight", c.linearValueDim()), f.matrix(p + "out_proj.weight", H, c.valueDim()));
+    }
+
+    private static Full full(CheckpointFiles f, Qwen35Config c, String p) {
+        int H = c.hidden(), d = c.headDim(), nh = c.numHeads(), nkv = c.numKvHeads();
+        return new Full(f.matrix(p + "q_proj.weight", 2L * nh * d, H), f.matrix(p + "k_proj.weight", (long) nkv * d, H),
+                f.matrix(p + "v_proj.weight", (long) nkv * d, H), f.matrix(p + "o_proj.weight", H, (long) nh * d),
+                vec(f, p + "q_norm.weight", d), vec(f, p + "k_norm.weight", d));
+    }
+
+    private static Dense dense(CheckpointFiles f, int H, int I, String p) {
+        return new Dense(f.matrix(p + "gate_proj.weight", I, H), f.matrix(p + "up_proj.weight", I, H), f.matrix(p + "down_proj.weight", H, I));
+    }
+
+    /**
+     * Experts in either layout: fused experts.gate_up_proj [E, 2I, H] (gate rows first) and experts.down_proj
+     * [E, H, I], as the released checkpoints store them; or experts.N.{gate,up,down}_proj.weight, as transformers'
+     * save_pretrained writes them.
+     */
+    private static Moe moe(CheckpointFiles f, Qwen35Config c, String p) {
+        int E = c.numExperts(), I = c.moeIntermediate(), H = c.hidden();
+        var gate = new WeightMatrix[E];
+        var up = new WeightMatrix[E];
+        var down = new WeightMatrix[E];
+        String x = p + "experts.";
+        if (f.has(x + "gate_up_proj")) {
+            var gu = f.matrix(x + "gate_up_proj", E * 2 * I, H, E, 2L * I, H);
+            var dn = f.matrix(x + "down_proj", E * H, I, E, H, I);
+            for (int e = 0; e < E; e++) {
+                gate[e] = gu.slice(e * 2 * I, I);
+                up[e] = gu.slice(e * 2 * I + I, I);
+                down[e] = dn.slice(e * H, H);
+            }
+        } else if (f.has(x + "0.gate_proj.weight")) {
+            for (int e = 0; e < E; e++) {
+                var d = dense(f, H, I, x + e + ".");
+                gate[e] = d.gate();
+                up[e] = d.up();
+                down[e] = d.down();
+            }
+        } else {
+            throw new CheckpointException(f.dir() + ": no experts for '" + f.prefix() + x + "': expected fused " + x + "gate_up_proj and "
+                    + x + "down_proj, or " + x + "N.{gate,up,down}_proj.weight; is num_experts right and the checkpoint complete?");
+        }
+        var sg = f.get(p + "shared_expert_gate.weight", 1, H).toFloats();
+        return new Moe(f.matrix(p + "gate.weight", E, H), gate, up, down, dense(f, H, c.sharedIntermediate(), p + "shared_expert."), sg);
+    }
+
+    private static float[] vec(CheckpointFiles f, String name, long n) { return f.get(name, n).toFloats(); }
+}

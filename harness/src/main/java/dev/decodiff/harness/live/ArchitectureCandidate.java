@@ -1,0 +1,100 @@
+package dev.decodiff.harness.live;
+
+import dev.decodiff.engine.EngineOptions;
+import dev.decodiff.engine.arch.LoadedModel;
+import dev.decodiff.engine.arch.ModelSession;
+import dev.decodiff.harness.BadInputException;
+import dev.decodiff.harness.PartClock;
+import dev.decodiff.harness.compare.EngineThrewException;
+import dev.decodiff.harness.compare.StreamingCandidate;
+import dev.decodiff.harness.dump.CapturedTensor;
+import dev.decodiff.harness.dump.DumpManifest;
+import dev.decodiff.harness.dump.StepTensors;
+import dev.decodiff.metal.TensorView;
+
+import java.util.LinkedHashMap;
+import java.util.function.Consumer;
+import java.util.function.Predicate;
+
+/**
+ * Any architecture's engine run live as a candidate through the plug-in seam ({@link LoadedModel}), teacher-forced
+ * on the reference's tokens: step s feeds the manifest's [start, start+length), recording only the wanted points.
+ * With the observer check on, a probe-free session runs every step whole beside the probed one and its logits must be
+ * bit-identical at every step. (Gemma 4 keeps its own {@link LiveCandidate}, with faults, KV-cache types and the
+ * resumed check of long steps.)
+ */
+public final class ArchitectureCandidate implements StreamingCandidate {
+    private final LoadedModel model;
+    private final DumpManifest reference;
+    private final CapturingProbe probe;
+    private final ModelSession probed;
+    private final ModelSession plain;
+    private String observer;
+    private int next;
+
+    public ArchitectureCandidate(LoadedModel model, DumpManifest reference, Predicate<String> wanted, boolean checkObserverEffect) {
+        this.model = model;
+        this.reference = reference;
+        this.probe = new CapturingProbe(wanted);
+        this.probed = model.newSession(probe);
+        this.plain = checkObserverEffect ? model.newSession(null) : null;
+        this.observer = checkObserverEffect ? "none" : "not_checked";
+    }
+
+    @Override
+    public String describe() {
+        return "live engine: " + model.directory() + " (" + model.architecture().name() + ", teacher-forced)";
+    }
+
+    @Override
+    public DumpManifest.Producer producer() { return EngineSetup.producer(EngineOptions.defaults(), null); }
+
+    @Override public int stepCount() { return reference.stepCount(); }
+
+    @Override
+    public StepTensors step(int s) {
+        var captured = new LinkedHashMap<String, CapturedTensor>();
+        var end = run(s, t -> captured.put(t.point(), t));
+        var st = reference.step(s);
+        return new LiveStep(s, st.start(), st.length(), captured, end.nextToken(), end.top2Margin(), end.origin());
+    }
+
+    @Override
+    public StepEnd stream(int s, Consumer<TensorView> sink) { return run(s, t -> sink.accept(t.view())); }
+
+    private StepEnd run(int s, Consumer<CapturedTensor> sink) {
+        if (s != next) throw new IllegalStateException("live steps run in order: asked for " + s + ", next is " + next);
+        next++;
+        int[] tokens = reference.stepTokens(s);
+        float[] logits;
+        probe.sendTo(sink);
+        try (var part = PartClock.enter(tokens.length > 1 ? "prefill" : "decode")) {
+            logits = probed.forward(tokens);
+        } catch (IllegalArgumentException e) {
+            throw new BadInputException("reference step " + s + " cannot be fed to " + model.directory() + ": " + e.getMessage()
+                    + "; is the reference from this checkpoint?", e);
+        } catch (RuntimeException e) {
+            throw new EngineThrewException(s, e);
+        } finally {
+            probe.sendTo(null);
+        }
+        if (plain != null) {
+            float[] base;
+            try (var part = PartClock.enter("observer_check")) {
+                base = plain.forward(tokens);
+            } catch (RuntimeException e) {
+                throw new EngineThrewException(s, e);
+            }
+            if (observer.equals("none")) observer = LiveCandidate.observerDifference(s, base, logits);
+        }
+        return new StepEnd(argmax(logits), LiveStep.top2Margin(logits), "live engine, step " + s);
+    }
+
+    @Override public String observerEffect() { return observer; }
+
+    private static int argmax(float[] v) {
+        int best = 0;
+        for (int j = 1; j < v.length; j++) if (v[j] > v[best]) best = j;
+        return best;
+    }
+}
