@@ -125,13 +125,16 @@ public record Gemma4Config(
             LayerType t = types.get(i);
             int d = headDim, kv = nkv;
             boolean layerKEqV = kEqV && t == LayerType.FULL;
-            if (t == LayerType.FULL) {
+            boolean perLayer = plc != null && !plc.isNull();
+            // transformers 5.17 takes per_layer_config verbatim: a layer it lists takes the global head_dim and KV heads
+            // for what its entry leaves out (save_pretrained omits what equals them), never global_head_dim's default
+            if (t == LayerType.FULL && !perLayer) {
                 d = globalHeadDim;
                 if (kEqV) {
                     if (nkvGlobal != null) kv = nkvGlobal;
                 }
             }
-            if (plc != null && !plc.isNull() && plc.has(Integer.toString(i))) {
+            if (perLayer && plc.has(Integer.toString(i))) {
                 JsonNode o = plc.get(Integer.toString(i));
                 var lr = new Reader(o, file + ": per_layer_config." + i);
                 d = lr.positive("head_dim", d);
