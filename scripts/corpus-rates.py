@@ -97,6 +97,9 @@ def result(e, cmd, rc, out, err, seconds):
         if isinstance(fd, dict):
             res["first_divergence"] = {k: fd.get(k) for k in ("step", "layer", "point", "rel_l2", "tolerance", "kind")}
         res["verdict_text"] = (doc.get("verdict_text") or "")[:400]
+        at = doc.get("attribution")
+        if isinstance(at, dict) and isinstance(at.get("detection_floor"), dict):
+            res["detection_floor"] = at["detection_floor"]
         for k in ("reference_disagreement", "reference"):
             v = doc.get(k)
             if isinstance(v, dict):  # a finding about the reference, when the verdict logic reports one
@@ -147,6 +150,27 @@ def judge(e, res):
     return "false-pass" if passed else "ok"
 
 
+FP32_TOLERANCE = {"embed": 1e-5}
+
+
+def kind_of(point):
+    parts = (point or "").split(".")
+    return ".".join(parts[2:]) if len(parts) > 2 and parts[0] == "layers" else (point or "")
+
+
+def floor_of(e, res):
+    """The smallest local error this run could tell from rounding at the bug's first cell: the detection floor the
+    report states for that op kind (an envelope was used there), else the fp32 tolerance of the kind."""
+    eff = (e.get("effect") or {}).get("first") or {}
+    kind = kind_of(eff.get("point"))
+    return max((res.get("detection_floor") or {}).get(kind, 0.0), FP32_TOLERANCE.get(kind, 1e-4))
+
+
+def above_floor(e, res):
+    eff = (e.get("effect") or {}).get("first") or {}
+    return eff.get("rel_l2") is not None and eff["rel_l2"] > floor_of(e, res)
+
+
 def rate(n, d):
     return f"{n}/{d} ({100.0 * n / d:.1f}%)" if d else "0/0"
 
@@ -180,7 +204,7 @@ def summarise(entries, results):
             fp[key]["false_passes"] += 1
             eff = (e.get("effect") or {}).get("first") or {}
             fp[key]["runs"].append({"id": e["id"], "config": e["config"], "precision": e["precision"],
-                                    "verdict": r.get("verdict"), "effect_first": eff})
+                                    "verdict": r.get("verdict"), "effect_first": eff, "floor": floor_of(e, r)})
     s["false_passes"] = {"count": sum(v["false_passes"] for v in fp.values()), "of": len(bugs),
                          "by_bug": dict(sorted(fp.items()))}
     size = defaultdict(lambda: [0, 0])
@@ -189,6 +213,12 @@ def summarise(entries, results):
         size[k][1] += 1
         size[k][0] += j == "false-pass"
     s["false_passes_by_size"] = {k: {"false_passes": v[0], "of": v[1]} for k, v in sorted(size.items())}
+    floors = defaultdict(lambda: [0, 0])
+    for e, r, j in bugs:
+        k = "above the floor" if above_floor(e, r) else "below the floor"
+        floors[k][1] += 1
+        floors[k][0] += j == "false-pass"
+    s["false_passes_by_floor"] = {k: {"false_passes": v[0], "of": v[1]} for k, v in sorted(floors.items())}
     verdicts = Counter((e["expected"], r.get("verdict")) for e, r, _ in rows)
     s["verdicts"] = {f"{x} -> {v}": n for (x, v), n in sorted(verdicts.items(), key=lambda kv: str(kv[0]))}
     return s, rows
@@ -212,13 +242,16 @@ def print_table(s, rows, out=sys.stdout):
     p(f"\nfalse passes (bug -> match/precision): {rate(fp['count'], fp['of'])}")
     for k, v in s["false_passes_by_size"].items():
         p(f"  {k:30s} {rate(v['false_passes'], v['of'])}")
+    p("  by the bug's first fp32 effect against the run's detection floor at that op:")
+    for k, v in s["false_passes_by_floor"].items():
+        p(f"    {k:28s} {rate(v['false_passes'], v['of'])}")
     p("  by bug:")
     for k, v in fp["by_bug"].items():
         p(f"    {k:48s} {rate(v['false_passes'], v['of'])}")
         for r in v["runs"]:
             eff = r.get("effect_first") or {}
             p(f"      {r['id']} {r['config']} {r['precision']:18s} {r['verdict']}; the bug's first fp32 effect: "
-              f"step {eff.get('step')} {eff.get('point')} rel {eff.get('rel_l2', 0):.3g}")
+              f"step {eff.get('step')} {eff.get('point')} rel {eff.get('rel_l2', 0):.3g} (floor {r.get('floor', 0):.3g})")
     p("\nverdicts (expected -> verdict):")
     for k, v in s["verdicts"].items():
         p(f"  {k:40s} {v:4d}")

@@ -160,6 +160,30 @@ public record AffineGroups(int bits, int groupSize, DType pairType, MemorySegmen
         return s * q + o;
     }
 
+    /**
+     * Element (r, c) dequantized as MLX computes it: {@code scale·q + bias} in the pairs' own format (each product and
+     * sum rounded to bf16 or fp16), where {@link #get} keeps fp32. Half-precision pairs make it differ by up to the
+     * format's rounding of each weight (0.4% for bf16).
+     */
+    float getInPairFormat(MemorySegment codes, int rows, int cols, int r, int c) {
+        int q = code(codes, rows, cols, r, c);
+        long i = pairIndex(rows, cols, r, c / groupSize);
+        float s = pair(i, 0), o = pair(i, 1);
+        return switch (pairType) {
+            case BF16 -> bf16(bf16(s * q) + o);
+            case F16 -> Float.float16ToFloat(Float.floatToFloat16(Float.float16ToFloat(Float.floatToFloat16(s * q)) + o));
+            default -> s * q + o;
+        };
+    }
+
+    /** Round to nearest, ties to even, to bf16 (NaN kept). */
+    private static float bf16(float x) {
+        if (Float.isNaN(x)) return x;
+        int b = Float.floatToRawIntBits(x);
+        b += 0x7FFF + ((b >>> 16) & 1);
+        return Float.intBitsToFloat(b & 0xFFFF0000);
+    }
+
     /** The pairs of rows [rowStart, rowStart + rows) of a matrix of {@code cols} columns (whole segments of it). */
     AffineGroups slice(int cols, int rowStart, int rows) {
         return new AffineGroups(bits, groupSize, pairType, pairs.asSlice(rowStart * pairRowBytes(cols), rows * pairRowBytes(cols)),

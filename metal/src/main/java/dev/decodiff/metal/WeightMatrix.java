@@ -659,6 +659,18 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
         };
     }
 
+    /**
+     * Row r as an MLX engine dequantizes it — scale·q + bias computed in the scales' own format — into
+     * out[off..off+cols); a matrix that is not affine-quantized gives its plain row.
+     */
+    public void rowInScaleFormat(int r, float[] out, int off) {
+        if (affine == null) {
+            row(r, out, off);
+            return;
+        }
+        for (int c = 0; c < cols; c++) out[off + c] = affine.getInPairFormat(data, rows, cols, r, c);
+    }
+
     /** Row r widened to fp32 into out[off..off+cols). */
     public void row(int r, float[] out, int off) {
         if (dtype == DType.F32) {

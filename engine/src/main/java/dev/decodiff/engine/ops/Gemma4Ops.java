@@ -11,6 +11,8 @@ import dev.decodiff.metal.Transcendentals;
 import dev.decodiff.metal.VectorMath;
 import dev.decodiff.metal.WeightMatrix;
 
+import java.util.ArrayList;
+
 /**
  * Gemma 4's ops, one method per node of {@link OpGraph}, each recomputing one capture point from its inputs with the
  * checkpoint's weights (Gemma 4's math as transformers computes it, with the engine's kernels). Every op takes a {@link Precision}: with
@@ -45,7 +47,7 @@ public final class Gemma4Ops {
         float[] x = new float[T * H];
         float scale = p.activations().round((float) Math.sqrt(H));
         for (int t = 0; t < T; t++) {
-            w.embed().row(tokens[t], x, t * H);
+            tableRow(w.embed(), tokens[t], x, t * H, p);
             VectorMath.scale(x, t * H, H, scale);
         }
         return act(x, p);
@@ -65,7 +67,7 @@ public final class Gemma4Ops {
         if (r.has(Rewire.Wire.PLE_TABLE_ONLY)) java.util.Arrays.fill(proj, 0f);
         float[] tok = new float[LP];
         for (int t = 0; t < T; t++) {
-            w.pleEmbed().row(tokens[t], tok, 0);
+            tableRow(w.pleEmbed(), tokens[t], tok, 0, p);
             for (int j = 0; j < LP; j++) tok[j] = f.round(tok[j] * tokScale);
             int base = t * LP;
             for (int j = 0; j < LP; j++) proj[base + j] = f.round(proj[base + j] * projScale);
@@ -353,6 +355,8 @@ public final class Gemma4Ops {
             int o = t * E;
             VectorMath.softmax(logits, o, E);
             int[] top = rw.has(Rewire.Wire.TOP_K_TIES_LAST) ? topKTiesLast(logits, o, E, K) : topK(logits, o, E, K);
+            var ties = ROUTING.get();
+            if (ties != null && K < E) top = ties.visit(t, logits, o, E, top);
             float sum = 0;
             for (int e : top) sum += logits[o + e];
             if (rw.has(Rewire.Wire.ROUTING_NOT_RENORMALISED)) sum = 1f;
@@ -371,15 +375,15 @@ public final class Gemma4Ops {
                 if (!chosen[e]) continue;
                 var ep = p.withMatmulInput(p.experts());
                 float[] gate = new float[Im], upv = new float[Im];
-                m.gate()[e].matmul(matmulInput(m.gate()[e], ut, ep), 1, gate);
+                product(m.gate()[e], matmulInput(m.gate()[e], ut, ep), 1, gate, p);
                 minimumTerm(m.gate()[e], ut, 1, gate, ep);
-                m.up()[e].matmul(matmulInput(m.up()[e], ut, ep), 1, upv);
+                product(m.up()[e], matmulInput(m.up()[e], ut, ep), 1, upv, p);
                 minimumTerm(m.up()[e], ut, 1, upv, ep);
                 act(gate, p);
                 act(upv, p);
                 geluTimes(gate, upv, 0, Im, p);
                 System.arraycopy(gate, 0, act, 0, Im);
-                m.down()[e].matmul(matmulInput(m.down()[e], act, ep), 1, y);
+                product(m.down()[e], matmulInput(m.down()[e], act, ep), 1, y, p);
                 minimumTerm(m.down()[e], act, 1, y, ep);
                 act(y, p);
                 for (int j = 0; j < H; j++) out[t * H + j] = f.round(out[t * H + j] + f.round(weight[e] * y[j]));
@@ -443,7 +447,8 @@ public final class Gemma4Ops {
         int H = cfg.hidden();
         float[] last = matmulInput(w.lmHead(), java.util.Arrays.copyOfRange(finalNorm, (T - 1) * H, T * H), p);
         float[] logits = new float[cfg.vocabSize()];
-        w.lmHead().matvec(last, 0, logits, 0);
+        if (p.scaleFormatDequant() && w.lmHead().packed()) product(w.lmHead(), last, 1, logits, p);
+        else w.lmHead().matvec(last, 0, logits, 0);
         act(logits, p);
         if (cfg.hasSoftcap()) {
             float c = cfg.finalLogitSoftcap();
@@ -554,9 +559,40 @@ public final class Gemma4Ops {
         return out;
     }
 
+    /** y = m·x for T rows, with the matrix's weights as the precision dequantizes them. */
+    private static void product(WeightMatrix m, float[] x, int T, float[] y, Precision p) {
+        if (!p.scaleFormatDequant() || !m.packed()) {
+            m.matmul(x, T, y);
+            return;
+        }
+        int R = m.rows(), C = m.cols();
+        float[] row = new float[C];
+        for (int r = 0; r < R; r++) {
+            m.rowInScaleFormat(r, row, 0);
+            for (int t = 0; t < T; t++) {
+                float acc = 0;
+                for (int c = 0; c < C; c++) acc = Math.fma(row[c], x[t * C + c], acc);
+                y[t * R + r] = acc;
+            }
+        }
+    }
+
+    /** Row r of an embedding table, as the precision dequantizes it. */
+    private static void tableRow(WeightMatrix m, int r, float[] out, int off, Precision p) {
+        if (p.scaleFormatDequant()) m.rowInScaleFormat(r, out, off);
+        else m.row(r, out, off);
+    }
+
+    /** Whether any matrix of the checkpoint is affine-quantized (MLX): only then can its dequantization differ. */
+    public boolean hasAffineMatrices() {
+        if (w.embed().packed() || w.lmHead().packed()) return true;
+        for (var lw : w.layers()) if (lw.q().packed() || lw.o().packed()) return true;
+        return false;
+    }
+
     private float[] linear(WeightMatrix m, float[] x, int T, float[] bias, Precision p) {
         float[] y = new float[T * m.rows()];
-        m.matmul(matmulInput(m, x, p), T, y);
+        product(m, matmulInput(m, x, p), T, y, p);
         minimumTerm(m, x, T, y, p);
         if (bias != null) for (int t = 0; t < T; t++) VectorMath.add(y, t * bias.length, bias, 0, bias.length);
         return act(y, p);
@@ -627,6 +663,61 @@ public final class Gemma4Ops {
     }
 
     /** The indices of the k largest of p[off .. off+n), largest first (the first of equals first). */
+    /**
+     * A routing decision at a near-tie: the router's k-th and (k+1)-th experts of a token whose probabilities are
+     * nearly equal, where an engine of lower precision may pick the other one. While a RoutingTies is set on this
+     * thread, each routed token is counted in order; a recording one notes each token's margin (the k-th probability
+     * minus the (k+1)-th, relative to the k-th), a flipping one swaps the k-th expert for the (k+1)-th at the tokens asked.
+     */
+    public static final class RoutingTies {
+        private final java.util.Set<Integer> flip;
+        private final java.util.List<double[]> margins = new ArrayList<>();
+        private int count;
+
+        private RoutingTies(java.util.Set<Integer> flip) { this.flip = flip; }
+
+        int[] visit(int t, float[] p, int off, int n, int[] top) {
+            int i = count++;
+            int k = top.length;
+            boolean[] used = new boolean[n];
+            for (int e : top) used[e] = true;
+            int next = -1;
+            for (int e = 0; e < n; e++) if (!used[e] && (next < 0 || p[off + e] > p[off + next])) next = e;
+            float kth = p[off + top[k - 1]];
+            margins.add(new double[]{i, kth == 0 ? Double.POSITIVE_INFINITY : (kth - p[off + next]) / kth});
+            if (!flip.contains(i)) return top;
+            int[] out = top.clone();
+            out[k - 1] = next;
+            return out;
+        }
+    }
+
+    private static final ThreadLocal<RoutingTies> ROUTING = new ThreadLocal<>();
+
+    /** Runs op and returns each routed token's margin (count, relative margin), nearest the tie first; empty without MoE. */
+    public static java.util.List<double[]> routingMargins(Runnable op) {
+        var r = new RoutingTies(java.util.Set.of());
+        ROUTING.set(r);
+        try {
+            op.run();
+        } finally {
+            ROUTING.remove();
+        }
+        var m = new ArrayList<>(r.margins);
+        m.sort(java.util.Comparator.comparingDouble(x -> x[1]));
+        return m;
+    }
+
+    /** Runs op with the routing of the tokens of these counts taken the other way at their k-th expert. */
+    public static <T> T withRoutingFlipped(java.util.Set<Integer> flip, java.util.function.Supplier<T> op) {
+        ROUTING.set(new RoutingTies(flip));
+        try {
+            return op.get();
+        } finally {
+            ROUTING.remove();
+        }
+    }
+
     public static int[] topK(float[] p, int off, int n, int k) {
         int[] idx = new int[k];
         boolean[] used = new boolean[n];

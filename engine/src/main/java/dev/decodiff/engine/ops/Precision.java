@@ -28,9 +28,25 @@ import java.util.ArrayList;
  *                    matrices untouched. Where the folder does not say the types, every matrix is taken as q8_0's
  */
 public record Precision(Format activations, Format matmulInput, boolean geluTable, KvStore keys, KvStore values, Attention attention,
-                        Format expertInput, Format pleGateInput, boolean q8Input) {
+                        Format expertInput, Format pleGateInput, boolean q8Input, boolean scaleFormatDequant) {
     public static final Precision EXACT = new Precision(Format.F32, Format.F32, false, KvStore.F32, KvStore.F32, Attention.EXACT, Format.F32,
-            Format.F32, false);
+            Format.F32, false, false);
+
+    /**
+     * @param scaleFormatDequant affine-quantized (MLX) matrices dequantized as MLX does, scale·q + bias computed in the
+     *                           scales' own format (bf16: each weight within 2⁻⁹ of its fp32 dequantization), where the
+     *                           exact op dequantizes in fp32
+     */
+    public Precision {}
+
+    public Precision(Format activations, Format matmulInput, boolean geluTable, KvStore keys, KvStore values, Attention attention,
+                     Format expertInput, Format pleGateInput, boolean q8Input) {
+        this(activations, matmulInput, geluTable, keys, values, attention, expertInput, pleGateInput, q8Input, false);
+    }
+
+    public Precision withScaleFormatDequant(boolean d) {
+        return new Precision(activations, matmulInput, geluTable, keys, values, attention, expertInput, pleGateInput, q8Input, d);
+    }
 
     /** How K/V rows come back from a cache: fp32, a float format, or one of llama.cpp's block quantizations. */
     public enum KvStore {
@@ -72,23 +88,23 @@ public record Precision(Format activations, Format matmulInput, boolean geluTabl
 
     public boolean exact() { return equals(EXACT); }
 
-    public Precision withActivations(Format f) { return new Precision(f, matmulInput, geluTable, keys, values, attention, expertInput, pleGateInput, q8Input); }
+    public Precision withActivations(Format f) { return new Precision(f, matmulInput, geluTable, keys, values, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant); }
 
-    public Precision withMatmulInput(Format f) { return new Precision(activations, f, geluTable, keys, values, attention, expertInput, pleGateInput, q8Input); }
+    public Precision withMatmulInput(Format f) { return new Precision(activations, f, geluTable, keys, values, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant); }
 
-    public Precision withGeluTable(boolean t) { return new Precision(activations, matmulInput, t, keys, values, attention, expertInput, pleGateInput, q8Input); }
+    public Precision withGeluTable(boolean t) { return new Precision(activations, matmulInput, t, keys, values, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant); }
 
-    public Precision withKeys(KvStore s) { return new Precision(activations, matmulInput, geluTable, s, values, attention, expertInput, pleGateInput, q8Input); }
+    public Precision withKeys(KvStore s) { return new Precision(activations, matmulInput, geluTable, s, values, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant); }
 
-    public Precision withValues(KvStore s) { return new Precision(activations, matmulInput, geluTable, keys, s, attention, expertInput, pleGateInput, q8Input); }
+    public Precision withValues(KvStore s) { return new Precision(activations, matmulInput, geluTable, keys, s, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant); }
 
-    public Precision withAttention(Attention a) { return new Precision(activations, matmulInput, geluTable, keys, values, a, expertInput, pleGateInput, q8Input); }
+    public Precision withAttention(Attention a) { return new Precision(activations, matmulInput, geluTable, keys, values, a, expertInput, pleGateInput, q8Input, scaleFormatDequant); }
 
-    public Precision withExpertInput(Format f) { return new Precision(activations, matmulInput, geluTable, keys, values, attention, f, pleGateInput, q8Input); }
+    public Precision withExpertInput(Format f) { return new Precision(activations, matmulInput, geluTable, keys, values, attention, f, pleGateInput, q8Input, scaleFormatDequant); }
 
-    public Precision withPleGateInput(Format f) { return new Precision(activations, matmulInput, geluTable, keys, values, attention, expertInput, f, q8Input); }
+    public Precision withPleGateInput(Format f) { return new Precision(activations, matmulInput, geluTable, keys, values, attention, expertInput, f, q8Input, scaleFormatDequant); }
 
-    public Precision withQ8Input(boolean q) { return new Precision(activations, matmulInput, geluTable, keys, values, attention, expertInput, pleGateInput, q); }
+    public Precision withQ8Input(boolean q) { return new Precision(activations, matmulInput, geluTable, keys, values, attention, expertInput, pleGateInput, q, scaleFormatDequant); }
 
     /** The format the per-layer-input gate's matmul input is converted to. */
     public Format pleGate() { return pleGateInput != Format.F32 ? pleGateInput : matmulInput; }
@@ -106,6 +122,7 @@ public record Precision(Format activations, Format matmulInput, boolean geluTabl
             parts.add("the experts' matmul inputs rounded to " + expertInput.id() + " (as for " + expertInput.id() + " expert weights)");
         if (pleGateInput != Format.F32 && pleGateInput != matmulInput)
             parts.add("the per-layer-input gate's matmul input rounded to " + pleGateInput.id() + " (its narrow matrix on ggml's vec-dot path)");
+        if (scaleFormatDequant) parts.add("MLX-quantized weights dequantized in their scales' format (scale·q + bias rounded, as MLX computes it)");
         if (q8Input) parts.add("matmul inputs quantized to the weights' vec-dot blocks (q8_0 for 32-value types, q8_K for K-quants)");
         if (geluTable) parts.add("GELU through an fp16 table");
         if (keys != KvStore.F32 && keys == values) parts.add("K/V stored as " + keys.id());

@@ -38,8 +38,9 @@ public record Attributed(Map<String, LocalError> cells, List<Effect> effects, bo
         for (var e : errors) {
             // one effect whether or not some of its cells also needed a near-tie rounding the other way
             if (e.status() == LocalError.Status.PRECISION)
-                effects.computeIfAbsent(e.explanation().replaceFirst(" \\(\\d+ roundings? at a near-tie taken the other way\\)$", ""),
-                        k -> new ArrayList<>()).add(e);
+                effects.computeIfAbsent(e.explanation()
+                        .replaceFirst("; \\d+ MoE routing decisions? at a near-tie taken the other way .*$", "; MoE routing decisions at a near-tie taken the other way")
+                        .replaceFirst(" \\(\\d+ roundings? at a near-tie taken the other way\\)", ""), k -> new ArrayList<>()).add(e);
         }
         var list = new ArrayList<Effect>();
         effects.forEach((name, es) -> {

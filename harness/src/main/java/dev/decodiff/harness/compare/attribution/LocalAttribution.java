@@ -9,6 +9,7 @@ import dev.decodiff.engine.ops.Gemma4Ops;
 import dev.decodiff.engine.ops.OpGraph;
 import dev.decodiff.engine.ops.Precision;
 import dev.decodiff.harness.compare.ToleranceProfile;
+import dev.decodiff.harness.report.Fmt;
 import dev.decodiff.metal.TensorView;
 
 import java.util.ArrayList;
@@ -41,6 +42,8 @@ public final class LocalAttribution {
     private final Format stated;
     /** This instance attributes the reference: only its stated precision may explain its ops. */
     private final boolean reference;
+    /** The checkpoint has affine-quantized (MLX) matrices, whose dequantization an engine may round. */
+    private final boolean affine;
     private final Map<String, LocalError> errors = new LinkedHashMap<>();
 
     private int step, start, T;
@@ -85,6 +88,7 @@ public final class LocalAttribution {
         this.everyCell = everyCell;
         this.stated = stated;
         this.reference = reference;
+        this.affine = ops.hasAffineMatrices();
     }
 
     /** This attribution for a candidate that states its dtype (a dump's producer.dtype; null or unknown: unstated). */
@@ -203,16 +207,42 @@ public final class LocalAttribution {
     /** Local error of an op, then — over fp32 noise — its precision hypotheses. rowMask: rows to judge (null: all). */
     private LocalError judge(String point, String kind, float[] cand, double tol, Function<Precision, float[]> op, boolean[] rowMask,
                              String from, String granularity) {
-        return judge(point, kind, cand, tol, op, rowMask, from, granularity, hypotheses(kind));
+        var hs = hypotheses(kind);
+        if (affine && !CapturePoints.isCacheRead(kind) && !kind.equals(CapturePoints.ATTN_OUT)) {
+            // an MLX engine dequantizes in its scales' format; the checkpoint's exact op, in fp32
+            hs = new ArrayList<>(hs);
+            hs.add(Precision.EXACT.withScaleFormatDequant(true));
+            hs.add(Precision.EXACT.withScaleFormatDequant(true).withActivations(Format.BF16));
+        }
+        return judge(point, kind, cand, tol, op, rowMask, from, granularity, hs);
     }
 
-    private LocalError judge(String point, String kind, float[] cand, double tol, Function<Precision, float[]> op, boolean[] rowMask,
+    private LocalError judge(String point, String kind, float[] cand, double tol, Function<Precision, float[]> given, boolean[] rowMask,
                              String from, String granularity, List<Precision> hypotheses) {
         if (reference) hypotheses = hypotheses.stream().filter(h -> h.activations() == stated && stated != Format.F32 && onlyActivations(h)).toList();
-        float[] exact = op.apply(Precision.EXACT);
+        float[] exact = given.apply(Precision.EXACT);
         if (exact == null || exact.length != cand.length) return LocalError.unattributed(step, point, tol, "its inputs do not have the checkpoint's shapes");
         double local = rel(cand, exact, rowMask);
         if (local <= tol) return new LocalError(step, point, LocalError.Status.EXACT, local, tol, null, Double.NaN, from, granularity);
+        var plain = judgeWith(point, kind, cand, tol, given, rowMask, from, granularity, hypotheses, exact, local, null);
+        if (plain.status() != LocalError.Status.UNEXPLAINED || precomputed) return plain;
+        // a discrete decision at a near-tie: an MoE router's k-th expert that a lower-precision engine picked otherwise
+        var flips = routingFlips(given, cand, rowMask, local);
+        if (flips.isEmpty()) return plain;
+        var flipped = java.util.Set.copyOf(flips.keySet());
+        Function<Precision, float[]> op = q -> Gemma4Ops.withRoutingFlipped(flipped, () -> given.apply(q));
+        float[] exactFlipped = op.apply(Precision.EXACT);
+        double localFlipped = rel(cand, exactFlipped, rowMask);
+        String routed = routingWords(flips, local);
+        if (localFlipped <= tol) return new LocalError(step, point, LocalError.Status.PRECISION, local, tol, routed, localFlipped, from, granularity);
+        var withFlips = judgeWith(point, kind, cand, tol, op, rowMask, from, granularity, hypotheses, exactFlipped, localFlipped, routed);
+        return withFlips.status() == LocalError.Status.PRECISION ? withFlips : plain;
+    }
+
+    /** The hypotheses, near-tie roundings and envelope for an op whose local error (against {@code exact}) is over noise. */
+    private LocalError judgeWith(String point, String kind, float[] cand, double tol, Function<Precision, float[]> op, boolean[] rowMask,
+                                 String from, String granularity, List<Precision> hypotheses, float[] exact, double local, String routedIn) {
+        String routed = routedIn;
         record Tried(Precision h, double left) {}
         var tried = new ArrayList<Tried>();
         for (var h : hypotheses) {
@@ -230,23 +260,38 @@ public final class LocalAttribution {
             var h = tried.get(k).h();
             double left = tried.get(k).left();
             var sites = Format.nearTies(() -> op.apply(h), MAX_TIES);
-            var flips = new java.util.HashSet<Integer>();
+            var tieFlips = new java.util.HashSet<Integer>();
             for (int site : sites) {
-                flips.add(site);
-                double l = rel(cand, Format.flipped(flips, () -> op.apply(h)), rowMask);
+                tieFlips.add(site);
+                double l = rel(cand, Format.flipped(tieFlips, () -> op.apply(h)), rowMask);
                 if (l < left) left = l;
-                else flips.remove(site);
+                else tieFlips.remove(site);
             }
             if (left < bestLeft) {
                 bestLeft = left;
                 best = h;
-                ties = flips.isEmpty() ? null : flips.size() + (flips.size() == 1 ? " rounding" : " roundings") + " at a near-tie taken the other way";
+                ties = tieFlips.isEmpty() ? null : tieFlips.size() + (tieFlips.size() == 1 ? " rounding" : " roundings") + " at a near-tie taken the other way";
+            }
+        }
+        // the routing may also have gone the other way at a near-tie under a hypothesis (an MLX engine's router on its
+        // own dequantized weights): for each, keep the near-tie routing flips that bring it closer
+        for (int k = 0; k < tried.size() && bestLeft > tol && routed == null && !precomputed; k++) {
+            var h = tried.get(k).h();
+            var hf = routingFlips(q -> op.apply(h), cand, rowMask, rel(cand, op.apply(h), rowMask));
+            if (hf.isEmpty()) continue;
+            var f = java.util.Set.copyOf(hf.keySet());
+            double left = rel(cand, Gemma4Ops.withRoutingFlipped(f, () -> op.apply(h)), rowMask);
+            if (left < bestLeft) {
+                bestLeft = left;
+                best = h;
+                ties = null;
+                routed = routingWords(hf, Double.NaN);
             }
         }
         if (best != null && bestLeft <= tol) {
             if (CapturePoints.isCacheRead(kind)) readExplained.put(point, best);
-            return new LocalError(step, point, LocalError.Status.PRECISION, local, tol, best.describe() + (ties == null ? "" : " (" + ties + ")"),
-                    bestLeft, from, granularity);
+            return new LocalError(step, point, LocalError.Status.PRECISION, local, tol, best.describe() + (ties == null ? "" : " (" + ties + ")")
+                    + (routed == null ? "" : "; " + routed), bestLeft, from, granularity);
         }
         // no hypothesis reproduces it to fp32 noise: judge the local error against the envelope of the closest precision
         // class whose outcome depends on its order of arithmetic (a whole half-precision chain)
@@ -257,11 +302,46 @@ public final class LocalAttribution {
             double floor = KAPPA * envelope(op, h, exact, rowMask, precomputed);
             if (local <= floor) {
                 if (CapturePoints.isCacheRead(kind)) readExplained.put(point, h);
-                return new LocalError(step, point, LocalError.Status.PRECISION, local, tol, h.describe(), chain.left(), from, granularity, floor, true);
+                return new LocalError(step, point, LocalError.Status.PRECISION, local, tol, h.describe() + (routed == null ? "" : "; " + routed),
+                        chain.left(), from, granularity, floor, true);
             }
             return new LocalError(step, point, LocalError.Status.UNEXPLAINED, local, tol, h.describe(), chain.left(), from, granularity, floor, false);
         }
         return new LocalError(step, point, LocalError.Status.UNEXPLAINED, local, tol, best == null ? null : best.describe(), bestLeft, from, granularity);
+    }
+
+    /**
+     * A router's decision counts as a near-tie when its k-th and next expert's probabilities are within this fraction
+     * of each other: rounding the router's input and matrix in bf16 moves its probabilities by about that much.
+     */
+    static final double ROUTER_TIE = 0x1p-5;
+
+    /**
+     * The routing decisions at a near-tie that, taken the other way, bring the exact op closer to the candidate (each
+     * kept only if it does, and only if together they at least halve the local error): by routed-token count, its
+     * margin. Empty when the op routes nothing or no flip helps.
+     */
+    private java.util.Map<Integer, Double> routingFlips(Function<Precision, float[]> op, float[] cand, boolean[] rowMask, double local) {
+        var margins = Gemma4Ops.routingMargins(() -> op.apply(Precision.EXACT));
+        var kept = new java.util.LinkedHashMap<Integer, Double>();
+        double left = local;
+        for (var m : margins) {
+            if (m[1] > ROUTER_TIE || kept.size() >= 8) break;
+            int i = (int) m[0];
+            kept.put(i, m[1]);
+            double l = rel(cand, Gemma4Ops.withRoutingFlipped(kept.keySet(), () -> op.apply(Precision.EXACT)), rowMask);
+            if (l < left) left = l;
+            else kept.remove(i);
+        }
+        return left <= local / 2 ? kept : java.util.Map.of();
+    }
+
+    /** "2 MoE routing decisions at a near-tie taken the other way (… within 0.4%, 1.1% of each other; …)". */
+    private static String routingWords(java.util.Map<Integer, Double> flips, double before) {
+        return flips.size() + (flips.size() == 1 ? " MoE routing decision" : " MoE routing decisions")
+                + " at a near-tie taken the other way (the k-th and next expert's router probabilities within "
+                + flips.values().stream().map(Fmt::percent).collect(java.util.stream.Collectors.joining(", "))
+                + " of each other" + (Double.isNaN(before) ? "" : "; local error " + Fmt.sci(before) + " without") + ")";
     }
 
     /** Samples of an envelope: enough to find its edge at one op, few enough to keep attribution cheap. */
