@@ -219,12 +219,23 @@ public final class LocalAttribution {
 
     private LocalError judge(String point, String kind, float[] cand, double tol, Function<Precision, float[]> given, boolean[] rowMask,
                              String from, String granularity, List<Precision> hypotheses) {
+        var every = hypotheses;
         if (reference) hypotheses = hypotheses.stream().filter(h -> h.activations() == stated && stated != Format.F32 && onlyActivations(h)).toList();
         float[] exact = given.apply(Precision.EXACT);
         if (exact == null || exact.length != cand.length) return LocalError.unattributed(step, point, tol, "its inputs do not have the checkpoint's shapes");
         double local = rel(cand, exact, rowMask);
         if (local <= tol) return new LocalError(step, point, LocalError.Status.EXACT, local, tol, null, Double.NaN, from, granularity);
         var plain = judgeWith(point, kind, cand, tol, given, rowMask, from, granularity, hypotheses, exact, local, null);
+        if (reference && plain.unexplained()) {
+            // not an explanation (the reference states what it computed in), but what a porter needs to know
+            for (var h : every) {
+                if (hypotheses.contains(h)) continue;
+                float[] out = given.apply(h);
+                if (out != null && out.length == cand.length && rel(cand, out, rowMask) <= tol)
+                    return new LocalError(step, point, LocalError.Status.UNEXPLAINED, local, tol, REPRODUCED_BY + h.describe(),
+                            rel(cand, out, rowMask), from, granularity);
+            }
+        }
         if (plain.status() != LocalError.Status.UNEXPLAINED || precomputed) return plain;
         // a discrete decision at a near-tie: an MoE router's k-th expert that a lower-precision engine picked otherwise
         var flips = routingFlips(given, cand, rowMask, local);
@@ -386,6 +397,9 @@ public final class LocalAttribution {
     static boolean isChain(Precision h) {
         return h.activations() != Format.F32 || h.attention() == Precision.Attention.GGML_FLASH;
     }
+
+    /** The explanation of a reference op that only a precision its stated dtype does not cover reproduces. */
+    public static final String REPRODUCED_BY = "reproduced only by ";
 
     /** At most this many near-tie roundings are tried the other way per cell (the first met). */
     private static final int MAX_TIES = 48;
