@@ -57,11 +57,16 @@ def llamacpp_runs(doc, types):
             refs.setdefault(e["config"], e)
     out = []
     for cid, e in sorted(refs.items()):
+        # llama.cpp's Gemma 4 caps the final logits at 30 when the GGUF has no final_logit_softcapping (its hparams
+        # default), and its converter writes the key only when the config's value is set: a model without the cap
+        # gets one. That is llama.cpp's own bug, expected to be found at the logits.
+        uncapped = not (e.get("features") or {}).get("softcap")
         for t in types:
             out.append({"id": f"{cid}-llamacpp-{t}", "config": cid, "checkpoint": e["checkpoint"],
                         "reference": e["reference"], "candidate": None, "engine": "llama.cpp", "gguf_type": t,
-                        "precision": f"llamacpp-{t}", "bug_side": "none", "bug": None, "bug_size": None,
-                        "expected": "clean", "features": e.get("features")})
+                        "precision": f"llamacpp-{t}", "bug_side": "candidate" if uncapped else "none",
+                        "bug": "llamacpp-softcap-default-30" if uncapped else None, "bug_size": "small" if uncapped else None,
+                        "expected": "bug" if uncapped else "clean", "features": e.get("features")})
     return out
 
 

@@ -57,6 +57,9 @@ public record Gemma4GgufPlan(Map<String, GgufValue> metadata, List<Planned> tens
         int headDim = h.integer("head_dim", 256);
         Integer headDimFull = h.optInt("global_head_dim");
         if (headDimFull == null) headDimFull = firstFull(perLayer, types, "head_dim");
+        // transformers 5.17 reads per_layer_config verbatim, a key its entry leaves out (save_pretrained omits what
+        // equals the global) taking the global head_dim; llama.cpp's converter asserts here instead of converting
+        if (headDimFull == null && perLayer != null && perLayer.isObject()) headDimFull = headDim;
         if (headDimFull == null) headDimFull = 512; // transformers' default when neither key is given
         Integer kvFull = h.optInt("num_global_key_value_heads");
         if (kvFull == null) kvFull = firstFull(perLayer, types, "num_key_value_heads");

@@ -22,7 +22,7 @@ import java.util.ArrayList;
  */
 public final class HfToGguf {
     /** Changes whenever the files this converter writes change; a cache of converted files should key on it. */
-    public static final int REVISION = 1;
+    public static final int REVISION = 2;
 
     private HfToGguf() {}
 
