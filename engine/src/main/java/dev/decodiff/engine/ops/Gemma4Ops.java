@@ -313,10 +313,12 @@ public final class Gemma4Ops {
             g = up;
             up = t;
         }
-        if (rw.has(Rewire.Wire.MLP_GELU_ERF)) for (int i = 0; i < g.length; i++) g[i] = (float) (dev.decodiff.engine.ExactGelu.gelu(g[i]) * up[i]);
-        else if (rw.has(Rewire.Wire.MLP_SILU)) for (int i = 0; i < g.length; i++) g[i] = (float) (g[i] / (1 + Math.exp(-g[i])) * up[i]);
-        else if (rw.has(Rewire.Wire.MLP_RELU)) for (int i = 0; i < g.length; i++) g[i] = Math.max(0f, g[i]) * up[i];
-        else if (rw.has(Rewire.Wire.MLP_NO_ACTIVATION)) for (int i = 0; i < g.length; i++) g[i] = g[i] * up[i];
+        // a variant's activation is rounded where the precision rounds the real one (its output, then the product)
+        var f = p.activations();
+        if (rw.has(Rewire.Wire.MLP_GELU_ERF)) for (int i = 0; i < g.length; i++) g[i] = f.round(f.round((float) dev.decodiff.engine.ExactGelu.gelu(g[i])) * up[i]);
+        else if (rw.has(Rewire.Wire.MLP_SILU)) for (int i = 0; i < g.length; i++) g[i] = f.round(f.round((float) (g[i] / (1 + Math.exp(-g[i])))) * up[i]);
+        else if (rw.has(Rewire.Wire.MLP_RELU)) for (int i = 0; i < g.length; i++) g[i] = f.round(Math.max(0f, g[i]) * up[i]);
+        else if (rw.has(Rewire.Wire.MLP_NO_ACTIVATION)) for (int i = 0; i < g.length; i++) g[i] = f.round(g[i] * up[i]);
         else geluTimes(g, up, 0, g.length, p);
         return linear(lw.down(), g, T, null, p);
     }

@@ -192,7 +192,12 @@ public final class VerdictText {
                 sb.append(" Its own op adds rel L2 ").append(Fmt.sci(l.local())).append(" (recomputed exactly from the candidate's ").append(l.from());
                 if (l.granularity() != null) sb.append("; at the granularity of ").append(l.granularity());
                 sb.append("), and no precision effect reproduces it");
-                if (l.explanation() != null && Double.isFinite(l.floor()))
+                int v = l.explanation() == null ? -1 : l.explanation().indexOf("; the leftover is the known variant");
+                if (v >= 0)
+                    sb.append(": what the closest, ").append(l.explanation(), 0, v).append(", leaves (").append(Fmt.sci(l.leftover()))
+                            .append(", inside that class's rounding, whose detection floor here is ").append(Fmt.sci(l.floor()))
+                            .append(") is not rounding —").append(l.explanation().substring(v + 1).replaceFirst("^ the leftover", " it"));
+                else if (l.explanation() != null && Double.isFinite(l.floor()))
                     sb.append(" or lies within its rounding (the closest, ").append(l.explanation()).append(", produces at most ")
                             .append(Fmt.sci(l.floor())).append(" here: the detection floor)");
                 else if (l.explanation() != null && Double.isFinite(l.leftover()))

@@ -8,6 +8,7 @@ import dev.decodiff.engine.ops.Format;
 import dev.decodiff.engine.ops.Gemma4Ops;
 import dev.decodiff.engine.ops.OpGraph;
 import dev.decodiff.engine.ops.Precision;
+import dev.decodiff.engine.ops.Rewire;
 import dev.decodiff.harness.compare.ToleranceProfile;
 import dev.decodiff.harness.report.Fmt;
 import dev.decodiff.metal.TensorView;
@@ -59,6 +60,9 @@ public final class LocalAttribution {
     private Boolean wholeLayers;
     /** The op being judged hands back precomputed outcomes (the whole-layer shadows): it cannot be sampled again. */
     private boolean precomputed;
+    /** The op being judged under a rewiring (its known porting variants), where the op has them; null otherwise. */
+    private java.util.function.BiFunction<Precision, Rewire, float[]> variants;
+    private Rewire.Op variantOp;
     /** Whole-layer mode: the current layer's out under each shadow precision (what its cell is judged against). */
     private Map<Precision, float[]> wholeOut = Map.of();
 
@@ -201,7 +205,30 @@ public final class LocalAttribution {
         if (CapturePoints.isCacheRead(kind)) return cacheRead(point, kind, layer, cand, tol);
         if (kind.equals(CapturePoints.ATTN_OUT)) return attention(point, layer, cand, tol);
         if (op == null) return null;
-        return judge(point, kind, cand, tol, op, null, String.join(", ", inputs.isEmpty() ? List.of("the tokens") : inputs), null);
+        String in = layer < 0 ? null : OpGraph.layerInput(layer), attnOut = layer < 0 ? null : CapturePoints.layer(layer, CapturePoints.ATTN_OUT);
+        switch (kind) {
+            case CapturePoints.Q, CapturePoints.K, CapturePoints.V -> {
+                variantOp = Rewire.Op.QKV;
+                variants = (p, rw) -> {
+                    var qkv = ops.qkv(layer, have.get(in), T, start, p, rw);
+                    return kind.equals(CapturePoints.Q) ? qkv.q() : kind.equals(CapturePoints.K) ? qkv.k() : qkv.v();
+                };
+            }
+            case CapturePoints.MLP_OUT -> {
+                variantOp = Rewire.Op.MLP;
+                variants = (p, rw) -> ops.mlp(layer, ops.postAttention(layer, have.get(in), have.get(attnOut), T, p, rw), T, p, rw);
+            }
+            case CapturePoints.MOE_OUT -> {
+                variantOp = Rewire.Op.MOE;
+                variants = (p, rw) -> ops.moe(layer, ops.postAttention(layer, have.get(in), have.get(attnOut), T, p, rw), T, p, rw);
+            }
+            default -> variants = null;
+        }
+        try {
+            return judge(point, kind, cand, tol, op, null, String.join(", ", inputs.isEmpty() ? List.of("the tokens") : inputs), null);
+        } finally {
+            variants = null;
+        }
     }
 
     /** Local error of an op, then — over fp32 noise — its precision hypotheses. rowMask: rows to judge (null: all). */
@@ -311,6 +338,10 @@ public final class LocalAttribution {
         if (chain != null) {
             var h = chain.h();
             double floor = KAPPA * envelope(op, h, exact, rowMask, precomputed);
+            var variant = knownVariant(h, cand, rowMask, chain.left());
+            if (variant != null)
+                return new LocalError(step, point, LocalError.Status.UNEXPLAINED, local, tol, h.describe() + "; " + variant, chain.left(), from,
+                        granularity, floor, false);
             if (local <= floor) {
                 if (CapturePoints.isCacheRead(kind)) readExplained.put(point, h);
                 return new LocalError(step, point, LocalError.Status.PRECISION, local, tol, h.describe() + (routed == null ? "" : "; " + routed),
@@ -353,6 +384,34 @@ public final class LocalAttribution {
                 + " at a near-tie taken the other way (the k-th and next expert's router probabilities within "
                 + flips.values().stream().map(Fmt::percent).collect(java.util.stream.Collectors.joining(", "))
                 + " of each other" + (Double.isNaN(before) ? "" : "; local error " + Fmt.sci(before) + " without") + ")";
+    }
+
+    /**
+     * What rounding does not produce, looked for inside an envelope: a known porting variant of this op (a norm left
+     * out, GELU's erf form, the routing not renormalised, …) that, computed under the same hypothesis, brings the
+     * recomputation to half the leftover or less. Rounding scatters around the hypothesis; a variant that takes most of
+     * the leftover away is structure, and names the bug even below the detection floor. Null when none does.
+     */
+    private String knownVariant(Precision h, float[] cand, boolean[] rowMask, double leftover) {
+        if (variants == null || precomputed) return null;
+        String best = null;
+        double bestLeft = leftover / 2;
+        for (var w : Rewire.Wire.values()) {
+            if (w.op() != variantOp) continue;
+            float[] out;
+            try {
+                out = variants.apply(h, Rewire.of(w));
+            } catch (RuntimeException notApplicable) {
+                continue;
+            }
+            if (out == null || out.length != cand.length) continue;
+            double l = rel(cand, out, rowMask);
+            if (l < bestLeft) {
+                bestLeft = l;
+                best = "the leftover is the known variant \"" + w.words() + "\" (it leaves " + Fmt.sci(l) + " of " + Fmt.sci(leftover) + ")";
+            }
+        }
+        return best;
     }
 
     /** Samples of an envelope: enough to find its edge at one op, few enough to keep attribution cheap. */
