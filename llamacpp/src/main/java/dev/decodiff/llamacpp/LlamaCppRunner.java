@@ -43,7 +43,9 @@ public final class LlamaCppRunner implements AutoCloseable {
      */
     public static LlamaCppRunner open(Path gguf, LlamaContext.Options options, Predicate<String> wanted) {
         var lib = LlamaLibrary.get();
-        Gemma4Limits.check(gguf, dev.decodiff.llamacpp.ffi.GgufPreflight.check(gguf));
+        var header = dev.decodiff.llamacpp.ffi.GgufPreflight.check(gguf);
+        Gemma4Limits.check(gguf, header);
+        Qwen35Limits.check(gguf, header);
         var model = LlamaModel.load(lib, gguf, false);
         try {
             var qwen35 = Qwen35GraphNames.of(model);
