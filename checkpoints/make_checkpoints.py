@@ -18,13 +18,15 @@ Two stages, both reproducible from --seed:
       save_pretrained(safe_serialization=True) in bfloat16, plus the tokenizer files.
       Prints config.json, every tensor name/shape/dtype and the sha256s (docs/dump-format.md).
 
-  make_checkpoints.py qwen35 [--out checkpoints] [--seed N]
+  make_checkpoints.py qwen35 [--out checkpoints] [--seed N] [--only NAME ...]
       The two tiny Qwen3.5 checkpoints (random weights, no training; transformers 5.17): qwen35-tiny, a dense
       qwen3_5_text model written by save_pretrained (text layout, weights under `model.`), and qwen35-tiny-moe, a
       qwen3_5_moe_text model written in the released multimodal layout (config model_type qwen3_5_moe with a
       text_config, weights under `model.language_model.`, fused experts.gate_up_proj/down_proj, plus a stand-in
       vision tower and MTP tensor that text engines must ignore). Every norm weight, A_log and dt_bias is randomised
-      so that a (1+w)-vs-w or a decay bug cannot hide behind transformers' init values.
+      so that a (1+w)-vs-w or a decay bug cannot hide behind transformers' init values. qwen35-tiny-llamacpp and
+      qwen35-tiny-moe-llamacpp are the same two with linear_value_head_dim = linear_key_head_dim, the geometry
+      llama.cpp's loader can read.
 
 The tokenizer is committed, so `models` reuses checkpoints/tokenizer/ when it exists.
 """
@@ -492,6 +494,13 @@ QWEN35_SPECS = {
     "qwen35-tiny-moe": dict(kind="moe", layer_types=["linear_attention", "linear_attention", "linear_attention", "full_attention"],
                             num_experts=8, num_experts_per_tok=2, moe_intermediate_size=16,
                             shared_expert_intermediate_size=24),
+    # llama.cpp's Qwen3.5 loader sizes the value heads with linear_key_head_dim (as every released Qwen3.5 has
+    # dk = dv), so it cannot load the two above (dv 12 ≠ dk 8); these have dv = dk and otherwise the same shapes
+    "qwen35-tiny-llamacpp": dict(kind="dense", layer_types=["linear_attention", "full_attention", "linear_attention", "full_attention"],
+                                 intermediate_size=40, linear_value_head_dim=8),
+    "qwen35-tiny-moe-llamacpp": dict(kind="moe", layer_types=["linear_attention", "linear_attention", "linear_attention", "full_attention"],
+                                     num_experts=8, num_experts_per_tok=2, moe_intermediate_size=16,
+                                     shared_expert_intermediate_size=24, linear_value_head_dim=8),
 }
 
 
@@ -536,7 +545,9 @@ def make_qwen35(args):
         spec = dict(spec)
         kind = spec.pop("kind")
         ConfigCls, ModelCls = qwen35_classes(kind)
-        cfg = ConfigCls(**QWEN35_COMMON, **spec)
+        if args.only and name not in args.only:
+            continue
+        cfg = ConfigCls(**{**QWEN35_COMMON, **spec})
         cfg._attn_implementation = "sdpa"
         torch.manual_seed(args.seed + i)
         model = ModelCls(cfg).eval()
@@ -614,6 +625,7 @@ def main():
     q = sub.add_parser("qwen35", help="the two tiny Qwen3.5 checkpoints (dense text layout, MoE multimodal layout)")
     q.add_argument("--out", default=HERE)
     q.add_argument("--seed", type=int, default=20260501)
+    q.add_argument("--only", nargs="*")
     args = ap.parse_args()
     if args.cmd == "qwen35":
         make_qwen35(args)

@@ -558,7 +558,7 @@ def run_all(args):
         except ImportError:
             pass
     summary = {}
-    for ck in args.only or ["qwen35-tiny", "qwen35-tiny-moe"]:
+    for ck in args.only or ["qwen35-tiny", "qwen35-tiny-moe", "qwen35-tiny-llamacpp", "qwen35-tiny-moe-llamacpp"]:
         ckdir = os.path.join(args.checkpoints, ck)
         ids, text = encode(ckdir)
         for case, lengths, n_prompt, n_dec in CASES:

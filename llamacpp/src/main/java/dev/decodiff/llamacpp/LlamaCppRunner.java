@@ -43,12 +43,15 @@ public final class LlamaCppRunner implements AutoCloseable {
      */
     public static LlamaCppRunner open(Path gguf, LlamaContext.Options options, Predicate<String> wanted) {
         var lib = LlamaLibrary.get();
-        Gemma4Limits.check(gguf, dev.decodiff.llamacpp.ffi.GgufPreflight.check(gguf));
+        var header = dev.decodiff.llamacpp.ffi.GgufPreflight.check(gguf);
+        Gemma4Limits.check(gguf, header);
+        Qwen35Limits.check(gguf, header);
         var model = LlamaModel.load(lib, gguf, false);
         try {
-            if (!model.architecture().equals("gemma4"))
-                throw new LlamaCppException(gguf + " holds a '" + model.architecture() + "' model; decodiff compares Gemma 4 (architecture 'gemma4')");
-            var capture = wanted == null ? null : new StepCapture(wanted);
+            var qwen35 = Qwen35GraphNames.of(model);
+            if (!model.architecture().equals("gemma4") && qwen35 == null)
+                throw new LlamaCppException(gguf + " holds a '" + model.architecture() + "' model; decodiff compares Gemma 4 (architecture 'gemma4') and Qwen3.5 ('qwen35', 'qwen35moe')");
+            var capture = wanted == null ? null : new StepCapture(wanted, qwen35);
             return new LlamaCppRunner(model, new LlamaContext(model, options, capture), capture, wanted);
         } catch (RuntimeException e) {
             model.close();

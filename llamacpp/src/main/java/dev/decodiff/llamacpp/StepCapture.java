@@ -31,7 +31,15 @@ final class StepCapture implements LlamaContext.Tap {
     private Map<String, float[]> substitutes = Map.of();
     private final java.util.Set<String> substituted = new java.util.HashSet<>();
 
-    StepCapture(Predicate<String> wanted) { this.wanted = wanted; }
+    /** The Qwen3.5 graph's mapping, or null for Gemma 4 (GraphNames' table). */
+    private final Qwen35GraphNames qwen35;
+
+    StepCapture(Predicate<String> wanted) { this(wanted, null); }
+
+    StepCapture(Predicate<String> wanted, Qwen35GraphNames qwen35) {
+        this.wanted = wanted;
+        this.qwen35 = qwen35;
+    }
 
     /**
      * Replaces these points' graph tensors in the next step (row-major values in the point's shape). Only points the
@@ -64,6 +72,13 @@ final class StepCapture implements LlamaContext.Tap {
 
     @Override
     public boolean wants(GgmlTensor t) {
+        if (qwen35 != null) {
+            String point = qwen35.point(t);
+            if (point != null) return wanted.test(point);
+            var p = GraphNames.parse(t.name());
+            return p.layer() >= 0 && (p.base().equals(GraphNames.KQ) || p.base().equals(GraphNames.KQ_SOFT_MAX) || p.base().equals(GraphNames.KQV))
+                    && wantsReads(p.layer());
+        }
         var p = GraphNames.parse(t.name());
         var e = GraphNames.entry(p);
         if (e.isPresent()) {
@@ -98,7 +113,14 @@ final class StepCapture implements LlamaContext.Tap {
     @Override
     public void take(GgmlTensor t) {
         var p = GraphNames.parse(t.name());
-        var e = GraphNames.entry(p);
+        var e = qwen35 != null ? java.util.Optional.<GraphNames.Entry>empty() : GraphNames.entry(p);
+        if (qwen35 != null) {
+            String point = qwen35.point(t);
+            if (point != null) {
+                if (wanted.test(point)) tensors.put(point, qwen35.capture(point, t));
+                return;
+            }
+        }
         if (e.isPresent()) {
             String point = GraphNames.point(e.get(), p.layer());
             // captured as llama.cpp computed it (on whatever inputs it was given), then replaced for what follows
@@ -113,7 +135,7 @@ final class StepCapture implements LlamaContext.Tap {
                 readFlashAttention(p.layer(), fa);
             return;
         }
-        int moeLayer = denseMlpOfMoeLayer(t);
+        int moeLayer = qwen35 != null ? -1 : denseMlpOfMoeLayer(t);
         if (moeLayer >= 0) {
             String point = CapturePoints.layer(moeLayer, CapturePoints.MLP_OUT);
             tensors.put(point, shaped(point, GraphNames.Shape.ROWS_2D, t));

@@ -157,7 +157,10 @@ final class CompareCommand implements Callable<Integer> {
             }
             var opt = new Comparison.Options(profile, referenceArgs.allowMismatch(), bar::update);
             if (located.note() != null && !noAttribution) notes.add(AttributionModel.OFF_OTHER_MODEL);
-            if (noAttribution || located.note() != null) return Comparison.run(ref, source, opt, notes);
+            // local attribution recomputes Gemma 4's ops; a Qwen3.5 run is judged by accumulated error
+            boolean gemma = ref.manifest().model() == null || "gemma4_text".equals(ref.manifest().model().modelType());
+            if (!gemma && !noAttribution && located.note() == null) notes.add(NO_ATTRIBUTION_ARCH);
+            if (noAttribution || located.note() != null || !gemma) return Comparison.run(ref, source, opt, notes);
             try (var m = Gemma4Model.load(located.dir())) {
                 return Comparison.run(ref, source, opt.withAttribution(new dev.decodiff.harness.compare.attribution.LocalAttribution(m, true), exact), notes);
             }

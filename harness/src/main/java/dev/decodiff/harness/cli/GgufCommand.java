@@ -15,7 +15,7 @@ import java.util.Locale;
 import java.util.concurrent.Callable;
 
 @Command(name = "gguf", mixinStandardHelpOptions = true,
-        description = {"Converts a Hugging Face Gemma 4 checkpoint into a GGUF file for llama.cpp.",
+        description = {"Converts a Hugging Face Gemma 4 or Qwen3.5 checkpoint into a GGUF file for llama.cpp.",
                 "It holds what llama.cpp's own converter writes. f32 (the default) copies",
                 "the weights exactly; norms, 1-D tensors and the MoE router stay F32 at every",
                 "--type. Without tokenizer.json the file has no vocabulary: llama.cpp then",
@@ -59,7 +59,7 @@ final class GgufCommand implements Callable<Integer> {
         var types = new java.util.StringJoiner(", ");
         byType.forEach((k, v) -> types.add(v + " " + k));
         boolean vocab = !plan.metadata().get("tokenizer.ggml.model").asString().equals("none");
-        o.printf(Locale.ROOT, "wrote %s: gemma4, %d tensors (%s), %d metadata keys, %s, %.1fs%n", out,
+        o.printf(Locale.ROOT, "wrote %s: %s, %d tensors (%s), %d metadata keys, %s, %.1fs%n", out, plan.architecture(),
                 plan.tensors().size(), types, plan.metadata().size(),
                 vocab ? "vocabulary from tokenizer.json" : "no vocabulary (token ids only)", (System.nanoTime() - start) / 1e9);
         var mismatches = KvSharing.llamaCppMismatches(plan.metadata());
@@ -74,7 +74,7 @@ final class GgufCommand implements Callable<Integer> {
     }
 
     /** The f32 conversion in a temporary file beside --out, then llama.cpp's quantizer into --out (moved there whole). */
-    private dev.decodiff.llamacpp.gguf.Gemma4GgufPlan quantizedByLlamaCpp(LlamaQuantizer.FileType kQuant) {
+    private dev.decodiff.llamacpp.gguf.GgufPlan quantizedByLlamaCpp(LlamaQuantizer.FileType kQuant) {
         if (!force && java.nio.file.Files.exists(out)) throw new dev.decodiff.llamacpp.gguf.GgufException(out, "already exists; pass --force to replace it");
         Path dir = out.toAbsolutePath().getParent();
         Path f32 = null, quantized = null;

@@ -23,7 +23,7 @@ import java.util.Map;
  * The only computed tensor is rope_freqs: 1 for the rotated pairs of a full layer's proportional RoPE and
  * 1e30 (a frequency that leaves the pair unrotated) for the rest.
  */
-public record Gemma4GgufPlan(Map<String, GgufValue> metadata, List<Planned> tensors) {
+public record Gemma4GgufPlan(Map<String, GgufValue> metadata, List<Planned> tensors) implements GgufPlan {
 
     /** A safetensors tensor header: name (with the checkpoint's prefix), dtype, PyTorch shape. */
     public record HfTensor(String name, DType dtype, long[] shape) {}
@@ -32,7 +32,11 @@ public record Gemma4GgufPlan(Map<String, GgufValue> metadata, List<Planned> tens
      * One GGUF tensor: from the checkpoint tensor {@code source} (its first {@code ne}-worth of elements, which
      * is all of it except for a token embedding cut to the tokenizer), or the given {@code values}.
      */
-    public record Planned(String name, long[] ne, GgmlType type, String source, float[] values) {
+    public record Planned(String name, long[] ne, GgmlType type, String source, float[] values, GgufPlan.Derived derived) {
+        public Planned(String name, long[] ne, GgmlType type, String source, float[] values) {
+            this(name, ne, type, source, values, null);
+        }
+
         public long elementCount() {
             long n = 1;
             for (long d : ne) n = Math.multiplyExact(n, d);
@@ -42,10 +46,6 @@ public record Gemma4GgufPlan(Map<String, GgufValue> metadata, List<Planned> tens
 
     public static final String ARCH = "gemma4";
     private static final List<String> NON_TEXT = List.of("vision", "audio", "embed_vision", "embed_audio", "multi_modal_projector");
-
-    public List<GgufTensorInfo> tensorInfos() {
-        return GgufWriter.layout(tensors.stream().map(t -> new GgufWriter.Tensor(t.name(), t.ne(), t.type(), null)).toList());
-    }
 
     public static Gemma4GgufPlan of(String modelName, JsonNode configRoot, Path configFile, List<HfTensor> hfTensors,
                                     Gemma4Vocab vocab, GgufOutputType outType) {

@@ -16,7 +16,7 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 
 /**
- * Converts a Hugging Face Gemma 4 text checkpoint folder (config.json, *.safetensors, optionally the tokenizer)
+ * Converts a Hugging Face Gemma 4 or Qwen3.5 text checkpoint folder (config.json, *.safetensors, optionally the tokenizer)
  * into the GGUF llama.cpp's own conversion would write, in F32 (exact), BF16 or F16, or with Q8_0 / Q4_0 matrices
  * (ggml's reference quantizers, {@link GgmlQuants}).
  */
@@ -27,7 +27,7 @@ public final class HfToGguf {
     private HfToGguf() {}
 
     /** The plan of a checkpoint folder: metadata and tensor infos, no data read. */
-    public static Gemma4GgufPlan plan(Path dir, CheckpointFiles files, GgufOutputType type) {
+    public static GgufPlan plan(Path dir, CheckpointFiles files, GgufOutputType type) {
         Path configFile = dir.resolve("config.json");
         if (!Files.isRegularFile(configFile)) throw new GgufException(dir, "has no config.json; is it a Hugging Face checkpoint folder?");
         JsonNode config;
@@ -39,11 +39,12 @@ public final class HfToGguf {
         var headers = new ArrayList<Gemma4GgufPlan.HfTensor>();
         for (var t : files.all().values()) headers.add(new Gemma4GgufPlan.HfTensor(t.name(), t.dtype(), t.shape()));
         String name = dir.toAbsolutePath().normalize().getFileName().toString();
+        if (Qwen35GgufPlan.isQwen35(config)) return Qwen35GgufPlan.of(name, config, configFile, headers, type);
         return Gemma4GgufPlan.of(name, config, configFile, headers, Gemma4Vocab.read(dir), type);
     }
 
     /** Writes the GGUF of a checkpoint folder; an existing {@code out} is replaced only when {@code force}. */
-    public static Gemma4GgufPlan convert(Path dir, Path out, GgufOutputType type, boolean force) {
+    public static GgufPlan convert(Path dir, Path out, GgufOutputType type, boolean force) {
         if (!force && Files.exists(out)) throw new GgufException(out, "already exists; pass --force to replace it");
         try (var files = CheckpointFiles.open(dir)) {
             var plan = plan(dir, files, type);
@@ -56,6 +57,7 @@ public final class HfToGguf {
 
     private static GgufWriter.TensorData data(Gemma4GgufPlan.Planned p, CheckpointFiles files) {
         if (p.values() != null) return sink -> writeChunk(sink, p.type(), p.values(), p.values().length);
+        if (p.derived() != null) return derived(p, files);
         TensorView src = files.all().get(p.source());
         long n = p.elementCount();
         if (!src.dtype().isFloat()) throw new GgufException(files.dir(), "tensor '" + p.source() + "' is " + src.dtype() + ", not a float tensor");
@@ -68,6 +70,38 @@ public final class HfToGguf {
                 widen(src, i, m, values, halves);
                 writeChunk(sink, p.type(), values, m);
             }
+        };
+    }
+
+    /** A computed tensor, element by element from its sources (head reorderings, expert splits and stacks, norm +1, −exp). */
+    private static GgufWriter.TensorData derived(Gemma4GgufPlan.Planned p, CheckpointFiles files) {
+        var d = p.derived();
+        var sources = d.sources().stream().map(s -> files.all().get(s)).toList();
+        long n = p.elementCount(), per = n / sources.size();
+        for (var s : sources) {
+            if (!s.dtype().isFloat()) throw new GgufException(files.dir(), "tensor '" + s.name() + "' is " + s.dtype() + ", not a float tensor");
+            if (s.elementCount() < per) throw new IllegalStateException(p.name() + " plans more elements than " + s.name() + " has");
+        }
+        return sink -> {
+            var values = new float[CHUNK];
+            for (long i = 0; i < n; i += CHUNK) {
+                int m = (int) Math.min(CHUNK, n - i);
+                for (int k = 0; k < m; k++) {
+                    long o = i + k;
+                    values[k] = d.op().apply(element(sources.get((int) (o / per)), d.index().applyAsLong(o % per)));
+                }
+                writeChunk(sink, p.type(), values, m);
+            }
+        };
+    }
+
+    private static float element(TensorView src, long i) {
+        var seg = src.data();
+        return switch (src.dtype()) {
+            case F32 -> seg.getAtIndex(F32_LE, i);
+            case BF16 -> BFloat16.widen(seg.getAtIndex(I16_LE, i));
+            case F16 -> Float.float16ToFloat(seg.getAtIndex(I16_LE, i));
+            default -> throw new IllegalStateException("tensor '" + src.name() + "' has non-float dtype " + src.dtype());
         };
     }
 

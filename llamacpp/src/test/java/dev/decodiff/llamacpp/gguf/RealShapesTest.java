@@ -35,7 +35,7 @@ class RealShapesTest {
         }
     }
 
-    private static Map<String, List<Long>> shapes(Gemma4GgufPlan plan) {
+    private static Map<String, List<Long>> shapes(GgufPlan plan) {
         var m = new LinkedHashMap<String, List<Long>>();
         for (var t : plan.tensorInfos()) {
             var ne = new ArrayList<Long>();
