@@ -128,11 +128,12 @@ final class DumpCommand implements Callable<Integer> {
 
     /** Another architecture's engine through the plug-in seam (exact fp32; Gemma 4's engine flags do not apply). */
     private int dumpArchitecture(Predicate<String> globs, List<String> selected, DumpReader ref, int[] prompt) {
-        if (!engine.isDefault())
-            throw new BadInputException("--fault, --kv-cache and --matmul apply to Gemma 4's engine; drop them for " + model);
+        if (!engine.onlyFaults())
+            throw new BadInputException("--kv-cache and --matmul apply to Gemma 4's engine; drop them for " + model);
+        var faults = engine.faultIds(Architectures.of(model), model);
         try (var m = Architectures.load(model)) {
             var modelInfo = new DumpManifest.Model(m.modelType(), m.numLayers(), m.configSha256(), m.weightsSha256());
-            var producer = EngineSetup.producer(dev.decodiff.engine.EngineOptions.defaults(), spec.commandLine().getParseResult().originalArgs());
+            var producer = EngineSetup.producer(faults, spec.commandLine().getParseResult().originalArgs());
             checkSelection(globs, ref != null ? ref.allPoints() : new java.util.LinkedHashSet<>(m.pointNames()));
             int n = stepsToRun(ref);
             DumpWriter w;
@@ -142,14 +143,14 @@ final class DumpCommand implements Callable<Integer> {
                 var rm = ref.manifest();
                 w = DumpWriter.create(out, force, producer, modelInfo, rm.tokens(), rm.promptLength(), selected);
                 try (var bar = new ProgressBar("dumping", n)) {
-                    new DumpRecorder(m, p -> refPoints.contains(p) && g.test(p), w, this::noPointMatched).teacherForced(rm, n, bar::update);
+                    new DumpRecorder(m, faults, p -> refPoints.contains(p) && g.test(p), w, this::noPointMatched).teacherForced(rm, n, bar::update);
                 }
             } else {
                 maxPositions.check(model.resolve("config.json"), m.maxPositions(), (long) prompt.length + n - 1,
                         "the prompt (" + prompt.length + " tokens) and -n " + n, "lower -n");
                 w = DumpWriter.create(out, force, producer, modelInfo, Arrays.stream(prompt).boxed().toList(), prompt.length, selected);
                 try (var bar = new ProgressBar("dumping", n)) {
-                    new DumpRecorder(m, globs, w, this::noPointMatched).greedy(prompt, n, bar::update);
+                    new DumpRecorder(m, faults, globs, w, this::noPointMatched).greedy(prompt, n, bar::update);
                 }
             }
             w.finish();
