@@ -22,6 +22,9 @@ public enum Qwen35Fault {
     STATE_STALE("state-stale",
             "decode steps read the recurrent state from a ping-pong buffer one step behind: from the second decode step on, each reads the state before the previous step's update",
             Expected.decode(2, Layer.FIRST_LINEAR, CapturePoints.LINEAR_STATE_READ)),
+    PREFIX_REUSE_WITHOUT_STATE("prefix-reuse-without-state",
+            "a session restored from a prefix snapshot takes its attention KV but starts its conv and recurrent states from zero (a prompt cache that checkpoints only attention)",
+            Expected.afterRestore(Layer.FIRST_LINEAR, CapturePoints.LINEAR_CONV_STATE_READ)),
     DECAY_EXP_TWICE("decay-exp-twice",
             "the layer hands the kernel the decay exp(g) where it expects the log decay g (the kernel exponentiates again)",
             Expected.prefill(Layer.FIRST_LINEAR, CapturePoints.LINEAR_DECAY)),
@@ -64,12 +67,16 @@ public enum Qwen35Fault {
 
     /**
      * Where a fault must be localized: step {@code step} (0 is the prefill; a decode fault names the first decode
-     * step it can show at), the first layer of {@code layer}'s kind, point kind {@code kind}.
+     * step it can show at), the first layer of {@code layer}'s kind, point kind {@code kind}. A fault that needs a
+     * restore from a snapshot ({@code afterRestore}) never shows in a reference case, decoded straight through: it
+     * is found by selfcheck's prefix-reuse, at the first position after the restored prefix.
      */
-    public record Expected(int step, Layer layer, String kind) {
-        static Expected prefill(Layer layer, String kind) { return new Expected(0, layer, kind); }
+    public record Expected(int step, Layer layer, String kind, boolean afterRestore) {
+        static Expected prefill(Layer layer, String kind) { return new Expected(0, layer, kind, false); }
 
-        static Expected decode(int step, Layer layer, String kind) { return new Expected(step, layer, kind); }
+        static Expected decode(int step, Layer layer, String kind) { return new Expected(step, layer, kind, false); }
+
+        static Expected afterRestore(Layer layer, String kind) { return new Expected(-1, layer, kind, true); }
 
         /** The layer index in this config, or -1 where the config has no such layer (the fault cannot show). */
         public int layerIn(Qwen35Config cfg) {
@@ -92,7 +99,7 @@ public enum Qwen35Fault {
 
         @Override
         public String toString() {
-            return "step " + step + ", the " + switch (layer) {
+            return (afterRestore ? "selfcheck prefix-reuse: the first position after the restored prefix" : "step " + step) + ", the " + switch (layer) {
                 case FIRST_LINEAR -> "first linear-attention layer";
                 case FIRST_FULL -> "first full-attention layer";
                 case FIRST_MOE -> "first MoE layer";

@@ -393,6 +393,7 @@ public final class Qwen35Session implements ModelSession {
         position = s.position;
         lastStepDecode = false;
         Arrays.fill(lagging, null);
+        if (has(Qwen35Fault.PREFIX_REUSE_WITHOUT_STATE)) s = s.withoutLinearState();
         copyInto(s.conv, convState);
         copyInto(s.rec, recState);
         copyInto(s.keys, keys);
@@ -411,6 +412,15 @@ public final class Qwen35Session implements ModelSession {
             for (var a : c) if (a != null) Arrays.fill(a, 0f);
             for (var a : r) if (a != null) Arrays.fill(a, 0f);
             return new Snapshot(model, position, c, r, keys, values);
+        }
+
+        @Override public Snapshot withoutRecurrentState() { return withoutLinearState(); }
+
+        @Override
+        public Snapshot withRecurrentStateOf(ModelSession.State other) {
+            if (!(other instanceof Snapshot o) || o.model != model)
+                throw new IllegalArgumentException("not a snapshot of a session over " + model.directory());
+            return new Snapshot(model, position, deepCopy(o.conv), deepCopy(o.rec), keys, values);
         }
     }
 
