@@ -39,12 +39,14 @@ public final class EngineFlags {
      * The --fault ids, each checked against the catalog of the architecture that runs {@code model}: a fault of
      * another architecture is refused with one line naming its owner and this one's catalog.
      */
-    public List<String> faultIds(Architecture arch, Object model) {
+    public List<String> faultIds(Architecture arch, Object model) { return faultIds(arch, model + " is " + arch.name()); }
+
+    private List<String> faultIds(Architecture arch, String runs) {
         for (String id : faults) {
             if (arch.faultNames().contains(id)) continue;
             String owner = Faults.owner(id);
             throw new BadInputException("--fault " + id + " is " + (owner == null ? "not in any catalog" : "a " + owner + " fault") + ", and "
-                    + model + " is " + arch.name() + (arch.faultNames().isEmpty() ? ", which has no fault catalog; drop --fault"
+                    + runs + (arch.faultNames().isEmpty() ? ", which has no fault catalog; drop --fault"
                     : "; its catalog has: " + String.join(", ", arch.faultNames())));
         }
         return List.copyOf(faults);
@@ -53,7 +55,8 @@ public final class EngineFlags {
     /** Gemma 4's engine options: its faults (a fault of another architecture is refused), KV cache types, matmul precision. */
     public EngineOptions options() {
         var set = EnumSet.noneOf(Fault.class);
-        for (String id : faultIds(Gemma4Architecture.INSTANCE, "the checkpoint")) set.add(Fault.byId(id));
+        for (String id : faultIds(Gemma4Architecture.INSTANCE, "this runs Gemma 4's engine (other architectures' faults apply to compare, dump and selfcheck)"))
+            set.add(Fault.byId(id));
         var options = EngineOptions.defaults().withFaults(set);
         if (matmul != null) {
             try {
