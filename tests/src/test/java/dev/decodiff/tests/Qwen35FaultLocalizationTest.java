@@ -72,6 +72,22 @@ class Qwen35FaultLocalizationTest {
         assertThat(result.cells().stream().filter(c -> c.failed() && c.step() < first.step())).isEmpty();
     }
 
+    /** dump --fault records the fault in the manifest, and the dump is named at the fault's cell as a candidate. */
+    @Test
+    void aFaultedDumpRecordsItsFaultAndIsNamedAtItsCell(@org.junit.jupiter.api.io.TempDir Path tmp) throws Exception {
+        Path ref = DUMPS.resolve("qwen35-tiny/short"), out = tmp.resolve("faulted");
+        var d = Cli.run("dump", "--model", ReferenceCases.checkpointOf(ref).toString(), "--reference", ref.toString(),
+                "--fault", "state-stale", "--out", out.toString());
+        assertThat(d.code()).as(d.toString()).isZero();
+        var c = Cli.run("compare", ref.toString(), out.toString(), "--json");
+        assertThat(c.code()).as(c.toString()).isEqualTo(1);
+        var json = c.json();
+        assertThat(json.at("/first_divergence/step").asInt()).isEqualTo(2);
+        assertThat(json.at("/first_divergence/point").asText()).isEqualTo("layers.0.linear.state_read");
+        assertThat(new com.fasterxml.jackson.databind.ObjectMapper().readTree(out.resolve("manifest.json").toFile())
+                .at("/producer/faults").toString()).isEqualTo("[\"state-stale\"]");
+    }
+
     /** The hand-over bugs are decode bugs: the prefill step itself matches the reference in every cell. */
     @Test
     void handOverFaultsLeaveThePrefillExact() {

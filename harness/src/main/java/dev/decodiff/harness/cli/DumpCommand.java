@@ -105,7 +105,6 @@ final class DumpCommand implements Callable<Integer> {
         // A GGUF's weights, dequantized as ggml does, in a float32 checkpoint folder converted once (cached)
         if (!viaLlamaCpp && dev.decodiff.harness.llamacpp.GgufCheckpointCache.isGguf(model))
             model = dev.decodiff.harness.llamacpp.GgufCheckpointCache.of(model);
-        var options = viaLlamaCpp ? null : engine.options();
         DumpReader ref = source.reference != null ? DumpReader.open(source.reference) : null;
         if (ref != null) ModelLocator.check(model, ModelLocator.identity(model), ref.manifest(), ref.manifestFile(), allowMismatch);
         int[] prompt = ref != null ? null : promptIds();
@@ -114,6 +113,7 @@ final class DumpCommand implements Callable<Integer> {
         if (selected == null && ref != null && ref.manifest().selectedPoints() != null) selected = ref.manifest().selectedPoints();
         if (viaLlamaCpp) return dumpLlamaCpp(globs, selected, ref, prompt);
         if (Architectures.of(model) != Gemma4Architecture.INSTANCE) return dumpArchitecture(globs, selected, ref, prompt);
+        var options = engine.options();
         try (var m = Gemma4Model.load(model, stepsToRun(ref) - 1L)) { // each step after the prompt's decodes a token
             return dump(m, globs, selected, options, ref, prompt);
         } catch (EngineThrewException e) {
