@@ -70,6 +70,13 @@ public final class Gemma4Architecture implements Architecture {
             return new Session(s);
         }
 
+        @Override
+        public ModelSession newSession(Probe probe, java.util.Collection<String> faults) {
+            var set = java.util.EnumSet.noneOf(Fault.class);
+            for (String id : faults) set.add(Fault.byId(id));
+            return new Session(model.newSession(EngineOptions.defaults().withFaults(set).withProbe(probe)));
+        }
+
         @Override public String configSha256() { return model.configSha256(); }
         @Override public String weightsSha256() { return model.weightsSha256(); }
         @Override public void close() { model.close(); }

@@ -38,6 +38,15 @@ public interface LoadedModel extends AutoCloseable {
     /** A new conversation; the probe (or null) sees every capture point. */
     ModelSession newSession(Probe probe);
 
+    /**
+     * A new conversation with catalog faults switched on, by id ({@link Architecture#faultNames}); an id outside
+     * this architecture's catalog throws IllegalArgumentException naming the catalog.
+     */
+    default ModelSession newSession(Probe probe, java.util.Collection<String> faults) {
+        if (faults.isEmpty()) return newSession(probe);
+        throw new IllegalArgumentException(architecture().name() + " has no fault catalog; drop " + String.join(", ", faults));
+    }
+
     String configSha256();
 
     String weightsSha256();

@@ -24,5 +24,19 @@ public interface ModelSession {
     interface State {
         /** Tokens the state has consumed. */
         int position();
+
+        /**
+         * The wrong prefix reuse of a hybrid model: this state's attention KV with every recurrent state (conv and
+         * linear attention) zeroed, as a prompt cache that checkpoints only attention holds. Null for an architecture
+         * without recurrent state.
+         */
+        default State withoutRecurrentState() { return null; }
+
+        /**
+         * This state's attention KV and position with the recurrent states of {@code other} (taken at another
+         * position of the same conversation): a cache whose checkpoints of the two kinds went out of step. Null for an
+         * architecture without recurrent state.
+         */
+        default State withRecurrentStateOf(State other) { return null; }
     }
 }

@@ -14,9 +14,11 @@ final class GatedDeltaRule {
 
     /**
      * The recurrent form, one token after another: S ← S·exp(g); kv = Sᵀk; δ = (v − kv)·β; S ← S + k⊗δ; o = Sᵀq.
-     * q is scaled here by 1/√dk (a division, as transformers' recurrent kernel writes it).
+     * q is scaled here by 1/√dk (a division, as transformers' recurrent kernel writes it). {@code decayAfterUpdate}
+     * is the catalog fault decode-decay-after-update: the decay multiplies the state after the correction instead.
      */
-    static void recurrent(float[] q, float[] k, float[] v, float[] beta, float[] g, int T, int dk, int dv, float[] S, float[] out) {
+    static void recurrent(float[] q, float[] k, float[] v, float[] beta, float[] g, int T, int dk, int dv, float[] S, float[] out,
+                          boolean decayAfterUpdate) {
         float sqrtDk = (float) Math.sqrt(dk);
         var kv = new float[dv];
         var qs = new float[dk];
@@ -24,7 +26,7 @@ final class GatedDeltaRule {
             int qo = t * dk, vo = t * dv;
             for (int a = 0; a < dk; a++) qs[a] = q[qo + a] / sqrtDk;
             float decay = (float) Math.exp(g[t]);
-            for (int i = 0; i < dk * dv; i++) S[i] *= decay;
+            if (!decayAfterUpdate) for (int i = 0; i < dk * dv; i++) S[i] *= decay;
             java.util.Arrays.fill(kv, 0f);
             for (int a = 0; a < dk; a++) {
                 float ka = k[qo + a];
@@ -35,6 +37,7 @@ final class GatedDeltaRule {
                 float ka = k[qo + a];
                 for (int b = 0; b < dv; b++) S[a * dv + b] += ka * kv[b];
             }
+            if (decayAfterUpdate) for (int i = 0; i < dk * dv; i++) S[i] *= decay;
             for (int b = 0; b < dv; b++) out[vo + b] = 0f;
             for (int a = 0; a < dk; a++) {
                 float qa = qs[a];

@@ -38,6 +38,9 @@ public final class Qwen35Architecture implements Architecture {
         return out;
     }
 
+    @Override
+    public List<String> faultNames() { return java.util.Arrays.stream(Qwen35Fault.values()).map(Qwen35Fault::id).toList(); }
+
     /** A loaded Qwen3.5 model behind the plug-in seam. */
     public record Loaded(Qwen35Model model) implements LoadedModel {
         @Override public Architecture architecture() { return INSTANCE; }
@@ -56,6 +59,11 @@ public final class Qwen35Architecture implements Architecture {
         }
 
         @Override public ModelSession newSession(Probe probe) { return model.newSession(probe); }
+
+        @Override
+        public ModelSession newSession(Probe probe, java.util.Collection<String> faults) {
+            return model.newSession(probe, Qwen35Fault.byIds(faults));
+        }
         @Override public String configSha256() { return model.configSha256(); }
         @Override public String weightsSha256() { return model.weightsSha256(); }
         @Override public void close() { model.close(); }

@@ -50,7 +50,10 @@ public final class Qwen35Model implements AutoCloseable {
 
     public String weightsSha256() { return files.weightsSha256(); }
 
-    public Qwen35Session newSession(Probe probe) { return new Qwen35Session(this, probe); }
+    public Qwen35Session newSession(Probe probe) { return new Qwen35Session(this, probe, java.util.Set.of()); }
+
+    /** A session with catalog faults switched on. */
+    public Qwen35Session newSession(Probe probe, java.util.Set<Qwen35Fault> faults) { return new Qwen35Session(this, probe, faults); }
 
     @Override
     public void close() { files.close(); }

@@ -6,6 +6,7 @@ import dev.decodiff.engine.arch.ModelSession;
 import dev.decodiff.metal.WeightMatrix;
 
 import java.util.Arrays;
+import java.util.Set;
 
 /**
  * One conversation over a {@link Qwen35Model}, in fp32, following transformers 5.17's Qwen3.5 decoder top to bottom.
@@ -28,12 +29,30 @@ public final class Qwen35Session implements ModelSession {
     /** Per full layer: keys and values of positions 0…position−1, [pos][nkv·d]. */
     private final float[][] keys;
     private final float[][] values;
+    /** Catalog faults switched on (none by default); each is tested where its bug lives. */
+    private final Set<Qwen35Fault> faults;
+    /** Fault state-stale: per linear layer, the recurrent state as the previous decode step read it (the lagging buffer). */
+    private final float[][] lagging;
+    /** Whether the previous step was a one-token decode step (fault state-stale lags only behind those). */
+    private boolean lastStepDecode;
+    /** Fault partial-rope-whole-head: inv_freq over the whole head; the model's otherwise. */
+    private final float[] invFreq;
+    private final int rotaryDim;
 
-    Qwen35Session(Qwen35Model model, Probe probe) {
+    Qwen35Session(Qwen35Model model, Probe probe, Set<Qwen35Fault> faults) {
         this.model = model;
         this.cfg = model.config();
         this.w = model.weights();
         this.probe = probe;
+        this.faults = faults.isEmpty() ? Set.of() : Set.copyOf(faults);
+        this.lagging = new float[cfg.numLayers()][];
+        if (has(Qwen35Fault.PARTIAL_ROPE_WHOLE_HEAD)) {
+            rotaryDim = cfg.headDim();
+            invFreq = dev.decodiff.engine.Rope.inverseFrequencies(dev.decodiff.engine.RopeSpec.defaultRope(cfg.ropeTheta()), rotaryDim);
+        } else {
+            rotaryDim = cfg.rotaryDim();
+            invFreq = model.invFreq();
+        }
         int L = cfg.numLayers();
         convState = new float[L][];
         recState = new float[L][];
@@ -51,6 +70,8 @@ public final class Qwen35Session implements ModelSession {
     }
 
     public Qwen35Model model() { return model; }
+
+    private boolean has(Qwen35Fault f) { return faults.contains(f); }
 
     @Override public int position() { return position; }
 
@@ -91,6 +112,7 @@ public final class Qwen35Session implements ModelSession {
         float[] logits = new float[cfg.vocabSize()];
         w.lmHead().matvec(h, (T - 1) * H, logits, 0);
         capture(CapturePoints.LOGITS, new int[]{cfg.vocabSize()}, logits);
+        lastStepDecode = position > 0 && T == 1;
         position += T;
         if (probe != null) probe.endStep(step, logits, argmax(logits));
         step++;
@@ -113,6 +135,8 @@ public final class Qwen35Session implements ModelSession {
         float[] state = convState[i];
         // a state is read only once one was written: on the first step the points are absent, not zeros
         boolean warm = position > 0;
+        boolean decode = warm && T == 1;
+        if (decode && has(Qwen35Fault.CONV_STATE_NOT_CARRIED)) Arrays.fill(state, 0f);
         if (warm) capture(CapturePoints.layer(i, CapturePoints.LINEAR_CONV_STATE_READ), new int[]{K - 1, C}, state);
         int rows = K - 1 + T;
         float[] window = new float[rows * C];
@@ -120,10 +144,11 @@ public final class Qwen35Session implements ModelSession {
         System.arraycopy(mixed, 0, window, (K - 1) * C, T * C);
         float[] conv = new float[T * C];
         float[] cw = lw.conv();
+        boolean reversedTaps = has(Qwen35Fault.CONV_TAPS_REVERSED);
         for (int t = 0; t < T; t++)
             for (int c = 0; c < C; c++) {
                 float s = 0f;
-                for (int j = 0; j < K; j++) s += cw[c * K + j] * window[(t + j) * C + c];
+                for (int j = 0; j < K; j++) s += cw[c * K + (reversedTaps ? K - 1 - j : j)] * window[(t + j) * C + c];
                 conv[t * C + c] = silu(s);
             }
         System.arraycopy(window, T * C, state, 0, (K - 1) * C);
@@ -136,9 +161,12 @@ public final class Qwen35Session implements ModelSession {
             for (int kh = 0; kh < hk; kh++) {
                 for (int part = 0; part < 2; part++) {
                     System.arraycopy(conv, t * C + part * keyDim + kh * dk, tmp, 0, dk);
-                    l2norm(tmp);
+                    if (!has(Qwen35Fault.QK_L2NORM_MISSING)) l2norm(tmp);
                     float[] dst = part == 0 ? q : k;
-                    for (int rep = 0; rep < r; rep++) System.arraycopy(tmp, 0, dst, (t * hv + kh * r + rep) * dk, dk);
+                    for (int rep = 0; rep < r; rep++) {
+                        int vh = has(Qwen35Fault.LINEAR_HEADS_TILED) ? kh + rep * hk : kh * r + rep;
+                        System.arraycopy(tmp, 0, dst, (t * hv + vh) * dk, dk);
+                    }
                 }
             }
             System.arraycopy(conv, t * C + 2 * keyDim, v, t * hv * dv, hv * dv);
@@ -146,9 +174,11 @@ public final class Qwen35Session implements ModelSession {
         float[] beta = new float[T * hv], g = new float[T * hv];
         for (int t = 0; t < T; t++)
             for (int h = 0; h < hv; h++) {
-                beta[t * hv + h] = sigmoid(bRaw[t * hv + h]);
+                beta[t * hv + h] = has(Qwen35Fault.BETA_NOT_SIGMOIDED) ? bRaw[t * hv + h] : sigmoid(bRaw[t * hv + h]);
                 float negA = -(float) Math.exp(lw.aLog()[h]);
+                if (has(Qwen35Fault.DECAY_SIGN_FLIPPED)) negA = -negA;
                 g[t * hv + h] = negA * softplus(aRaw[t * hv + h] + lw.dtBias()[h]);
+                if (has(Qwen35Fault.DECAY_EXP_TWICE)) g[t * hv + h] = (float) Math.exp(g[t * hv + h]);
             }
         capture(CapturePoints.layer(i, CapturePoints.LINEAR_Q), new int[]{T, hv, dk}, q);
         capture(CapturePoints.layer(i, CapturePoints.LINEAR_K), new int[]{T, hv, dk}, k);
@@ -156,10 +186,18 @@ public final class Qwen35Session implements ModelSession {
         capture(CapturePoints.layer(i, CapturePoints.LINEAR_BETA), new int[]{T, hv}, beta);
         capture(CapturePoints.layer(i, CapturePoints.LINEAR_DECAY), new int[]{T, hv}, g);
         float[] S = recState[i];
+        if (decode && has(Qwen35Fault.STATE_NOT_CARRIED)) Arrays.fill(S, 0f);
+        if (decode && has(Qwen35Fault.STATE_STALE)) {
+            // the buffer the previous decode step read is the one this step reads too
+            float[] current = S.clone();
+            if (lastStepDecode && lagging[i] != null) System.arraycopy(lagging[i], 0, S, 0, S.length);
+            lagging[i] = current;
+        }
         if (warm) capture(CapturePoints.layer(i, CapturePoints.LINEAR_STATE_READ), new int[]{hv, dk, dv}, S);
 
         // per value head: gather its rows, run the kernel transformers would run for this call, scatter back
-        boolean recurrent = warm && T == 1;
+        boolean recurrent = decode;
+        boolean decayAfter = has(Qwen35Fault.DECODE_DECAY_AFTER_UPDATE);
         float[] core = new float[T * hv * dv];
         float[] qh = new float[T * dk], kh = new float[T * dk], vh = new float[T * dv], bh = new float[T], gh = new float[T];
         float[] oh = new float[T * dv], sh = new float[dk * dv];
@@ -172,7 +210,7 @@ public final class Qwen35Session implements ModelSession {
                 gh[t] = g[t * hv + h];
             }
             System.arraycopy(S, h * dk * dv, sh, 0, dk * dv);
-            if (recurrent) GatedDeltaRule.recurrent(qh, kh, vh, bh, gh, T, dk, dv, sh, oh);
+            if (recurrent) GatedDeltaRule.recurrent(qh, kh, vh, bh, gh, T, dk, dv, sh, oh, decayAfter);
             else GatedDeltaRule.chunked(qh, kh, vh, bh, gh, T, dk, dv, sh, oh);
             System.arraycopy(sh, 0, S, h * dk * dv, dk * dv);
             for (int t = 0; t < T; t++) System.arraycopy(oh, t * dv, core, (t * hv + h) * dv, dv);
@@ -186,7 +224,9 @@ public final class Qwen35Session implements ModelSession {
         for (int row = 0; row < T * hv; row++) {
             int o = row * dv;
             float inv = rsqrt(meanSquare(core, o, dv) + cfg.rmsNormEps());
-            for (int j = 0; j < dv; j++) y[o + j] = normW[j] * (core[o + j] * inv) * silu(z[o + j]);
+            boolean gate = !has(Qwen35Fault.GATED_NORM_NO_GATE), onePlus = has(Qwen35Fault.GATED_NORM_ONE_PLUS);
+            for (int j = 0; j < dv; j++)
+                y[o + j] = (onePlus ? 1f + normW[j] : normW[j]) * (core[o + j] * inv) * (gate ? silu(z[o + j]) : 1f);
         }
         float[] out = matmul(lw.outProj(), y, T);
         capture(CapturePoints.layer(i, CapturePoints.LINEAR_OUT), new int[]{T, cfg.hidden()}, out);
@@ -198,12 +238,12 @@ public final class Qwen35Session implements ModelSession {
     // ---------------------------------------------------------------------------------------------------------
 
     private float[] full(int i, Qwen35Weights.Full aw, float[] x, int T) {
-        int nh = cfg.numHeads(), nkv = cfg.numKvHeads(), d = cfg.headDim(), R = cfg.rotaryDim(), half = R / 2;
+        int nh = cfg.numHeads(), nkv = cfg.numKvHeads(), d = cfg.headDim(), R = rotaryDim, half = R / 2;
         float[] qg = matmul(aw.q(), x, T);
         float[] kx = matmul(aw.k(), x, T);
         float[] vx = matmul(aw.v(), x, T);
         float[] q = new float[T * nh * d], gate = new float[T * nh * d];
-        float[] inv = model.invFreq();
+        float[] inv = invFreq;
         float[] cos = new float[half], sin = new float[half];
         for (int t = 0; t < T; t++) {
             // fp32 angle: float(p)·inv_freq[i], as transformers' fp32 matmul of positions by inv_freq forms it
@@ -267,7 +307,7 @@ public final class Qwen35Session implements ModelSession {
                 }
             }
         }
-        for (int j = 0; j < att.length; j++) att[j] *= gate[j];
+        if (!has(Qwen35Fault.ATTN_OUTPUT_GATE_MISSING)) for (int j = 0; j < att.length; j++) att[j] *= gate[j];
         capture(CapturePoints.layer(i, CapturePoints.ATTN_OUT), new int[]{T, nh * d}, att);
         return matmul(aw.o(), att, T);
     }
@@ -330,7 +370,7 @@ public final class Qwen35Session implements ModelSession {
             }
             float sg = 0f;
             for (int j = 0; j < H; j++) sg += m.sharedGate()[j] * x[t * H + j];
-            sg = sigmoid(sg);
+            sg = has(Qwen35Fault.MOE_SHARED_GATE_MISSING) ? 1f : sigmoid(sg);
             for (int j = 0; j < H; j++) out[t * H + j] += sg * shared[t * H + j];
         }
         return out;
@@ -351,6 +391,9 @@ public final class Qwen35Session implements ModelSession {
         if (!(state instanceof Snapshot s) || s.model != model)
             throw new IllegalArgumentException("not a snapshot of a session over " + model.directory());
         position = s.position;
+        lastStepDecode = false;
+        Arrays.fill(lagging, null);
+        if (has(Qwen35Fault.PREFIX_REUSE_WITHOUT_STATE)) s = s.withoutLinearState();
         copyInto(s.conv, convState);
         copyInto(s.rec, recState);
         copyInto(s.keys, keys);
@@ -369,6 +412,15 @@ public final class Qwen35Session implements ModelSession {
             for (var a : c) if (a != null) Arrays.fill(a, 0f);
             for (var a : r) if (a != null) Arrays.fill(a, 0f);
             return new Snapshot(model, position, c, r, keys, values);
+        }
+
+        @Override public Snapshot withoutRecurrentState() { return withoutLinearState(); }
+
+        @Override
+        public Snapshot withRecurrentStateOf(ModelSession.State other) {
+            if (!(other instanceof Snapshot o) || o.model != model)
+                throw new IllegalArgumentException("not a snapshot of a session over " + model.directory());
+            return new Snapshot(model, position, deepCopy(o.conv), deepCopy(o.rec), keys, values);
         }
     }
 

@@ -176,8 +176,10 @@ final class CompareCommand implements Callable<Integer> {
      * (local attribution recomputes Gemma 4's ops only).
      */
     private ComparisonResult liveArchitecture(DumpReader ref, ToleranceProfile profile, Path modelDir, java.util.List<String> notes) {
-        if (!engine.isDefault())
-            throw new BadInputException("--fault, --kv-cache and --matmul apply to Gemma 4's engine; drop them for " + modelDir);
+        if (!engine.onlyFaults())
+            throw new BadInputException("--kv-cache and --matmul apply to Gemma 4's engine; drop them for " + modelDir);
+        var arch = Architectures.of(modelDir);
+        var faults = engine.faultIds(arch, modelDir);
         if (fullObserverCheck) notes.add("--full-observer-check: this engine's observer check always re-runs every step whole");
         if (!noAttribution) notes.add(NO_ATTRIBUTION_ARCH);
         LoadedModel loaded;
@@ -190,7 +192,7 @@ final class CompareCommand implements Callable<Integer> {
                     "the reference's prompt (" + rm.promptLength() + " tokens) and " + ref.stepCount() + " steps", "compare a shorter reference");
             var points = ref.allPoints();
             try (var bar = new ProgressBar("running " + modelDir.getFileName(), ref.stepCount());
-                 var source = new ArchitectureCandidate(m, rm, points::contains, !noObserverCheck)) {
+                 var source = new ArchitectureCandidate(m, faults, rm, points::contains, !noObserverCheck)) {
                 return Comparison.run(ref, source, new Comparison.Options(profile, referenceArgs.allowMismatch(), bar::update), notes);
             }
         }

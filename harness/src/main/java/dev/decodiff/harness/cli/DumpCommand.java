@@ -105,7 +105,6 @@ final class DumpCommand implements Callable<Integer> {
         // A GGUF's weights, dequantized as ggml does, in a float32 checkpoint folder converted once (cached)
         if (!viaLlamaCpp && dev.decodiff.harness.llamacpp.GgufCheckpointCache.isGguf(model))
             model = dev.decodiff.harness.llamacpp.GgufCheckpointCache.of(model);
-        var options = viaLlamaCpp ? null : engine.options();
         DumpReader ref = source.reference != null ? DumpReader.open(source.reference) : null;
         if (ref != null) ModelLocator.check(model, ModelLocator.identity(model), ref.manifest(), ref.manifestFile(), allowMismatch);
         int[] prompt = ref != null ? null : promptIds();
@@ -114,6 +113,7 @@ final class DumpCommand implements Callable<Integer> {
         if (selected == null && ref != null && ref.manifest().selectedPoints() != null) selected = ref.manifest().selectedPoints();
         if (viaLlamaCpp) return dumpLlamaCpp(globs, selected, ref, prompt);
         if (Architectures.of(model) != Gemma4Architecture.INSTANCE) return dumpArchitecture(globs, selected, ref, prompt);
+        var options = engine.options();
         try (var m = Gemma4Model.load(model, stepsToRun(ref) - 1L)) { // each step after the prompt's decodes a token
             return dump(m, globs, selected, options, ref, prompt);
         } catch (EngineThrewException e) {
@@ -128,11 +128,12 @@ final class DumpCommand implements Callable<Integer> {
 
     /** Another architecture's engine through the plug-in seam (exact fp32; Gemma 4's engine flags do not apply). */
     private int dumpArchitecture(Predicate<String> globs, List<String> selected, DumpReader ref, int[] prompt) {
-        if (!engine.isDefault())
-            throw new BadInputException("--fault, --kv-cache and --matmul apply to Gemma 4's engine; drop them for " + model);
+        if (!engine.onlyFaults())
+            throw new BadInputException("--kv-cache and --matmul apply to Gemma 4's engine; drop them for " + model);
+        var faults = engine.faultIds(Architectures.of(model), model);
         try (var m = Architectures.load(model)) {
             var modelInfo = new DumpManifest.Model(m.modelType(), m.numLayers(), m.configSha256(), m.weightsSha256());
-            var producer = EngineSetup.producer(dev.decodiff.engine.EngineOptions.defaults(), spec.commandLine().getParseResult().originalArgs());
+            var producer = EngineSetup.producer(faults, spec.commandLine().getParseResult().originalArgs());
             checkSelection(globs, ref != null ? ref.allPoints() : new java.util.LinkedHashSet<>(m.pointNames()));
             int n = stepsToRun(ref);
             DumpWriter w;
@@ -142,14 +143,14 @@ final class DumpCommand implements Callable<Integer> {
                 var rm = ref.manifest();
                 w = DumpWriter.create(out, force, producer, modelInfo, rm.tokens(), rm.promptLength(), selected);
                 try (var bar = new ProgressBar("dumping", n)) {
-                    new DumpRecorder(m, p -> refPoints.contains(p) && g.test(p), w, this::noPointMatched).teacherForced(rm, n, bar::update);
+                    new DumpRecorder(m, faults, p -> refPoints.contains(p) && g.test(p), w, this::noPointMatched).teacherForced(rm, n, bar::update);
                 }
             } else {
                 maxPositions.check(model.resolve("config.json"), m.maxPositions(), (long) prompt.length + n - 1,
                         "the prompt (" + prompt.length + " tokens) and -n " + n, "lower -n");
                 w = DumpWriter.create(out, force, producer, modelInfo, Arrays.stream(prompt).boxed().toList(), prompt.length, selected);
                 try (var bar = new ProgressBar("dumping", n)) {
-                    new DumpRecorder(m, globs, w, this::noPointMatched).greedy(prompt, n, bar::update);
+                    new DumpRecorder(m, faults, globs, w, this::noPointMatched).greedy(prompt, n, bar::update);
                 }
             }
             w.finish();

@@ -3,6 +3,8 @@ package dev.decodiff.harness.cli;
 import dev.decodiff.engine.EngineOptions;
 import dev.decodiff.engine.Fault;
 import dev.decodiff.engine.KvType;
+import dev.decodiff.engine.arch.Architecture;
+import dev.decodiff.engine.arch.Gemma4Architecture;
 import dev.decodiff.harness.BadInputException;
 import dev.decodiff.metal.MatmulPrecision;
 import picocli.CommandLine.Option;
@@ -14,8 +16,8 @@ import java.util.List;
 /** The engine switches every engine-running command shares (picocli mixin): catalog faults, KV cache types, matmul precision. */
 public final class EngineFlags {
     @Option(names = "--fault", paramLabel = "ID", converter = Faults.Converter.class, completionCandidates = Faults.Candidates.class,
-            description = "Switch on a catalog fault (repeatable; live runs only): ${COMPLETION-CANDIDATES}.")
-    List<Fault> faults = new ArrayList<>();
+            description = "Switch on a catalog fault of the checkpoint's architecture (repeatable; live runs only; docs/faults.md): ${COMPLETION-CANDIDATES}.")
+    List<String> faults = new ArrayList<>();
 
     @Option(names = "--kv-cache", paramLabel = "K[,V]",
             description = "How the KV cache stores keys and values: f32 (default, exact), bf16, q8_0, q4_0; one type for both, or K,V.")
@@ -30,8 +32,32 @@ public final class EngineFlags {
 
     public boolean isDefault() { return faults.isEmpty() && kvCache == null && matmul == null; }
 
+    /** Whether only --fault was given (what another architecture's engine accepts: it runs exact fp32 only). */
+    public boolean onlyFaults() { return kvCache == null && matmul == null; }
+
+    /**
+     * The --fault ids, each checked against the catalog of the architecture that runs {@code model}: a fault of
+     * another architecture is refused with one line naming its owner and this one's catalog.
+     */
+    public List<String> faultIds(Architecture arch, Object model) { return faultIds(arch, model + " is " + arch.name()); }
+
+    private List<String> faultIds(Architecture arch, String runs) {
+        for (String id : faults) {
+            if (arch.faultNames().contains(id)) continue;
+            String owner = Faults.owner(id);
+            throw new BadInputException("--fault " + id + " is " + (owner == null ? "not in any catalog" : "a " + owner + " fault") + ", and "
+                    + runs + (arch.faultNames().isEmpty() ? ", which has no fault catalog; drop --fault"
+                    : "; its catalog has: " + String.join(", ", arch.faultNames())));
+        }
+        return List.copyOf(faults);
+    }
+
+    /** Gemma 4's engine options: its faults (a fault of another architecture is refused), KV cache types, matmul precision. */
     public EngineOptions options() {
-        var options = EngineOptions.defaults().withFaults(faults.isEmpty() ? EnumSet.noneOf(Fault.class) : EnumSet.copyOf(faults));
+        var set = EnumSet.noneOf(Fault.class);
+        for (String id : faultIds(Gemma4Architecture.INSTANCE, "this runs Gemma 4's engine (other architectures' faults apply to compare, dump and selfcheck)"))
+            set.add(Fault.byId(id));
+        var options = EngineOptions.defaults().withFaults(set);
         if (matmul != null) {
             try {
                 options = options.withMatmul(MatmulPrecision.byId(matmul.strip()));

@@ -18,11 +18,14 @@ import java.util.concurrent.Callable;
         description = {"Checks the engine against itself, with no reference: decode vs prefill, chunking, cache reads vs writes, cache policies, work.",
                 "The same tokens computed along different paths must agree to fp32 noise (prompt + decode vs one pass, chunked prefill vs one pass, probes attached vs none, prefix reuse, multi-turn, snapshot restore),",
                 "every read window must hold what entered the cache, a decode step must process 1 position, and a sliding ring must refuse a cut it cannot honour.",
+                "On a model with recurrent caches (Qwen3.5) the checks are about handing the conv and linear-attention states over: chunked prefill vs one-token steps, snapshot/restore, prefix reuse with the states checkpointed, and the wrong reuse (attention KV without its states) caught at the state read.",
                 "A disagreement is localized to its first (position, capture point)."},
         footer = {"", "Exit codes: 0 every check passes, 1 a check fails, 2 bad input or usage.",
                 "Examples:",
                 "  decodiff selfcheck",
                 "  decodiff selfcheck --model checkpoints/gemma4-tiny-ple --fault ring-wrap --json",
+                "  decodiff selfcheck --model checkpoints/qwen35-tiny   (recurrent caches: chunked prefill vs one-token steps, snapshot/restore,",
+                "                                                        prefix reuse with the state checkpointed, the wrong reuse caught)",
                 "  decodiff selfcheck --engine llama.cpp   (decode vs prefill, chunked prefill, capture vs none, on llama.cpp)"})
 final class SelfCheckCommand implements Callable<Integer> {
     @Option(names = "--model", paramLabel = "DIR", description = "Checkpoint to check (default: the bundled checkpoints/gemma4-tiny).")
@@ -51,6 +54,8 @@ final class SelfCheckCommand implements Callable<Integer> {
     @Override
     public Integer call() {
         Path dir = model != null ? model : defaultModel();
+        var arch = dev.decodiff.engine.arch.Architectures.of(dir);
+        if (arch != dev.decodiff.engine.arch.Gemma4Architecture.INSTANCE) return recurrent(dir, arch);
         if (llama.isLlamaCpp()) return llamaCpp(dir);
         var options = engine.options();
         long t0 = System.nanoTime();
@@ -63,6 +68,30 @@ final class SelfCheckCommand implements Callable<Integer> {
             double secs = (System.nanoTime() - t0) / 1e9;
             String how = dev.decodiff.harness.live.EngineSetup.describe(options);
             var run = new SelfCheckReport.Run(dir, how.isEmpty() ? "none" : how, tokens.length, prompt, m.config().slidingWindow(), results, secs);
+            var out = spec.commandLine().getOut();
+            if (json.on()) out.println(SelfCheckReport.json(run));
+            else out.print(SelfCheckReport.terminal(run, Terminal.colourStdout()));
+            out.flush();
+            return run.passed() ? Main.MATCH : Main.DIVERGENCE;
+        }
+    }
+
+    /**
+     * Another architecture through the plug-in seam: the recurrent-cache checks (chunked prefill vs one-token steps,
+     * snapshot/restore, prefix reuse with the state checkpointed, the wrong reuse caught at the state read).
+     */
+    private int recurrent(Path dir, dev.decodiff.engine.arch.Architecture arch) {
+        if (llama.isLlamaCpp()) throw new BadInputException("--engine llama.cpp: selfcheck runs it on Gemma 4 checkpoints only; drop it for " + dir);
+        if (!engine.onlyFaults()) throw new BadInputException("--kv-cache and --matmul apply to Gemma 4's engine; drop them for " + dir);
+        var faults = engine.faultIds(arch, dir);
+        long t0 = System.nanoTime();
+        try (var m = arch.load(dir)) {
+            var check = new dev.decodiff.harness.selfcheck.RecurrentSelfCheck(m, faults);
+            int[] tokens = check.defaultTokens();
+            int prompt = check.defaultPromptLength();
+            var results = check.runAll(tokens, prompt);
+            double secs = (System.nanoTime() - t0) / 1e9;
+            var run = new SelfCheckReport.Run(dir, faults.isEmpty() ? "none" : "faults " + String.join(",", faults), tokens.length, prompt, 0, results, secs);
             var out = spec.commandLine().getOut();
             if (json.on()) out.println(SelfCheckReport.json(run));
             else out.print(SelfCheckReport.terminal(run, Terminal.colourStdout()));

@@ -25,6 +25,7 @@ import java.util.function.Predicate;
  */
 public final class ArchitectureCandidate implements StreamingCandidate {
     private final LoadedModel model;
+    private final java.util.List<String> faults;
     private final DumpManifest reference;
     private final CapturingProbe probe;
     private final ModelSession probed;
@@ -33,21 +34,29 @@ public final class ArchitectureCandidate implements StreamingCandidate {
     private int next;
 
     public ArchitectureCandidate(LoadedModel model, DumpManifest reference, Predicate<String> wanted, boolean checkObserverEffect) {
+        this(model, java.util.List.of(), reference, wanted, checkObserverEffect);
+    }
+
+    /** The engine with catalog faults switched on (ids of its architecture's catalog), in the probed and the plain session alike. */
+    public ArchitectureCandidate(LoadedModel model, java.util.List<String> faults, DumpManifest reference, Predicate<String> wanted,
+                                 boolean checkObserverEffect) {
         this.model = model;
+        this.faults = java.util.List.copyOf(faults);
         this.reference = reference;
         this.probe = new CapturingProbe(wanted);
-        this.probed = model.newSession(probe);
-        this.plain = checkObserverEffect ? model.newSession(null) : null;
+        this.probed = model.newSession(probe, faults);
+        this.plain = checkObserverEffect ? model.newSession(null, faults) : null;
         this.observer = checkObserverEffect ? "none" : "not_checked";
     }
 
     @Override
     public String describe() {
-        return "live engine: " + model.directory() + " (" + model.architecture().name() + ", teacher-forced)";
+        return "live engine: " + model.directory() + " (" + model.architecture().name() + ", teacher-forced"
+                + (faults.isEmpty() ? "" : ", faults " + String.join(",", faults)) + ")";
     }
 
     @Override
-    public DumpManifest.Producer producer() { return EngineSetup.producer(EngineOptions.defaults(), null); }
+    public DumpManifest.Producer producer() { return EngineSetup.producer(faults, null); }
 
     @Override public int stepCount() { return reference.stepCount(); }
 

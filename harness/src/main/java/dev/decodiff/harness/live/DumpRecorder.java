@@ -42,8 +42,14 @@ public final class DumpRecorder {
 
     /** The same over any architecture's model, through the plug-in seam (its engine's defaults: exact fp32). */
     public DumpRecorder(LoadedModel model, Predicate<String> points, DumpWriter writer, Supplier<? extends RuntimeException> nothingCaptured) {
+        this(model, java.util.List.of(), points, writer, nothingCaptured);
+    }
+
+    /** The same with catalog faults of the model's architecture switched on (by id). */
+    public DumpRecorder(LoadedModel model, java.util.List<String> faults, Predicate<String> points, DumpWriter writer,
+                        Supplier<? extends RuntimeException> nothingCaptured) {
         this.probe = new CapturingProbe(points);
-        this.session = model.newSession(probe);
+        this.session = model.newSession(probe, faults);
         this.writer = writer;
         this.nothingCaptured = nothingCaptured;
     }

@@ -30,6 +30,13 @@ public final class EngineSetup {
                 new DumpManifest.KvCache(o.keyType().id(), o.valueType().id()), faults, commandOptions);
     }
 
+    /** The provenance another architecture's engine (exact fp32) writes: its catalog faults by id. */
+    public static DumpManifest.Producer producer(List<String> faultIds, List<String> commandOptions) {
+        var p = producer(EngineOptions.defaults(), commandOptions);
+        return new DumpManifest.Producer(p.name(), p.version(), p.dtype(), p.attention(), p.engine(), p.kernels(), p.matmul(), p.kvCache(),
+                faultIds.stream().sorted().toList(), p.options(), p.quantization());
+    }
+
     /** {@link #producer(EngineOptions, List)} with the quantization of the weights {@code model} runs. */
     public static DumpManifest.Producer producer(EngineOptions o, List<String> commandOptions, Gemma4Model model) {
         return producer(o, commandOptions).withQuantization(quantization(model.directory(), model.files().declaredQuantization()));

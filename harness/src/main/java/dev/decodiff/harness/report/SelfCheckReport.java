@@ -27,8 +27,8 @@ public final class SelfCheckReport {
         var sb = new StringBuilder();
         sb.append(st.bold("decodiff selfcheck")).append('\n');
         sb.append("  model   ").append(run.model()).append("  (engine: ").append(run.engine()).append(")\n");
-        sb.append("  tokens  ").append(run.promptLength()).append("-token prompt + ").append(run.tokens() - run.promptLength()).append(" greedy decode steps (sliding window ")
-                .append(run.slidingWindow()).append(Fmt.format("), %.2fs%n%n", run.seconds()));
+        sb.append("  tokens  ").append(run.promptLength()).append("-token prompt + ").append(run.tokens() - run.promptLength()).append(" greedy decode steps")
+                .append(run.slidingWindow() > 0 ? " (sliding window " + run.slidingWindow() + ")" : "").append(Fmt.format(", %.2fs%n%n", run.seconds()));
         sb.append("  ").append(Fmt.pad("check", 28)).append(Fmt.pad("result", 9)).append("detail\n");
         for (var r : run.results()) {
             sb.append("  ").append(Fmt.pad(r.check(), 28)).append(r.passed() ? st.green(Fmt.pad("✓ pass", 9)) : st.boldRed(Fmt.pad("✗ FAIL", 9)))
@@ -37,8 +37,10 @@ public final class SelfCheckReport {
         sb.append('\n');
         long failed = run.results().stream().filter(r -> !r.passed()).count();
         if (run.passed()) {
-            sb.append(st.boldGreen("PASS")).append('\n').append(Fmt.wrap("All " + run.results().size()
-                    + " reference-free checks agree: decode, chunked prefill and one-pass prefill compute the same numbers, probes change nothing, and each decode step processes one position.", 100, "  ")).append('\n');
+            boolean recurrent = run.results().stream().anyMatch(r -> r.check().startsWith("wrong-reuse-"));
+            sb.append(st.boldGreen("PASS")).append('\n').append(Fmt.wrap("All " + run.results().size() + (recurrent
+                    ? " reference-free checks agree: one-token steps, chunked and one-pass prefill compute the same numbers, a restored snapshot continues bit-identically, prefix reuse with the recurrent states checkpointed equals a cold run, the wrong reuse is caught at the state read, and probes change nothing."
+                    : " reference-free checks agree: decode, chunked prefill and one-pass prefill compute the same numbers, probes change nothing, and each decode step processes one position."), 100, "  ")).append('\n');
         } else {
             sb.append(st.boldRed("FAIL")).append('\n');
             var failing = run.results().stream().filter(r -> !r.passed()).toList();

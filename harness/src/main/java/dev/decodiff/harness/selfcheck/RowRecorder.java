@@ -9,7 +9,9 @@ import java.util.Map;
 /**
  * Records, per absolute position, the row of every per-position capture point (q, k, v, attn.out, mlp.out,
  * moe.out, out, embed, final_norm), so runs that split the same tokens into different steps can be lined up.
- * k_read and v_read (what the last position of a step reads) are kept under that last position.
+ * k_read and v_read (what the last position of a step reads) are kept under that last position. A recurrent
+ * state (Qwen3.5's linear.conv_state_read / state_read, read at a step's start) is kept under the step's first
+ * position, the one computed from it; a state written at a step's end (conv_state, state) under its last position.
  */
 final class RowRecorder implements Probe {
     /** point → position → row. */
@@ -32,6 +34,12 @@ final class RowRecorder implements Probe {
     @Override
     public float[] capture(String point, int[] shape, float[] data) {
         var byPos = rows.computeIfAbsent(point, k -> new HashMap<>());
+        String kind = CapturePoints.kindOf(point);
+        if (CapturePoints.isLinearState(kind)) {
+            boolean read = kind.equals(CapturePoints.LINEAR_CONV_STATE_READ) || kind.equals(CapturePoints.LINEAR_STATE_READ);
+            byPos.put(read ? start : start + length - 1, data.clone());
+            return null;
+        }
         if (point.endsWith(".attn.k_read") || point.endsWith(".attn.v_read")) {
             byPos.put(start + length - 1, data.clone());
             return null;
