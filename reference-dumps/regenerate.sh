@@ -13,6 +13,6 @@ python3 reference-dumps/make_dumps.py all
 python3 checkpoints/make_checkpoints.py qwen35
 python3 reference-dumps/make_dumps.py qwen35
 python3 reference-dumps/make_tokenizer_expected.py gemma3 tests/src/test/resources
-for c in gemma4-tiny gemma4-tiny-ple gemma4-tiny-moe gemma4-tiny-ple-e2b qwen35-tiny qwen35-tiny-moe; do
+for c in gemma4-tiny gemma4-tiny-ple gemma4-tiny-moe gemma4-tiny-ple-e2b qwen35-tiny qwen35-tiny-moe qwen35-tiny-llamacpp qwen35-tiny-moe-llamacpp; do
   python3 reference-dumps/make_tokenizer_expected.py checkpoint "checkpoints/$c" "tests/src/test/resources/$c-tokenizer-expected.json"
 done

@@ -75,6 +75,10 @@ final class PlanCommand implements Callable<Integer> {
                     + " have), or a REFERENCE dump instead");
         if (promptLength < 1) throw new BadInputException("--prompt-length " + promptLength + ": a prompt has at least one token");
         if (decodeSteps < 0) throw new BadInputException("--decode-steps " + decodeSteps + ": it is 0 or more");
+        String type = modelType(model);
+        if (!isGemma4(type))
+            throw new BadInputException(model.resolve("config.json"), "is a " + type + " checkpoint; plan --model computes shapes for Gemma 4"
+                    + " checkpoints only so far — give a reference dump of it instead (decodiff plan REFERENCE), whose tensors fix every shape");
         var cfg = config(model);
         var id = ModelLocator.identity(model);
         var m = new DumpManifest.Model("gemma4_text", cfg.numLayers(), id.configSha256(), id.weightsSha256());
@@ -89,16 +93,29 @@ final class PlanCommand implements Callable<Integer> {
         Gemma4Config cfg = null;
         if (model != null) {
             ModelLocator.check(model, ModelLocator.identity(model), ref.manifest(), ref.manifestFile(), false);
-            cfg = config(model);
+            // other architectures: the reference's own tensors give every shape
+            if (isGemma4(ref.manifest().model().modelType())) cfg = config(model);
         } else {
             try {
-                cfg = config(ModelLocator.bundledFor(Home.get(), ref.manifest(), ref.manifestFile()));
+                Path bundled = ModelLocator.bundledFor(Home.get(), ref.manifest(), ref.manifestFile());
+                if (isGemma4(ref.manifest().model().modelType())) cfg = config(bundled);
             } catch (BadInputException notBundled) {
                 // a reference of a checkpoint that is not here: its own tensors still give every shape and window
             }
         }
         return CapturePlan.forReference(ref, cfg);
     }
+
+    private static String modelType(Path dir) {
+        try {
+            var root = new ObjectMapper().readTree(dir.resolve("config.json").toFile());
+            return root.path("model_type").asText(null);
+        } catch (java.io.IOException e) {
+            return null; // config() says what is wrong with it
+        }
+    }
+
+    private static boolean isGemma4(String modelType) { return modelType == null || modelType.startsWith("gemma4"); }
 
     private static Gemma4Config config(Path dir) {
         Path cfg = dir.resolve("config.json");
