@@ -160,12 +160,12 @@ public final class CapturePlan {
             case CapturePoints.K_READ, CapturePoints.V_READ -> List.of(READ, free("kv_heads"), free("head_dim"));
             case CapturePoints.ATTN_OUT -> List.of(ROWS, free("heads·head_dim"));
             case CapturePoints.ATTN_GATE -> List.of(ROWS, free("heads·head_dim"));
-            case CapturePoints.LINEAR_Q, CapturePoints.LINEAR_K -> List.of(ROWS, free("linear_heads"), free("key_dim"));
-            case CapturePoints.LINEAR_V, CapturePoints.LINEAR_CORE_OUT -> List.of(ROWS, free("linear_heads"), free("value_dim"));
-            case CapturePoints.LINEAR_BETA, CapturePoints.LINEAR_DECAY -> List.of(ROWS, free("linear_heads"));
+            case CapturePoints.LINEAR_Q, CapturePoints.LINEAR_K -> List.of(ROWS, free("heads"), free("dk"));
+            case CapturePoints.LINEAR_V, CapturePoints.LINEAR_CORE_OUT -> List.of(ROWS, free("heads"), free("dv"));
+            case CapturePoints.LINEAR_BETA, CapturePoints.LINEAR_DECAY -> List.of(ROWS, free("heads"));
             // states are read at a step's start and written at its end: not per token
-            case CapturePoints.LINEAR_CONV_STATE_READ, CapturePoints.LINEAR_CONV_STATE -> List.of(free("conv_kernel−1"), free("conv_channels"));
-            case CapturePoints.LINEAR_STATE_READ, CapturePoints.LINEAR_STATE -> List.of(free("linear_heads"), free("key_dim"), free("value_dim"));
+            case CapturePoints.LINEAR_CONV_STATE_READ, CapturePoints.LINEAR_CONV_STATE -> List.of(free("K−1"), free("channels"));
+            case CapturePoints.LINEAR_STATE_READ, CapturePoints.LINEAR_STATE -> List.of(free("heads"), free("dk"), free("dv"));
             default -> List.of(ROWS, free("hidden"));
         };
     }
