@@ -97,7 +97,8 @@ public final class CapturePlan {
         for (String name : ref.allPoints()) {
             PlannedPoint g = fromModel.getOrDefault(name, generic.points.get(name));
             if (g == null) continue; // outside the contract: compare lists it, never compares it
-            long[] held = ref.shape(0, name);
+            long[] held = null; // the first step that holds it (a state read is absent on the first step)
+            for (int st = 0; st < ref.stepCount() && held == null; st++) held = ref.shape(st, name);
             var dims = new ArrayList<Dim>();
             for (int a = 0; a < g.shape().size(); a++) {
                 Dim d = g.shape().get(a);
