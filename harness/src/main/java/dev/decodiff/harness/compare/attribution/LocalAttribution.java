@@ -43,6 +43,8 @@ public final class LocalAttribution {
     private final Format stated;
     /** This instance attributes the reference: only its stated precision may explain its ops. */
     private final boolean reference;
+    /** The precision class whose envelope first judged a cell of this side (an unstated side keeps to it). */
+    private Format envelopeClass;
     /** The checkpoint has affine-quantized (MLX) matrices, whose dequantization an engine may round. */
     private final boolean affine;
     private final Map<String, LocalError> errors = new LinkedHashMap<>();
@@ -343,6 +345,7 @@ public final class LocalAttribution {
                 return new LocalError(step, point, LocalError.Status.UNEXPLAINED, local, tol, h.describe() + "; " + variant, chain.left(), from,
                         granularity, floor, false);
             if (local <= floor) {
+                if (envelopeClass == null) envelopeClass = classKey(h);
                 if (CapturePoints.isCacheRead(kind)) readExplained.put(point, h);
                 return new LocalError(step, point, LocalError.Status.PRECISION, local, tol, h.describe() + (routed == null ? "" : "; " + routed),
                         chain.left(), from, granularity, floor, true);
@@ -443,7 +446,13 @@ public final class LocalAttribution {
     private boolean inStatedClass(Precision h) {
         if (!isChain(h)) return false;
         if (stated == Format.BF16 || stated == Format.F16) return h.activations() == stated;
-        return !reference;
+        // an engine that does not state its class has one all the same: the first envelope it was judged by
+        return !reference && (envelopeClass == null || classKey(h) == envelopeClass);
+    }
+
+    /** A chain hypothesis's class: its activations' format, or fp16 for ggml's flash attention on fp32 activations. */
+    private static Format classKey(Precision h) {
+        return h.activations() != Format.F32 ? h.activations() : Format.F16;
     }
 
     /** Whether h changes nothing but the activations' format (and, for attention, the cache's stores it read). */
