@@ -120,7 +120,12 @@ final class SweepCommand implements Callable<Integer> {
     }
 
     private int one(ScenarioEngine eng, Scenario sc, Path dir, java.io.PrintWriter out) {
-        var o = new Sweep(eng).one(sc);
+        Outcome o;
+        try {
+            o = new Sweep(eng).one(sc);
+        } catch (dev.decodiff.harness.sweep.BadScheduleException e) {
+            throw new BadInputException(scenario, e.getMessage() + "; fix the schedule (docs/scenarios.md)");
+        }
         out.println("scenario " + sc.name() + " on " + eng.describe() + ": " + o.word());
         sc.describeSchedules().lines().forEach(l -> out.println("  " + l));
         switch (o) {

@@ -118,7 +118,7 @@ public final class EngineScenarios implements ScenarioEngine {
                     }
                     case Op.Restore r -> {
                         var sv = saved.get(r.name());
-                        if (sv == null) throw new IllegalArgumentException(Op.describe(op) + ": no snapshot named '" + r.name() + "' was taken before it");
+                        if (sv == null) throw new BadScheduleException(Op.describe(op) + ": no snapshot named '" + r.name() + "' was taken before it");
                         samePrefix(scenario, sv.kv().tokens(), r.seq(), op);
                         var s = seqs.computeIfAbsent(r.seq(), id -> newSeq(id, o, scenario, cells, violations));
                         s.session.restore(sv.kv());
@@ -128,7 +128,7 @@ public final class EngineScenarios implements ScenarioEngine {
                     case Op.Copy c -> {
                         var src = existing(seqs, c.from(), op);
                         if (c.length() > src.session.position())
-                            throw new IllegalArgumentException(Op.describe(op) + ": sequence " + c.from() + " holds only " + src.session.position() + " positions");
+                            throw new BadScheduleException(Op.describe(op) + ": sequence " + c.from() + " holds only " + src.session.position() + " positions");
                         samePrefix(scenario, Arrays.copyOf(src.session.tokens(), c.length()), c.to(), op);
                         var dst = newSeq(c.to(), o, scenario, cells, violations);
                         dst.session.restore(src.session.snapshot());
@@ -139,6 +139,10 @@ public final class EngineScenarios implements ScenarioEngine {
                 }
             } catch (CacheTruncationException e) {
                 return new ScheduleRun(cells, violations, new ScheduleRun.Refusal(i, Op.describe(op), e.getMessage()), null, step);
+            } catch (BadScheduleException e) {
+                throw e;
+            } catch (RuntimeException e) {
+                return new ScheduleRun(cells, violations, null, null, step, new ScheduleRun.Thrown(i, Op.describe(op), step - 1, String.valueOf(e.getMessage())));
             }
         }
         return new ScheduleRun(cells, violations, null, null, step);
@@ -152,20 +156,20 @@ public final class EngineScenarios implements ScenarioEngine {
 
     private static Seq existing(Map<Integer, Seq> seqs, int id, Op op) {
         var s = seqs.get(id);
-        if (s == null) throw new IllegalArgumentException(Op.describe(op) + ": sequence " + id + " holds nothing yet");
+        if (s == null) throw new BadScheduleException(Op.describe(op) + ": sequence " + id + " holds nothing yet");
         return s;
     }
 
     static int[] tokens(Scenario sc, int seq, int pos, int n) {
         int[] stream = sc.stream(seq);
         if (pos + n > stream.length)
-            throw new IllegalArgumentException("sequence " + seq + " has a stream of " + stream.length + " tokens; a feed of " + n + " at position " + pos + " runs past it");
+            throw new BadScheduleException("sequence " + seq + " has a stream of " + stream.length + " tokens; a feed of " + n + " at position " + pos + " runs past it");
         return Arrays.copyOfRange(stream, pos, pos + n);
     }
 
     static void samePrefix(Scenario sc, int[] held, int seq, Op op) {
         int[] stream = sc.stream(seq);
         if (held.length > stream.length || !Arrays.equals(held, 0, held.length, stream, 0, held.length))
-            throw new IllegalArgumentException(Op.describe(op) + ": the state holds " + held.length + " tokens that are not the first tokens of sequence " + seq + "'s stream");
+            throw new BadScheduleException(Op.describe(op) + ": the state holds " + held.length + " tokens that are not the first tokens of sequence " + seq + "'s stream");
     }
 }

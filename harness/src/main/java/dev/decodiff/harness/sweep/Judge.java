@@ -72,7 +72,13 @@ public final class Judge {
             var v = firstViolation;
             int total = runs.stream().mapToInt(r -> r.violations().size()).sum();
             return new Outcome.Fail(violationSchedule, v.step(), v.seq(), v.position(), v.point(), v.relL2(), 0, "kv rule: " + v.rule(),
-                    v.detail() + (total > 1 ? " (" + total + " KV-rule violations in all)" : ""), bad.size(), cells, null, null);
+                    "schedule " + (char) ('A' + violationSchedule) + ", step " + v.step() + ": " + v.detail() + (total > 1 ? " (" + total + " KV-rule violations in all)" : ""), bad.size(), cells, null, null);
+        }
+        for (int s = 0; s < runs.size(); s++) {
+            var t = runs.get(s).thrown();
+            if (t != null)
+                return new Outcome.Fail(s, t.step(), -1, -1, "(engine)", Double.POSITIVE_INFINITY, 0, "engine threw",
+                        "schedule " + (char) ('A' + s) + " threw at " + t.op() + ": " + t.message(), bad.size(), cells, null, null);
         }
         for (int s = 0; s < runs.size(); s++) {
             var refusal = runs.get(s).refusal();

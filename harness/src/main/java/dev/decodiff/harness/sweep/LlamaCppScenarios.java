@@ -103,21 +103,21 @@ public final class LlamaCppScenarios implements ScenarioEngine {
                     }
                     case Op.Restore r -> {
                         var sv = saved.get(r.name());
-                        if (sv == null) throw new IllegalArgumentException(Op.describe(op) + ": no snapshot named '" + r.name() + "' was taken before it");
+                        if (sv == null) throw new BadScheduleException(Op.describe(op) + ": no snapshot named '" + r.name() + "' was taken before it");
                         if (!ctx.stateSeqSet(seq(r.seq()), sv.state())) yield "llama_state_seq_set_data could not load the snapshot";
                         lengths.put(r.seq(), sv.length());
                         yield null;
                     }
                     case Op.Truncate t -> {
                         int len = lengths.getOrDefault(t.seq(), 0);
-                        if (t.length() > len) throw new IllegalArgumentException(Op.describe(op) + ": sequence " + t.seq() + " holds only " + len + " positions");
+                        if (t.length() > len) throw new BadScheduleException(Op.describe(op) + ": sequence " + t.seq() + " holds only " + len + " positions");
                         if (!ctx.seqRm(seq(t.seq()), t.length(), -1)) yield "llama_memory_seq_rm returned false";
                         lengths.put(t.seq(), t.length());
                         yield windowGone(ctx, t.seq(), t.length());
                     }
                     case Op.Copy c -> {
                         int len = lengths.getOrDefault(c.from(), 0);
-                        if (c.length() > len) throw new IllegalArgumentException(Op.describe(op) + ": sequence " + c.from() + " holds only " + len + " positions");
+                        if (c.length() > len) throw new BadScheduleException(Op.describe(op) + ": sequence " + c.from() + " holds only " + len + " positions");
                         ctx.seqRm(seq(c.to()), -1, -1);
                         ctx.seqCp(seq(c.from()), seq(c.to()), 0, c.length());
                         lengths.put(c.to(), c.length());
@@ -131,7 +131,7 @@ public final class LlamaCppScenarios implements ScenarioEngine {
     }
 
     private static int seq(int id) {
-        if (id >= SEQUENCES) throw new IllegalArgumentException("sequence " + id + ": the llama.cpp runner holds sequences 0…" + (SEQUENCES - 1));
+        if (id >= SEQUENCES) throw new BadScheduleException("sequence " + id + ": the llama.cpp runner holds sequences 0…" + (SEQUENCES - 1));
         return id;
     }
 

@@ -25,7 +25,7 @@ public final class Minimizer {
             Scenario s;
             try {
                 s = family.builder().build(family, engine.config(), b, failing.settings(), engine.keepsWholeHistory(failing.settings()));
-            } catch (IllegalArgumentException e) {
+            } catch (BadScheduleException e) {
                 break;
             }
             var o = tryJudge(s);
@@ -65,7 +65,7 @@ public final class Minimizer {
         trials++;
         try {
             return Judge.judge(engine, s) instanceof Outcome.Fail f ? f : null;
-        } catch (IllegalArgumentException | IllegalStateException e) {
+        } catch (BadScheduleException e) {
             return null;
         }
     }

@@ -20,7 +20,9 @@ public sealed interface Outcome {
                 String detail, int failedCells, int cells, float[] reference, float[] candidate) implements Outcome {
         public String word() { return "fail"; }
 
-        public String cell() { return "step " + step + ", sequence " + seq + ", position " + position + ", " + point; }
+        public String cell() {
+            return seq < 0 ? "step " + step + " (the engine threw)" : "step " + step + ", sequence " + seq + ", position " + position + ", " + point;
+        }
     }
 
     /** The engine refused an operation; {@code byDesign}: the operation leaves what the cache can honour. */

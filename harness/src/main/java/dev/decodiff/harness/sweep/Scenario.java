@@ -45,7 +45,7 @@ public record Scenario(String name, String family, Boundary boundary, Map<Intege
 
     public int[] stream(int seq) {
         var s = streams.get(seq);
-        if (s == null) throw new IllegalArgumentException("scenario '" + name + "' has no token stream for sequence " + seq);
+        if (s == null) throw new BadScheduleException("scenario '" + name + "' has no token stream for sequence " + seq);
         return s;
     }
 
