@@ -43,10 +43,10 @@ public final class Boundaries {
             }
         }
         if (capacity > 0) {
-            add(out, capacity - 1, "capacity−1", "one cell left in a cache of " + capacity);
-            add(out, capacity, "capacity", "the cache's last cell");
+            // a family reaches at most L+4 positions: at this L its last ones are the cache's last cells
+            add(out, capacity - 4, "capacity−4", "a scenario's last positions are the last cells of a cache of " + capacity);
         }
-        return out.values().stream().filter(b -> b.length() >= 2 && b.length() <= Math.max(max, capacity)).toList();
+        return out.values().stream().filter(b -> b.length() >= 2 && b.length() <= Math.max(max, capacity - 4)).toList();
     }
 
     /** The layers where a cell is expected to appear first, by what changes there. */

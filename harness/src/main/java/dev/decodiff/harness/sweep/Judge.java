@@ -23,7 +23,7 @@ public final class Judge {
             if (run.unsupported() != null) return new Outcome.NotApplicable(run.unsupported());
             runs.add(run);
         }
-        return judge(runs, scenario, engine.tolerance());
+        return judge(runs, scenario, engine.tolerance(scenario.settings()));
     }
 
     private record Key(int seq, int position, String point) {}

@@ -41,7 +41,7 @@ public final class ReproFixture {
             Files.writeString(dir.resolve("cell.json"), m.writerWithDefaultPrettyPrinter().writeValueAsString(cell) + "\n");
             boolean llama = engine instanceof LlamaCppScenarios;
             if (llama) {
-                Files.writeString(dir.resolve("repro.c"), cProgram(sc, engine.tolerance()));
+                Files.writeString(dir.resolve("repro.c"), cProgram(sc, engine.tolerance(sc.settings())));
                 Files.writeString(dir.resolve("build.sh"), BUILD);
                 dir.resolve("build.sh").toFile().setExecutable(true);
             }
@@ -138,7 +138,7 @@ public final class ReproFixture {
                 static void run(struct llama_model *model, int which, const int (*ops)[5], int nops) {
                     struct llama_context_params cp = llama_context_default_params();
                     cp.n_ctx = %d; cp.n_batch = %d; cp.n_ubatch = %d; cp.n_seq_max = 4; cp.n_threads = cp.n_threads_batch = 1;
-                    cp.swa_full = %s; cp.kv_unified = false; cp.type_k = %d; cp.type_v = %d; cp.flash_attn_type = %d;
+                    cp.swa_full = %s; cp.kv_unified = true; cp.type_k = %d; cp.type_v = %d; cp.flash_attn_type = %d;
                     struct llama_context *ctx = llama_init_from_model(model, cp);
                     llama_memory_t mem = llama_get_memory(ctx);
                     int nv = llama_vocab_n_tokens(llama_model_get_vocab(model)), len[NSEQ] = {0}, snaplen = 0;
@@ -157,7 +157,8 @@ public final class ReproFixture {
                                 LOGITS[which][b.seq_id[k][0]][b.pos[k]] = l; }
                             b.n_tokens = 0;
                         } else if (o[0] == TRUNC) { llama_memory_seq_rm(mem, o[1], o[2], -1); len[o[1]] = o[2];
-                        } else if (o[0] == COPY) { llama_memory_seq_rm(mem, o[3], -1, -1); llama_memory_seq_cp(mem, o[1], o[3], 0, o[2]); len[o[3]] = o[2];
+                        } else if (o[0] == COPY) { llama_memory_seq_rm(mem, o[3], -1, -1); llama_memory_seq_cp(mem, o[1], o[3], -1, -1);
+                            llama_memory_seq_rm(mem, o[3], o[2], -1); len[o[3]] = o[2];
                         } else if (o[0] == SNAP) { snapn = llama_state_seq_get_size(ctx, o[1]); snap = malloc(snapn);
                             llama_state_seq_get_data(ctx, snap, snapn, o[1]); snaplen = len[o[1]];
                         } else { llama_memory_seq_rm(mem, o[1], -1, -1); llama_state_seq_set_data(ctx, snap, snapn, o[1]); len[o[1]] = snaplen; }

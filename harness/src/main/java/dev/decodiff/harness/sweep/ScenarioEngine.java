@@ -11,8 +11,8 @@ public interface ScenarioEngine extends AutoCloseable {
 
     Gemma4Config config();
 
-    /** Fp32 noise between two paths to the same row on this engine: what the sweep tolerates. */
-    double tolerance();
+    /** The noise between two paths to the same row on this engine in these settings: what the sweep tolerates. */
+    double tolerance(Scenario.Settings settings);
 
     /** Whether the engine keeps a full-size sliding-window cache (llama.cpp's swa_full): then any cut is defined. */
     boolean keepsWholeHistory(Scenario.Settings settings);

@@ -71,7 +71,11 @@ public final class Sweep {
                     else if (f.needsBatch() && !engine.batchesSequences()) o = new Outcome.NotApplicable("the engine feeds one sequence per step");
                     else {
                         sc = f.builder().build(f, engine.config(), b, s, engine.keepsWholeHistory(s));
-                        o = Judge.judge(engine, sc);
+                        try {
+                            o = Judge.judge(engine, sc);
+                        } catch (BadScheduleException e) {
+                            o = new Outcome.NotApplicable("does not fit the engine at this length: " + e.getMessage());
+                        }
                     }
                     outcomes.add(new AtBoundary(b, o));
                     if (o instanceof Outcome.Fail ff) {

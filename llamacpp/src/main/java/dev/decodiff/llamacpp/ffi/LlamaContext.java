@@ -144,8 +144,9 @@ public final class LlamaContext implements AutoCloseable {
             setInt(p, "type_v", ggmlType(options.typeV()));
             // A full-size sliding-window cache keeps one cell per position, so the cells read are in position order.
             p.set(JAVA_BOOLEAN, offset(lib.layouts().contextParams(), "swa_full"), layout != null ? layout.swaFull() : whole);
-            // several sequences: each its own cache cells (no unified buffer), as llama-server sets it per slot
-            if (layout != null && layout.nSeqMax() > 1) p.set(JAVA_BOOLEAN, offset(lib.layouts().contextParams(), "kv_unified"), false);
+            // several sequences in one unified buffer: llama_memory_seq_cp of part of a sequence needs it (per-sequence
+            // streams copy whole buffers only)
+            if (layout != null && layout.nSeqMax() > 1) p.set(JAVA_BOOLEAN, offset(lib.layouts().contextParams(), "kv_unified"), true);
             p.set(JAVA_BOOLEAN, offset(lib.layouts().contextParams(), "no_perf"), true);
             if (tap != null) {
                 var target = MethodHandles.lookup().bind(this, "onEval",
