@@ -17,7 +17,7 @@ import java.io.UncheckedIOException;
  */
 @Command(name = "decodiff", mixinStandardHelpOptions = true, versionProvider = Main.Version.class,
         description = "Finds where an LLM engine's decode goes wrong: which step, layer and tensor, and why.",
-        subcommands = {CompareCommand.class, DumpCommand.class, RunCommand.class, InspectCommand.class, ValidateCommand.class, PlanCommand.class, GgufCommand.class, SelfTestCommand.class, SelfCheckCommand.class, BisectCommand.class, OpsCommand.class, CalibrateCommand.class, KvDriftCommand.class, dev.decodiff.harness.bench.BenchCommand.class, BatchCommand.class, CommandLine.HelpCommand.class},
+        subcommands = {CompareCommand.class, DumpCommand.class, RunCommand.class, InspectCommand.class, ValidateCommand.class, PlanCommand.class, GgufCommand.class, SelfTestCommand.class, SelfCheckCommand.class, SweepCommand.class, BisectCommand.class, OpsCommand.class, CalibrateCommand.class, KvDriftCommand.class, dev.decodiff.harness.bench.BenchCommand.class, BatchCommand.class, CommandLine.HelpCommand.class},
         footer = {"", "Exit codes: 0 match or precision, 1 divergence, 2 bad input, usage, or an output that could not be written, 3 incomplete (not every expected cell was compared), 4 the reference disagrees with decodiff's description of the model (its own ops, recomputed from its own inputs, are not reproduced).",
                 "Start with: decodiff compare   (the bundled default case against the live engine)"})
 public final class Main implements Runnable {

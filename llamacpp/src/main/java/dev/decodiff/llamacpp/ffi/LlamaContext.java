@@ -107,7 +107,22 @@ public final class LlamaContext implements AutoCloseable {
     private MemorySegment ctx;
     private Throwable tapFailure;
 
-    public LlamaContext(LlamaModel model, Options options, Tap tap) {
+    /**
+     * How a context batches and keeps sequences, set explicitly (cache scenarios): tokens per llama_decode call
+     * ({@code nBatch}), per graph ({@code nUbatch}), how many sequences it holds, and whether its sliding-window cache
+     * keeps every position ({@code swaFull}) or the window plus a ubatch only.
+     */
+    public record Layout(int nBatch, int nUbatch, int nSeqMax, boolean swaFull) {
+        public Layout {
+            if (nBatch < 1 || nUbatch < 1 || nUbatch > nBatch || nSeqMax < 1)
+                throw new IllegalArgumentException("n_batch " + nBatch + ", n_ubatch " + nUbatch + ", n_seq_max " + nSeqMax + ": need 1 ≤ n_ubatch ≤ n_batch and n_seq_max ≥ 1");
+        }
+    }
+
+    public LlamaContext(LlamaModel model, Options options, Tap tap) { this(model, options, null, tap); }
+
+    /** A context with an explicit {@link Layout} (null: the one {@link Options#scheduling} implies). */
+    public LlamaContext(LlamaModel model, Options options, Layout layout, Tap tap) {
         this.lib = model.library();
         this.model = model;
         this.options = options;
@@ -118,17 +133,20 @@ public final class LlamaContext implements AutoCloseable {
             int n = options.contextLength();
             setInt(p, "n_ctx", n);
             boolean whole = options.scheduling() == Scheduling.WHOLE_PROMPT;
-            setInt(p, "n_batch", options.batch());
+            setInt(p, "n_batch", layout != null ? layout.nBatch() : options.batch());
             // whole prompt: one ubatch, so each named tensor comes once per step
-            setInt(p, "n_ubatch", whole ? n : Math.min(Scheduling.BENCH_UBATCH, n));
-            setInt(p, "n_seq_max", 1);
+            setInt(p, "n_ubatch", layout != null ? layout.nUbatch() : whole ? n : Math.min(Scheduling.BENCH_UBATCH, n));
+            setInt(p, "n_seq_max", layout != null ? layout.nSeqMax() : 1);
             setInt(p, "n_threads", options.threads());
             setInt(p, "n_threads_batch", options.threads());
             setInt(p, "flash_attn_type", options.flashAttention().value);
             setInt(p, "type_k", ggmlType(options.typeK()));
             setInt(p, "type_v", ggmlType(options.typeV()));
             // A full-size sliding-window cache keeps one cell per position, so the cells read are in position order.
-            p.set(JAVA_BOOLEAN, offset(lib.layouts().contextParams(), "swa_full"), whole);
+            p.set(JAVA_BOOLEAN, offset(lib.layouts().contextParams(), "swa_full"), layout != null ? layout.swaFull() : whole);
+            // several sequences in one unified buffer: llama_memory_seq_cp of part of a sequence needs it (per-sequence
+            // streams copy whole buffers only)
+            if (layout != null && layout.nSeqMax() > 1) p.set(JAVA_BOOLEAN, offset(lib.layouts().contextParams(), "kv_unified"), true);
             p.set(JAVA_BOOLEAN, offset(lib.layouts().contextParams(), "no_perf"), true);
             if (tap != null) {
                 var target = MethodHandles.lookup().bind(this, "onEval",
@@ -274,6 +292,132 @@ public final class LlamaContext implements AutoCloseable {
             throw e;
         } catch (Throwable t) {
             throw new LlamaCppException("llama_get_logits_ith failed: " + t, t);
+        }
+    }
+
+    /**
+     * One llama_decode of an explicit batch — token i at position {@code pos[i]} of sequence {@code seq[i]}, an output
+     * where {@code outputs[i]} — split by llama.cpp into ubatches of the context's n_ubatch. Returns llama_decode's code
+     * (0 done; 1 no room in the KV cache; below 0 an error) rather than throwing, so that a caller can tell a refusal.
+     */
+    public int decode(int[] tokens, int[] pos, int[] seq, boolean[] outputs) {
+        if (ctx == null) throw new IllegalStateException("context is closed");
+        int n = tokens.length;
+        try (var a = Arena.ofConfined()) {
+            var tok = a.allocate(ValueLayout.JAVA_INT, n);
+            var ps = a.allocate(ValueLayout.JAVA_INT, n);
+            var nSeq = a.allocate(ValueLayout.JAVA_INT, n);
+            var seqIds = a.allocate(ADDRESS, n);
+            var ids = a.allocate(ValueLayout.JAVA_INT, n);
+            var out = a.allocate(ValueLayout.JAVA_BYTE, n);
+            for (int i = 0; i < n; i++) {
+                tok.setAtIndex(ValueLayout.JAVA_INT, i, tokens[i]);
+                ps.setAtIndex(ValueLayout.JAVA_INT, i, pos[i]);
+                nSeq.setAtIndex(ValueLayout.JAVA_INT, i, 1);
+                ids.setAtIndex(ValueLayout.JAVA_INT, i, seq[i]);
+                seqIds.setAtIndex(ADDRESS, i, ids.asSlice(4L * i, 4));
+                out.set(ValueLayout.JAVA_BYTE, i, (byte) (outputs[i] ? 1 : 0));
+            }
+            var batchLayout = lib.layouts().batch();
+            var batch = a.allocate(batchLayout);
+            batch.set(ValueLayout.JAVA_INT, offset(batchLayout, "n_tokens"), n);
+            batch.set(ADDRESS, offset(batchLayout, "token"), tok);
+            batch.set(ADDRESS, offset(batchLayout, "embd"), MemorySegment.NULL);
+            batch.set(ADDRESS, offset(batchLayout, "pos"), ps);
+            batch.set(ADDRESS, offset(batchLayout, "n_seq_id"), nSeq);
+            batch.set(ADDRESS, offset(batchLayout, "seq_id"), seqIds);
+            batch.set(ADDRESS, offset(batchLayout, "logits"), out);
+            tapFailure = null;
+            lib.log().mark();
+            int rc = (int) lib.decode.invokeExact(ctx, batch);
+            if (tapFailure != null) throw new LlamaCppException("reading llama.cpp's tensors failed: " + tapFailure, tapFailure);
+            return rc;
+        } catch (LlamaCppException e) {
+            throw e;
+        } catch (Throwable t) {
+            throw new LlamaCppException("llama_decode failed: " + t, t);
+        }
+    }
+
+    /** The logits of the i-th token of the last batch (it must have been an output). */
+    public float[] logitsAt(int i) {
+        try {
+            var logits = (MemorySegment) lib.logitsIth.invokeExact(ctx, i);
+            if (logits.equals(MemorySegment.NULL)) throw new LlamaCppException("llama.cpp returned no logits for batch row " + i);
+            return logits.reinterpret((long) vocab * 4).toArray(ValueLayout.JAVA_FLOAT);
+        } catch (LlamaCppException e) {
+            throw e;
+        } catch (Throwable t) {
+            throw new LlamaCppException("llama_get_logits_ith failed: " + t, t);
+        }
+    }
+
+    private MemorySegment memory() throws Throwable { return (MemorySegment) lib.getMemory.invokeExact(ctx); }
+
+    /** llama_memory_seq_rm: drops positions [p0, p1) of a sequence (p1 &lt; 0: to the end); false if llama.cpp cannot. */
+    public boolean seqRm(int seq, int p0, int p1) {
+        try {
+            return (boolean) lib.memorySeqRm.invokeExact(memory(), seq, p0, p1);
+        } catch (Throwable t) {
+            throw new LlamaCppException("llama_memory_seq_rm failed: " + t, t);
+        }
+    }
+
+    /** llama_memory_seq_cp: sequence dst also holds src's positions [p0, p1). */
+    public void seqCp(int src, int dst, int p0, int p1) {
+        try {
+            lib.memorySeqCp.invokeExact(memory(), src, dst, p0, p1);
+        } catch (Throwable t) {
+            throw new LlamaCppException("llama_memory_seq_cp failed: " + t, t);
+        }
+    }
+
+    /** llama_memory_seq_add: shifts positions [p0, p1) of a sequence by delta (a context shift; keys are re-rotated). */
+    public void seqAdd(int seq, int p0, int p1, int delta) {
+        try {
+            lib.memorySeqAdd.invokeExact(memory(), seq, p0, p1, delta);
+        } catch (Throwable t) {
+            throw new LlamaCppException("llama_memory_seq_add failed: " + t, t);
+        }
+    }
+
+    /** llama_memory_seq_pos_min / _max of a sequence (-1 when empty). */
+    public int seqPosMin(int seq) {
+        try {
+            return (int) lib.memorySeqPosMin.invokeExact(memory(), seq);
+        } catch (Throwable t) {
+            throw new LlamaCppException("llama_memory_seq_pos_min failed: " + t, t);
+        }
+    }
+
+    public int seqPosMax(int seq) {
+        try {
+            return (int) lib.memorySeqPosMax.invokeExact(memory(), seq);
+        } catch (Throwable t) {
+            throw new LlamaCppException("llama_memory_seq_pos_max failed: " + t, t);
+        }
+    }
+
+    /** llama_state_seq_get_data: the sequence's cache state as bytes (a snapshot). */
+    public byte[] stateSeqGet(int seq) {
+        try (var a = Arena.ofConfined()) {
+            long n = (long) lib.stateSeqGetSize.invokeExact(ctx, seq);
+            var buf = a.allocate(Math.max(1, n));
+            long got = (long) lib.stateSeqGetData.invokeExact(ctx, buf, n, seq);
+            return buf.asSlice(0, got).toArray(ValueLayout.JAVA_BYTE);
+        } catch (Throwable t) {
+            throw new LlamaCppException("llama_state_seq_get_data failed: " + t, t);
+        }
+    }
+
+    /** llama_state_seq_set_data into a sequence (emptied first); false when llama.cpp could not load it. */
+    public boolean stateSeqSet(int seq, byte[] state) {
+        try (var a = Arena.ofConfined()) {
+            seqRm(seq, -1, -1);
+            var buf = a.allocateFrom(ValueLayout.JAVA_BYTE, state);
+            return (long) lib.stateSeqSetData.invokeExact(ctx, buf, (long) state.length, seq) > 0;
+        } catch (Throwable t) {
+            throw new LlamaCppException("llama_state_seq_set_data failed: " + t, t);
         }
     }
 

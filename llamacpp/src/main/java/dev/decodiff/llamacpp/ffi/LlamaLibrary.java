@@ -33,7 +33,8 @@ public final class LlamaLibrary {
     final MethodHandle modelDefaultParams, contextDefaultParams, modelLoad, modelFree, initFromModel, free, decode,
             logitsIth, tensorSet, getMemory, memoryClear, memorySeqRm, modelGetVocab, vocabNTokens, modelNEmbd, modelNLayer,
             modelMetaValStr, tensorGet, devCount, devGet, devDescription, systemInfo, devByType, devBackendReg, regProcAddress,
-            threadpoolParamsInit, attachThreadpool, quantizeDefaultParams, modelQuantize;
+            threadpoolParamsInit, attachThreadpool, quantizeDefaultParams, modelQuantize, memorySeqCp, memorySeqAdd, memorySeqPosMin,
+            memorySeqPosMax, stateSeqGetSize, stateSeqGetData, stateSeqSetData;
 
     private LlamaLibrary(LlamaCppHome home) {
         this.home = home;
@@ -63,6 +64,13 @@ public final class LlamaLibrary {
         getMemory = h.get("llama_get_memory", FunctionDescriptor.of(ADDRESS, ADDRESS));
         memoryClear = h.get("llama_memory_clear", FunctionDescriptor.ofVoid(ADDRESS, JAVA_BOOLEAN));
         memorySeqRm = h.get("llama_memory_seq_rm", FunctionDescriptor.of(JAVA_BOOLEAN, ADDRESS, JAVA_INT, JAVA_INT, JAVA_INT));
+        memorySeqCp = h.get("llama_memory_seq_cp", FunctionDescriptor.ofVoid(ADDRESS, JAVA_INT, JAVA_INT, JAVA_INT, JAVA_INT));
+        memorySeqAdd = h.get("llama_memory_seq_add", FunctionDescriptor.ofVoid(ADDRESS, JAVA_INT, JAVA_INT, JAVA_INT, JAVA_INT));
+        memorySeqPosMin = h.get("llama_memory_seq_pos_min", FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_INT));
+        memorySeqPosMax = h.get("llama_memory_seq_pos_max", FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_INT));
+        stateSeqGetSize = h.get("llama_state_seq_get_size", FunctionDescriptor.of(JAVA_LONG, ADDRESS, JAVA_INT));
+        stateSeqGetData = h.get("llama_state_seq_get_data", FunctionDescriptor.of(JAVA_LONG, ADDRESS, ADDRESS, JAVA_LONG, JAVA_INT));
+        stateSeqSetData = h.get("llama_state_seq_set_data", FunctionDescriptor.of(JAVA_LONG, ADDRESS, ADDRESS, JAVA_LONG, JAVA_INT));
         modelGetVocab = h.get("llama_model_get_vocab", FunctionDescriptor.of(ADDRESS, ADDRESS));
         vocabNTokens = h.get("llama_vocab_n_tokens", FunctionDescriptor.of(JAVA_INT, ADDRESS));
         modelNEmbd = h.get("llama_model_n_embd", FunctionDescriptor.of(JAVA_INT, ADDRESS));

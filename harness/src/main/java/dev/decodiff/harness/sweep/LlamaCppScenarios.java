@@ -1,0 +1,191 @@
+package dev.decodiff.harness.sweep;
+
+import dev.decodiff.engine.CapturePoints;
+import dev.decodiff.engine.Gemma4Config;
+import dev.decodiff.engine.CheckpointFiles;
+import dev.decodiff.harness.selfcheck.LlamaCppSelfCheck;
+import dev.decodiff.llamacpp.Gemma4Limits;
+import dev.decodiff.llamacpp.LlamaCppRunner;
+import dev.decodiff.llamacpp.ffi.GgufPreflight;
+import dev.decodiff.llamacpp.ffi.LlamaContext;
+import dev.decodiff.llamacpp.ffi.LlamaLibrary;
+import dev.decodiff.llamacpp.ffi.LlamaModel;
+
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+
+/**
+ * Runs scenarios on llama.cpp through its C API: one context per schedule (a fresh cache) with the scenario's
+ * settings — K/V types, flash attention, swa_full, n_batch/n_ubatch — holding up to {@value #SEQUENCES} sequences;
+ * feeds and batches through llama_decode with every token an output, truncation through llama_memory_seq_rm, copies
+ * through llama_memory_seq_cp (then seq_rm past the prefix), snapshots through llama_state_seq_get/set_data. What it
+ * compares is every position's logits. llama.cpp does not refuse a cut of its sliding-window cache; it documents that
+ * a caller must check llama_memory_seq_pos_min, so a cut or copy after which pos_min says the next token's window is
+ * gone counts as the refusal (llama-server then re-processes the prompt).
+ */
+public final class LlamaCppScenarios implements ScenarioEngine {
+    static final int SEQUENCES = 4;
+    /** The ubatch of the setting that splits a batch into graphs smaller than it. */
+    static final int SMALL_UBATCH = 4;
+
+    private final Path gguf;
+    private final Gemma4Config config;
+    private final int threads;
+    private final LlamaModel model;
+    private final int capacity;
+
+    public LlamaCppScenarios(Path gguf, Gemma4Config config, int threads) {
+        this.gguf = gguf;
+        this.config = config;
+        this.threads = threads;
+        var lib = LlamaLibrary.get();
+        Gemma4Limits.check(gguf, GgufPreflight.check(gguf));
+        this.model = LlamaModel.load(lib, gguf, false);
+        this.capacity = LlamaContext.Options.lengthFor(1);
+    }
+
+    @Override
+    public String describe() { return LlamaCppRunner.describeRelease() + " on " + gguf.getFileName(); }
+
+    @Override public Gemma4Config config() { return config; }
+
+    /**
+     * llama.cpp's own precision between a batched and a one-token product, which is not a finding: 2^-10 on its exact
+     * fp32 path ({@link LlamaCppSelfCheck#TOLERANCE}); 2^-7 where flash attention (P·V accumulated in fp16, in cell
+     * order: it grows with the context) or an f16/bf16 cache rounds; 2^-6 for q8_0/q4_0 caches, whose flash-attention
+     * path also quantizes Q. On gemma4-tiny the clean sweep's worst cells are 1.0e-3 with flash attention up to 26
+     * positions, 4.1e-3 at 253, and 1.2e-2 for a q8_0 cache (a two-sequence batch).
+     */
+    @Override
+    public double tolerance(Scenario.Settings s) {
+        if (s.typeK().startsWith("q") || s.typeV().startsWith("q")) return 0x1p-6;
+        if (s.flashAttention() || !s.exactKv()) return 0x1p-7;
+        return LlamaCppSelfCheck.TOLERANCE;
+    }
+
+    @Override public boolean keepsWholeHistory(Scenario.Settings s) { return s.swaFull(); }
+
+    @Override public boolean batchesSequences() { return true; }
+
+    /** Cells a context holds: boundaries include it. */
+    public int capacity() { return capacity; }
+
+    public int ubatch() { return SMALL_UBATCH; }
+
+    @Override
+    public String weightsIdentity() { return "GGUF " + gguf.getFileName() + ", sha256 " + CheckpointFiles.sha256(gguf); }
+
+    public Path gguf() { return gguf; }
+
+    /** The precision configurations of a clean sweep: exact, flash attention, a sliding cache of the window only with small ubatches, f16 and q8_0 caches. */
+    public List<Scenario.Settings> defaultSettings() {
+        return List.of(
+                new Scenario.Settings("f32", "f32", false, true, 0, 0, 0),
+                new Scenario.Settings("f32", "f32", true, true, 0, 0, 0),
+                new Scenario.Settings("f32", "f32", false, false, 0, SMALL_UBATCH, 0),
+                new Scenario.Settings("f16", "f16", false, true, 0, 0, 0),
+                new Scenario.Settings("q8_0", "q8_0", true, true, 0, 0, 0));
+    }
+
+    private record Saved(byte[] state, int length) {}
+
+    @Override
+    public ScheduleRun run(Scenario sc, List<Op> schedule) {
+        var s = sc.settings();
+        int nCtx = s.nCtx() > 0 ? s.nCtx() : capacity;
+        int nBatch = s.nBatch() > 0 ? s.nBatch() : nCtx;
+        int nUbatch = s.nUbatch() > 0 ? Math.min(s.nUbatch(), nBatch) : nBatch;
+        var options = new LlamaContext.Options(nCtx, threads, s.typeK(), s.typeV(),
+                s.flashAttention() ? LlamaContext.FlashAttention.ON : LlamaContext.FlashAttention.OFF, LlamaContext.Scheduling.WHOLE_PROMPT);
+        var cells = new ArrayList<ScheduleRun.Cell>();
+        var lengths = new HashMap<Integer, Integer>();
+        var saved = new HashMap<String, Saved>();
+        int step = 0;
+        try (var ctx = new LlamaContext(model, options, new LlamaContext.Layout(nBatch, nUbatch, SEQUENCES, s.swaFull()), null)) {
+            for (int i = 0; i < schedule.size(); i++) {
+                var op = schedule.get(i);
+                int tokens = op instanceof Op.Feed f ? f.n() : op instanceof Op.Batch b ? b.feeds().stream().mapToInt(Op.Feed::n).sum() : 0;
+                // llama.cpp asserts (aborting the process) on a batch larger than n_batch
+                if (tokens > nBatch) throw new BadScheduleException(Op.describe(op) + " feeds " + tokens + " tokens in one llama_decode, more than n_batch " + nBatch);
+                String refused = switch (op) {
+                    case Op.Feed f -> feed(ctx, sc, List.of(f), lengths, cells, step++);
+                    case Op.Batch b -> feed(ctx, sc, b.feeds(), lengths, cells, step++);
+                    case Op.Snapshot sn -> {
+                        saved.put(sn.name(), new Saved(ctx.stateSeqGet(seq(sn.seq())), lengths.getOrDefault(sn.seq(), 0)));
+                        yield null;
+                    }
+                    case Op.Restore r -> {
+                        var sv = saved.get(r.name());
+                        if (sv == null) throw new BadScheduleException(Op.describe(op) + ": no snapshot named '" + r.name() + "' was taken before it");
+                        if (!ctx.stateSeqSet(seq(r.seq()), sv.state())) yield "llama_state_seq_set_data could not load the snapshot";
+                        lengths.put(r.seq(), sv.length());
+                        yield null;
+                    }
+                    case Op.Truncate t -> {
+                        int len = lengths.getOrDefault(t.seq(), 0);
+                        if (t.length() > len) throw new BadScheduleException(Op.describe(op) + ": sequence " + t.seq() + " holds only " + len + " positions");
+                        if (!ctx.seqRm(seq(t.seq()), t.length(), -1)) yield "llama_memory_seq_rm returned false";
+                        lengths.put(t.seq(), t.length());
+                        yield windowGone(ctx, t.seq(), t.length());
+                    }
+                    case Op.Copy c -> {
+                        int len = lengths.getOrDefault(c.from(), 0);
+                        if (c.length() > len) throw new BadScheduleException(Op.describe(op) + ": sequence " + c.from() + " holds only " + len + " positions");
+                        ctx.seqRm(seq(c.to()), -1, -1);
+                        ctx.seqCp(seq(c.from()), seq(c.to()), -1, -1);
+                        ctx.seqRm(seq(c.to()), c.length(), -1);
+                        lengths.put(c.to(), c.length());
+                        yield windowGone(ctx, c.to(), c.length());
+                    }
+                };
+                if (refused != null) return new ScheduleRun(cells, List.of(), new ScheduleRun.Refusal(i, Op.describe(op), refused), null, step);
+            }
+        }
+        return new ScheduleRun(cells, List.of(), null, null, step);
+    }
+
+    private static int seq(int id) {
+        if (id >= SEQUENCES) throw new BadScheduleException("sequence " + id + ": the llama.cpp runner holds sequences 0…" + (SEQUENCES - 1));
+        return id;
+    }
+
+    /**
+     * The refusal llama.cpp's API gives for a cut its sliding-window cache cannot honour: after it, the sequence's
+     * smallest held position (llama_memory_seq_pos_min) lies past the first one the next token at {@code length} reads.
+     */
+    private String windowGone(LlamaContext ctx, int seq, int length) {
+        if (length == 0) return null;
+        int min = ctx.seqPosMin(seq(seq)), need = Math.max(0, length - config.slidingWindow());
+        if (min > need)
+            return "llama_memory_seq_pos_min is " + min + " after the cut: the sliding-window cache no longer holds positions " + need + "…" + (min - 1)
+                    + " that the next token at " + length + " reads";
+        return null;
+    }
+
+    private String feed(LlamaContext ctx, Scenario sc, List<Op.Feed> feeds, HashMap<Integer, Integer> lengths, List<ScheduleRun.Cell> cells, int step) {
+        int n = feeds.stream().mapToInt(Op.Feed::n).sum();
+        int[] tok = new int[n], pos = new int[n], seq = new int[n];
+        boolean[] out = new boolean[n];
+        int k = 0;
+        for (var f : feeds) {
+            int at = lengths.getOrDefault(f.seq(), 0);
+            int[] t = EngineScenarios.tokens(sc, f.seq(), at, f.n());
+            for (int j = 0; j < f.n(); j++, k++) {
+                tok[k] = t[j];
+                pos[k] = at + j;
+                seq[k] = seq(f.seq());
+                out[k] = true;
+            }
+        }
+        int rc = ctx.decode(tok, pos, seq, out);
+        if (rc != 0) return "llama_decode returned " + rc + (rc == 1 ? " (no room in the KV cache)" : "");
+        for (int i = 0; i < n; i++) cells.add(new ScheduleRun.Cell(step, seq[i], pos[i], CapturePoints.LOGITS, ctx.logitsAt(i)));
+        for (var f : feeds) lengths.merge(f.seq(), f.n(), Integer::sum);
+        return null;
+    }
+
+    @Override
+    public void close() { model.close(); }
+}

@@ -1,0 +1,31 @@
+package dev.decodiff.harness.sweep;
+
+import dev.decodiff.engine.Gemma4Config;
+
+import java.util.List;
+
+/** A live engine that runs a scenario's schedules: decodiff's own ({@link EngineScenarios}) or llama.cpp ({@link LlamaCppScenarios}). */
+public interface ScenarioEngine extends AutoCloseable {
+    /** "decodiff engine (faults ring-wrap)", "llama.cpp v… (native build)". */
+    String describe();
+
+    Gemma4Config config();
+
+    /** The noise between two paths to the same row on this engine in these settings: what the sweep tolerates. */
+    double tolerance(Scenario.Settings settings);
+
+    /** Whether the engine keeps a full-size sliding-window cache (llama.cpp's swa_full): then any cut is defined. */
+    boolean keepsWholeHistory(Scenario.Settings settings);
+
+    /** Whether this engine takes several sequences in one step. */
+    boolean batchesSequences();
+
+    /** Runs one schedule of the scenario from an empty cache. */
+    ScheduleRun run(Scenario scenario, List<Op> schedule);
+
+    /** The identity of the weights, for a repro: "gguf sha256 …" or "checkpoint config sha256 …, weights sha256 …". */
+    String weightsIdentity();
+
+    @Override
+    default void close() {}
+}

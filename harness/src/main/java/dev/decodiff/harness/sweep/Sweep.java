@@ -1,0 +1,104 @@
+package dev.decodiff.harness.sweep;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.function.Consumer;
+
+/**
+ * Sweeps every scenario family across the boundaries, in each KV setting: per family the outcome at each boundary
+ * (stopping at its first failure, which is then minimized), so the report says which family first fails and where.
+ */
+public final class Sweep {
+    private final ScenarioEngine engine;
+
+    public Sweep(ScenarioEngine engine) { this.engine = engine; }
+
+    public record AtBoundary(Boundary boundary, Outcome outcome) {}
+
+    /** A family in one setting: its outcomes by boundary; the first failure minimized, if any. */
+    public record FamilyResult(String family, String description, Scenario.Settings settings, List<AtBoundary> outcomes,
+                               Scenario failing, Minimizer.Minimized minimized, double seconds) {
+        public Outcome.Fail firstFailure() {
+            return outcomes.stream().map(AtBoundary::outcome).filter(o -> o instanceof Outcome.Fail).map(o -> (Outcome.Fail) o).findFirst().orElse(null);
+        }
+
+        public Boundary failingBoundary() {
+            return outcomes.stream().filter(a -> a.outcome() instanceof Outcome.Fail).map(AtBoundary::boundary).findFirst().orElse(null);
+        }
+
+        /** pass, fail, refused-as-designed, refused, n/a: the family's verdict over its boundaries. */
+        public String verdict() {
+            if (firstFailure() != null) return "fail";
+            if (outcomes.stream().allMatch(a -> a.outcome() instanceof Outcome.NotApplicable)) return "n/a";
+            if (outcomes.stream().anyMatch(a -> a.outcome() instanceof Outcome.Refused r && !r.byDesign())) return "pass, refused";
+            if (outcomes.stream().anyMatch(a -> a.outcome() instanceof Outcome.Refused)) return "pass, refused-as-designed";
+            return "pass";
+        }
+    }
+
+    public record Result(String engine, List<Boundary> boundaries, List<String> layerEdges, List<FamilyResult> families, double seconds) {
+        public boolean passed() { return families.stream().noneMatch(f -> f.firstFailure() != null); }
+
+        /** The failing family whose first failure comes at the smallest boundary. */
+        public FamilyResult firstFailing() {
+            return families.stream().filter(f -> f.firstFailure() != null)
+                    .min(java.util.Comparator.comparingInt(f -> f.failingBoundary().length())).orElse(null);
+        }
+    }
+
+    /** A progress listener: (done, total, what). */
+    public interface Progress {
+        void step(int done, int total, String what);
+    }
+
+    public Result run(List<Scenario.Settings> settings, List<Boundary> boundaries, List<String> onlyFamilies, boolean minimize, Progress progress) {
+        long t0 = System.nanoTime();
+        var families = Families.all(engine.config()).stream()
+                .filter(f -> onlyFamilies == null || onlyFamilies.isEmpty() || onlyFamilies.contains(f.name())).toList();
+        int total = settings.size() * families.size() * boundaries.size(), done = 0;
+        var out = new ArrayList<FamilyResult>();
+        for (var s : settings) {
+            for (var f : families) {
+                long f0 = System.nanoTime();
+                var outcomes = new ArrayList<AtBoundary>();
+                Scenario failing = null;
+                Outcome.Fail fail = null;
+                for (var b : boundaries) {
+                    progress.step(done++, total, f.name() + " @ " + b.length() + " (" + s.describe() + ")");
+                    Outcome o;
+                    Scenario sc = null;
+                    if (f.exactOnly() && !s.exactKv()) o = new Outcome.NotApplicable("its schedules split rows into different steps, which a rounding K/V cache does not owe the same bits");
+                    else if (f.needsBatch() && !engine.batchesSequences()) o = new Outcome.NotApplicable("the engine feeds one sequence per step");
+                    else {
+                        sc = f.builder().build(f, engine.config(), b, s, engine.keepsWholeHistory(s));
+                        try {
+                            o = Judge.judge(engine, sc);
+                        } catch (BadScheduleException e) {
+                            o = new Outcome.NotApplicable("does not fit the engine at this length: " + e.getMessage());
+                        }
+                    }
+                    outcomes.add(new AtBoundary(b, o));
+                    if (o instanceof Outcome.Fail ff) {
+                        failing = sc;
+                        fail = ff;
+                        done += boundaries.size() - outcomes.size();
+                        break;
+                    }
+                }
+                Minimizer.Minimized min = null;
+                if (fail != null && minimize) {
+                    progress.step(done, total, "minimizing " + f.name());
+                    min = new Minimizer(engine).minimize(f, failing, fail);
+                }
+                out.add(new FamilyResult(f.name(), f.description(), s, outcomes, failing, min, (System.nanoTime() - f0) / 1e9));
+            }
+        }
+        progress.step(total, total, "done");
+        return new Result(engine.describe(), boundaries, Boundaries.layerEdges(engine.config()), out, (System.nanoTime() - t0) / 1e9);
+    }
+
+    /** Judges one scenario (from a file) and, if it fails, returns it with its first cell. */
+    public Outcome one(Scenario s) { return Judge.judge(engine, s); }
+
+    static Consumer<String> quiet() { return x -> {}; }
+}
