@@ -255,15 +255,7 @@ public final class LlamaContext implements AutoCloseable {
                 seqIds.setAtIndex(ADDRESS, i, seq0);
                 out.set(ValueLayout.JAVA_BYTE, i, (byte) (allOutputs || from + i == tokens.length - 1 ? 1 : 0));
             }
-            var batchLayout = lib.layouts().batch();
-            var batch = a.allocate(batchLayout);
-            batch.set(ValueLayout.JAVA_INT, offset(batchLayout, "n_tokens"), n);
-            batch.set(ADDRESS, offset(batchLayout, "token"), tok);
-            batch.set(ADDRESS, offset(batchLayout, "embd"), MemorySegment.NULL);
-            batch.set(ADDRESS, offset(batchLayout, "pos"), pos);
-            batch.set(ADDRESS, offset(batchLayout, "n_seq_id"), nSeq);
-            batch.set(ADDRESS, offset(batchLayout, "seq_id"), seqIds);
-            batch.set(ADDRESS, offset(batchLayout, "logits"), out);
+            var batch = batch(a, n, tok, pos, nSeq, seqIds, out);
             tapFailure = null;
             lib.log().mark();
             int rc = (int) lib.decode.invokeExact(ctx, batch);
@@ -283,7 +275,21 @@ public final class LlamaContext implements AutoCloseable {
         }
     }
 
-    private float[] lastLogits(int position) {
+    /** A llama_batch of n tokens over the given arrays (no embeddings), allocated in a. */
+    private MemorySegment batch(Arena a, int n, MemorySegment tok, MemorySegment pos, MemorySegment nSeq, MemorySegment seqIds, MemorySegment out) {
+        var batchLayout = lib.layouts().batch();
+        var batch = a.allocate(batchLayout);
+        batch.set(ValueLayout.JAVA_INT, offset(batchLayout, "n_tokens"), n);
+        batch.set(ADDRESS, offset(batchLayout, "token"), tok);
+        batch.set(ADDRESS, offset(batchLayout, "embd"), MemorySegment.NULL);
+        batch.set(ADDRESS, offset(batchLayout, "pos"), pos);
+        batch.set(ADDRESS, offset(batchLayout, "n_seq_id"), nSeq);
+        batch.set(ADDRESS, offset(batchLayout, "seq_id"), seqIds);
+        batch.set(ADDRESS, offset(batchLayout, "logits"), out);
+        return batch;
+    }
+
+        private float[] lastLogits(int position) {
         try {
             var logits = (MemorySegment) lib.logitsIth.invokeExact(ctx, -1);
             if (logits.equals(MemorySegment.NULL)) throw new LlamaCppException("llama.cpp returned no logits for position " + position);
@@ -318,15 +324,7 @@ public final class LlamaContext implements AutoCloseable {
                 seqIds.setAtIndex(ADDRESS, i, ids.asSlice(4L * i, 4));
                 out.set(ValueLayout.JAVA_BYTE, i, (byte) (outputs[i] ? 1 : 0));
             }
-            var batchLayout = lib.layouts().batch();
-            var batch = a.allocate(batchLayout);
-            batch.set(ValueLayout.JAVA_INT, offset(batchLayout, "n_tokens"), n);
-            batch.set(ADDRESS, offset(batchLayout, "token"), tok);
-            batch.set(ADDRESS, offset(batchLayout, "embd"), MemorySegment.NULL);
-            batch.set(ADDRESS, offset(batchLayout, "pos"), ps);
-            batch.set(ADDRESS, offset(batchLayout, "n_seq_id"), nSeq);
-            batch.set(ADDRESS, offset(batchLayout, "seq_id"), seqIds);
-            batch.set(ADDRESS, offset(batchLayout, "logits"), out);
+            var batch = batch(a, n, tok, ps, nSeq, seqIds, out);
             tapFailure = null;
             lib.log().mark();
             int rc = (int) lib.decode.invokeExact(ctx, batch);
