@@ -485,7 +485,7 @@ public final class Qwen35Session implements ModelSession {
 
     static float sigmoid(float x) { return 1f / (1f + (float) Math.exp(-x)); }
 
-    static float silu(float x) { return x / (1f + (float) Math.exp(-x)); }
+    static float silu(float x) { return dev.decodiff.metal.VectorMath.silu(x); }
 
     /** torch's softplus (β = 1, threshold 20). */
     static float softplus(float x) { return x > 20f ? x : (float) Math.log1p(Math.exp(x)); }
