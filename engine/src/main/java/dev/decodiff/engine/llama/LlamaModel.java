@@ -46,7 +46,7 @@ public final class LlamaModel implements AutoCloseable {
     public LlamaWeights weights() { return weights; }
 
     /** The rotation every layer applies to its queries and keys. */
-    Rope rope() { return rope; }
+    public Rope rope() { return rope; }
 
     public String configSha256() { return CheckpointFiles.sha256(dir.resolve("config.json")); }
 
