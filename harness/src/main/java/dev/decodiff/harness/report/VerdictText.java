@@ -49,7 +49,7 @@ public final class VerdictText {
                 .append(l.from()).append(")");
         if (l.granularity() != null) sb.append(" (at the granularity of ").append(l.granularity()).append(")");
         sb.append(", differs from the reference's tensor by rel L2 ").append(Fmt.sci(l.local()));
-        if (l.explanation() != null && l.explanation().startsWith(dev.decodiff.harness.compare.attribution.LocalAttribution.REPRODUCED_BY))
+        if (l.explanation() != null && l.explanation().startsWith(dev.decodiff.harness.compare.attribution.OpAttribution.REPRODUCED_BY))
             sb.append(" (it is ").append(l.explanation()).append(", which its stated ")
                     .append(r.referenceManifest().producer() == null ? "dtype" : r.referenceManifest().producer().dtype()).append(" does not cover)");
         else if (l.explanation() != null && Double.isFinite(l.floor()))
