@@ -189,6 +189,13 @@ public final class VerdictText {
         if (l == null) return;
         switch (l.status()) {
             case UNEXPLAINED -> {
+                if (l.explanation() != null && l.explanation().startsWith(dev.decodiff.harness.compare.attribution.Qwen35Attribution.STATE_KEPT_IN)) {
+                    // a named bug class, not a near miss of precision
+                    sb.append(" Its own op adds rel L2 ").append(Fmt.sci(l.local())).append(" (recomputed exactly from the candidate's ").append(l.from())
+                            .append("), and that is the bug: ").append(l.explanation()).append(" — reproduced to ").append(Fmt.sci(l.leftover()))
+                            .append("; this op is the divergence, not drift from upstream.");
+                    break;
+                }
                 sb.append(" Its own op adds rel L2 ").append(Fmt.sci(l.local())).append(" (recomputed exactly from the candidate's ").append(l.from());
                 if (l.granularity() != null) sb.append("; at the granularity of ").append(l.granularity());
                 sb.append("), and no precision effect reproduces it");
