@@ -13,6 +13,7 @@ public final class Qwen35Model implements AutoCloseable {
     private final CheckpointFiles files;
     private final Qwen35Weights weights;
     private final float[] invFreq;
+    private final Qwen35Ops ops;
 
     private Qwen35Model(Path dir, Qwen35Config config, CheckpointFiles files, Qwen35Weights weights) {
         this.dir = dir;
@@ -20,7 +21,11 @@ public final class Qwen35Model implements AutoCloseable {
         this.files = files;
         this.weights = weights;
         this.invFreq = dev.decodiff.engine.Rope.inverseFrequencies(dev.decodiff.engine.RopeSpec.defaultRope(config.ropeTheta()), config.rotaryDim());
+        this.ops = new Qwen35Ops(this);
     }
+
+    /** The model's ops (the forward's and attribution's one description of its math). */
+    public Qwen35Ops ops() { return ops; }
 
     public static Qwen35Model load(Path dir) {
         var config = Qwen35Config.read(dir.resolve("config.json"));
