@@ -122,7 +122,9 @@ final class CompareCommand implements Callable<Integer> {
             var located = noAttribution ? null : AttributionModel.locate(referenceArgs, ref, notes);
             try (var bar = new ProgressBar("comparing", ref.stepCount()); var m = located == null ? null : Architectures.load(located)) {
                 var opt = new Comparison.Options(profile, referenceArgs.allowMismatch(), bar::update);
-                if (m != null) opt = opt.withAttribution(attribution(m, true, null), exact);
+                var a = m == null ? null : attribution(m, true, null);
+                if (a != null) opt = opt.withAttribution(a, exact);
+                else if (m != null) notes.add(noAttribution(m));
                 result = Comparison.run(ref, Comparison.dumpSource(cand), opt, notes);
             }
         } else if (viaLlamaCpp) {
@@ -156,7 +158,12 @@ final class CompareCommand implements Callable<Integer> {
             if (located.note() != null && !noAttribution) notes.add(AttributionModel.OFF_OTHER_MODEL);
             if (noAttribution || located.note() != null) return Comparison.run(ref, source, opt, notes);
             try (var m = Architectures.load(located.dir())) {
-                return Comparison.run(ref, source, opt.withAttribution(attribution(m, true, gguf), exact), notes);
+                var a = attribution(m, true, gguf);
+                if (a == null) {
+                    notes.add(noAttribution(m));
+                    return Comparison.run(ref, source, opt, notes);
+                }
+                return Comparison.run(ref, source, opt.withAttribution(a, exact), notes);
             }
         }
     }
@@ -172,8 +179,17 @@ final class CompareCommand implements Callable<Integer> {
                     ? new dev.decodiff.harness.compare.attribution.Qwen35Attribution(q.model(), everyCell)
                     : new dev.decodiff.harness.compare.attribution.Qwen35Attribution(q.model().ops().withStored(
                             dev.decodiff.harness.llamacpp.Qwen35StoredMatrices.of(gguf, q.model())), everyCell);
-            default -> throw new BadInputException("local attribution does not know " + m.architecture().name() + "'s ops; pass --no-attribution");
+            default -> null;
         };
+    }
+
+    /**
+     * Said where an architecture has no op description for attribution: nothing over tolerance can then be accounted
+     * for as precision, so every such cell is a divergence.
+     */
+    static String noAttribution(LoadedModel m) {
+        return "no local attribution for " + m.architecture().name() + " (its ops are not described for recomputation):"
+                + " each cell is judged by its accumulated error, and every cell over tolerance is a divergence";
     }
 
     /** Another architecture's engine (through the plug-in seam), live and teacher-forced, its own ops attributed where a cell is over tolerance. */
@@ -196,8 +212,10 @@ final class CompareCommand implements Callable<Integer> {
                  var source = new ArchitectureCandidate(m, faults, rm, points::contains, !noObserverCheck)) {
                 var opt = new Comparison.Options(profile, referenceArgs.allowMismatch(), bar::update);
                 // decodiff's own forward is these ops: attribute only what is over tolerance
-                if (!noAttribution && !otherModel) opt = opt.withAttribution(attribution(m, false, null), exact);
-                else if (!noAttribution) notes.add(AttributionModel.OFF_OTHER_MODEL);
+                var a = noAttribution || otherModel ? null : attribution(m, false, null);
+                if (a != null) opt = opt.withAttribution(a, exact);
+                else if (!noAttribution && otherModel) notes.add(AttributionModel.OFF_OTHER_MODEL);
+                else if (!noAttribution) notes.add(noAttribution(m));
                 return Comparison.run(ref, source, opt, notes);
             }
         }
