@@ -137,6 +137,7 @@ public final class Qwen35Session implements ModelSession {
         boolean warm = position > 0;
         boolean decode = warm && T == 1;
         if (decode && has(Qwen35Fault.CONV_STATE_NOT_CARRIED)) Arrays.fill(state, 0f);
+        if (warm && T > 1 && has(Qwen35Fault.CONV_STATE_DROPPED_ON_CONTINUATION)) Arrays.fill(state, 0f);
         if (warm) capture(CapturePoints.layer(i, CapturePoints.LINEAR_CONV_STATE_READ), new int[]{K - 1, C}, state);
         int rows = K - 1 + T;
         float[] window = new float[rows * C];
@@ -161,7 +162,8 @@ public final class Qwen35Session implements ModelSession {
             for (int kh = 0; kh < hk; kh++) {
                 for (int part = 0; part < 2; part++) {
                     System.arraycopy(conv, t * C + part * keyDim + kh * dk, tmp, 0, dk);
-                    if (!has(Qwen35Fault.QK_L2NORM_MISSING)) l2norm(tmp);
+                    if (has(Qwen35Fault.QK_L2NORM_MEAN)) rmsUnitNorm(tmp);
+                    else if (!has(Qwen35Fault.QK_L2NORM_MISSING)) l2norm(tmp);
                     float[] dst = part == 0 ? q : k;
                     for (int rep = 0; rep < r; rep++) {
                         int vh = has(Qwen35Fault.LINEAR_HEADS_TILED) ? kh + rep * hk : kh * r + rep;
@@ -197,7 +199,7 @@ public final class Qwen35Session implements ModelSession {
 
         // per value head: gather its rows, run the kernel transformers would run for this call, scatter back
         boolean recurrent = decode;
-        boolean decayAfter = has(Qwen35Fault.DECODE_DECAY_AFTER_UPDATE);
+        boolean decayAfter = has(Qwen35Fault.DECODE_DECAY_AFTER_UPDATE), betaMissing = has(Qwen35Fault.BETA_MISSING);
         float[] core = new float[T * hv * dv];
         float[] qh = new float[T * dk], kh = new float[T * dk], vh = new float[T * dv], bh = new float[T], gh = new float[T];
         float[] oh = new float[T * dv], sh = new float[dk * dv];
@@ -206,7 +208,7 @@ public final class Qwen35Session implements ModelSession {
                 System.arraycopy(q, (t * hv + h) * dk, qh, t * dk, dk);
                 System.arraycopy(k, (t * hv + h) * dk, kh, t * dk, dk);
                 System.arraycopy(v, (t * hv + h) * dv, vh, t * dv, dv);
-                bh[t] = beta[t * hv + h];
+                bh[t] = betaMissing ? 1f : beta[t * hv + h];
                 gh[t] = g[t * hv + h];
             }
             System.arraycopy(S, h * dk * dv, sh, 0, dk * dv);
@@ -216,6 +218,8 @@ public final class Qwen35Session implements ModelSession {
             for (int t = 0; t < T; t++) System.arraycopy(oh, t * dv, core, (t * hv + h) * dv, dv);
         }
         capture(CapturePoints.layer(i, CapturePoints.LINEAR_CORE_OUT), new int[]{T, hv, dv}, core);
+        // fault state-bf16: the cache keeps the state in bf16, so what is written (and read next step) is rounded
+        if (has(Qwen35Fault.STATE_BF16)) dev.decodiff.engine.ops.Format.BF16.round(S);
         capture(CapturePoints.layer(i, CapturePoints.LINEAR_STATE), new int[]{hv, dk, dv}, S);
 
         // gated RMSNorm per (token, value head): normalise, times the plain weight, times silu(z)
@@ -243,6 +247,7 @@ public final class Qwen35Session implements ModelSession {
         float[] kx = matmul(aw.k(), x, T);
         float[] vx = matmul(aw.v(), x, T);
         float[] q = new float[T * nh * d], gate = new float[T * nh * d];
+        boolean halves = has(Qwen35Fault.QUERY_GATE_SPLIT_HALVES);
         float[] inv = invFreq;
         float[] cos = new float[half], sin = new float[half];
         for (int t = 0; t < T; t++) {
@@ -254,9 +259,11 @@ public final class Qwen35Session implements ModelSession {
                 sin[j] = (float) Math.sin(ang);
             }
             for (int h = 0; h < nh; h++) {
+                // per head: query then gate; the fault query-gate-split-halves takes the whole row's two halves
                 int src = (t * nh + h) * 2 * d, dst = (t * nh + h) * d;
-                System.arraycopy(qg, src, q, dst, d);
-                for (int j = 0; j < d; j++) gate[dst + j] = sigmoid(qg[src + d + j]);
+                int qSrc = halves ? t * nh * 2 * d + h * d : src, gSrc = halves ? t * nh * 2 * d + nh * d + h * d : src + d;
+                System.arraycopy(qg, qSrc, q, dst, d);
+                for (int j = 0; j < d; j++) gate[dst + j] = sigmoid(qg[gSrc + j]);
                 norm1pInPlace(q, dst, d, aw.qNorm());
                 rope(q, dst, R, cos, sin);
             }
@@ -464,7 +471,8 @@ public final class Qwen35Session implements ModelSession {
 
     private void norm1pInPlace(float[] x, int o, int n, float[] w) {
         float inv = rsqrt(meanSquare(x, o, n) + cfg.rmsNormEps());
-        for (int j = 0; j < n; j++) x[o + j] = (x[o + j] * inv) * (1f + w[j]);
+        float one = has(Qwen35Fault.NORM_ONE_PLUS_TWICE) ? 2f : 1f;
+        for (int j = 0; j < n; j++) x[o + j] = (x[o + j] * inv) * (one + w[j]);
     }
 
     /** The GDN q/k L2 norm: x·rsqrt(Σx² + 1e-6) (a sum, with transformers' hard-coded eps). */
@@ -472,6 +480,12 @@ public final class Qwen35Session implements ModelSession {
         double s = 0;
         for (float v : x) s += (double) v * v;
         float inv = rsqrt((float) s + 1e-6f);
+        for (int j = 0; j < x.length; j++) x[j] *= inv;
+    }
+
+    /** Fault qk-l2norm-mean: x·rsqrt(mean(x²) + 1e-6), an RMSNorm without weight, where the l2 norm sums. */
+    private static void rmsUnitNorm(float[] x) {
+        float inv = rsqrt(meanSquare(x, 0, x.length) + 1e-6f);
         for (int j = 0; j < x.length; j++) x[j] *= inv;
     }
 
