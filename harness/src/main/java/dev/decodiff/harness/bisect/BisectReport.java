@@ -119,7 +119,7 @@ public final class BisectReport {
     private static String catalogTerminal(BisectResult r, Terminal.Style st, StringBuilder sb) {
         var n = r.catalog();
         sb.append(st.bold("Naming: each catalog fault planted alone, replayed on the reference's tokens")).append('\n');
-        sb.append(st.dim("  rel L2 of its " + n.point() + " at step " + n.step() + " to the candidate's (faults that leave the cell unchanged are left out)")).append('\n');
+        sb.append(st.dim("  ‖its " + n.point() + " − the candidate's‖ / ‖the reference's‖ at step " + n.step() + " (faults that leave the cell unchanged are left out)")).append('\n');
         for (var t : n.tried()) {
             boolean isNamed = t.fault().equals(n.named());
             sb.append("  ").append(Fmt.pad(t.fault(), 40)).append(Fmt.padLeft(Fmt.rel(t.relL2()), 10))

@@ -25,8 +25,8 @@ import java.util.Set;
  * <ol>
  * <li><b>naming by replay</b>: decodiff's engine, teacher-forced on the reference's tokens, is run with each catalog
  *     fault planted alone; the faults that change the culprit cell at all are the candidates, and the one whose tensor
- *     there reproduces the candidate's (rel L2 within the cell's tolerance, the runner-up — another fault or the clean
- *     engine — at least {@link #NAMING_MARGIN}× further) is named;</li>
+ *     there reproduces the candidate's (‖variant − candidate‖ / ‖reference‖ within the cell's tolerance, the runner-up —
+ *     another fault or the clean engine — at least {@link #NAMING_MARGIN}× further) is named;</li>
  * <li><b>proof by substitution</b>: the reference's tensor is written into the candidate engine at the culprit cell
  *     (the probe returns a replacement), and the layer's output at the first step the error had broken it must come
  *     back within tolerance. Where a bug also feeds sibling points of the same op (q and k of one rotation), the
@@ -112,15 +112,21 @@ public final class CatalogBisector {
                     notes, secs(t0), null, null);
         }
 
-        // (1) naming by replay
+        // (1) naming by replay; distances are measured on the reference's scale, as compare's are (a candidate's
+        // tensor may be all zeros: a dropped state)
         double tol = profile.tolerance(point);
+        double scale;
+        try (var refs = new ReferenceTensors(ref)) {
+            float[] r = refs.floats(s, point);
+            scale = r == null || r.length != cand.length ? norm(cand) : norm(r);
+        }
         float[] clean = replays.at(List.of(), s, point);
-        double cleanRel = clean == null || clean.length != cand.length ? Double.POSITIVE_INFINITY : relTo(clean, cand);
+        double cleanRel = clean == null || clean.length != cand.length ? Double.POSITIVE_INFINITY : relTo(clean, cand, scale);
         var tried = new ArrayList<BisectResult.Tried>();
         for (String f : model.architecture().faultNames()) {
             float[] t = replays.at(List.of(f), s, point);
             if (t == null || t.length != cand.length || clean != null && java.util.Arrays.equals(t, clean)) continue;
-            tried.add(new BisectResult.Tried(f, relTo(t, cand)));
+            tried.add(new BisectResult.Tried(f, relTo(t, cand, scale)));
         }
         tried.sort(Comparator.comparingDouble(BisectResult.Tried::relL2));
         Finding.Variant variant = null;
@@ -138,7 +144,8 @@ public final class CatalogBisector {
                 named = best.fault();
                 diagnosis = "decodiff's engine with " + best.fault() + " planted reproduces the candidate's " + point
                         + (best.relL2() == 0 ? " bit for bit" : " to rel L2 " + Bisector.sci(best.relL2())) + (what == null ? "" : " — " + what)
-                        + "; the runner-up, " + runnerUp + ", is " + Bisector.sci(runnerRel) + " from it, the clean engine " + Bisector.sci(cleanRel);
+                        + "; the runner-up, " + runnerUp + ", is " + Bisector.sci(runnerRel) + " from it"
+                        + (runnerRel == cleanRel ? "" : ", the clean engine " + Bisector.sci(cleanRel));
             } else {
                 variant = null;
                 diagnosis = reproduces
@@ -287,16 +294,21 @@ public final class CatalogBisector {
         return new BisectResult(cmp, null, List.of(), List.of(), List.of(), List.of(), null, null, null, conclusion, List.of(), secs(t0), null, null);
     }
 
-    /** ‖x − c‖ / ‖c‖: how far a variant's tensor is from the candidate's. */
-    static double relTo(float[] x, float[] c) {
-        double d = 0, n = 0;
+    /** ‖x − c‖ / scale: how far a variant's tensor is from the candidate's, on the reference's scale ‖r‖. */
+    static double relTo(float[] x, float[] c, double scale) {
+        double d = 0;
         for (int i = 0; i < c.length; i++) {
             double e = (double) x[i] - c[i];
             d += e * e;
-            n += (double) c[i] * c[i];
         }
-        if (n == 0) return d == 0 ? 0 : Double.POSITIVE_INFINITY;
-        return Math.sqrt(d / n);
+        if (scale == 0) return d == 0 ? 0 : Double.POSITIVE_INFINITY;
+        return Math.sqrt(d) / scale;
+    }
+
+    private static double norm(float[] a) {
+        double n = 0;
+        for (float v : a) n += (double) v * v;
+        return Math.sqrt(n);
     }
 
     private static double secs(long t0) { return (System.nanoTime() - t0) / 1e9; }
