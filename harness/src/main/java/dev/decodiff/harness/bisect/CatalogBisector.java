@@ -60,8 +60,16 @@ public final class CatalogBisector {
         this.replays = replays;
     }
 
-    /** The engine with these catalog faults, live and teacher-forced, compared with the reference. */
+    /**
+     * The engine with these catalog faults, live and teacher-forced, compared with the reference (from the kept
+     * replay where replays keep whole runs: the same run, without running it twice).
+     */
     public ComparisonResult compareLive(List<String> faults) {
+        if (replays.keepsAll()) {
+            try (var source = replays.source(faults)) {
+                return Comparison.run(ref, source, new Comparison.Options(profile, false, null));
+            }
+        }
         var points = ref.allPoints();
         try (var source = new ArchitectureCandidate(model, faults, ref.manifest(), points::contains, false)) {
             return Comparison.run(ref, source, new Comparison.Options(profile, false, null));

@@ -23,12 +23,16 @@ import java.util.concurrent.Callable;
                 "variants (a norm, the attention scale, mask or softmax, the activation, RoPE, the cache window, and the op's",
                 "rewirings: a sub-op fed its neighbouring tensor, dropped, applied twice or moved, a weight taken from its neighbour,",
                 "the MoE routing and per-expert scales, the per-layer inputs' scales, slice and join), reproduces the candidate, that",
-                "variant by name — only when the runner-up is at least 10x further from the candidate; else \"two explanations fit\"."},
+                "variant by name — only when the runner-up is at least 10x further from the candidate; else \"two explanations fit\".",
+                "On Qwen3.5 it names the bug through the fault catalog: each catalog fault replayed alone on the reference's tokens, the one that",
+                "reproduces the candidate at its first divergent cell named (10x margin), and proved by writing the reference's tensor into the engine there."},
         footer = {"", "Exit codes: 0 no divergence, 1 divergence bisected, 2 bad input or usage.",
                 "Examples:",
                 "  decodiff bisect --fault k-eq-v-rotated-keys",
                 "  decodiff bisect reference-dumps/gemma4-tiny/short --fault ring-wrap --json",
-                "  decodiff bisect reference-dumps/gemma4-tiny-ple/long --fault kv-shared-first-source --html bisect.html"})
+                "  decodiff bisect reference-dumps/gemma4-tiny-ple/long --fault kv-shared-first-source --html bisect.html",
+                "  decodiff bisect reference-dumps/qwen35-tiny/long --fault state-stale",
+                "  decodiff bisect reference-dumps/qwen35-tiny/short my-dump --json"})
 final class BisectCommand implements Callable<Integer> {
     @Mixin
     ReferenceArgs referenceArgs = new ReferenceArgs();
