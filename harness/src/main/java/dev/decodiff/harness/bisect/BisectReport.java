@@ -129,9 +129,9 @@ public final class BisectReport {
         if (!r.substitutions().isEmpty()) {
             sb.append(st.bold("Substitution: the reference's tensors written into " + n.engine() + " at step " + n.step())).append('\n');
             sb.append(st.dim("  judged where the free-running candidate was wrong: the culprit layer's output, then the step's logits")).append('\n');
-            sb.append("  ").append(Fmt.pad("replaced", 44)).append(Fmt.pad("judged on", 26)).append(Fmt.pad("rel L2", 22)).append("heals\n");
+            sb.append("  ").append(Fmt.pad("replaced", 43)).append(' ').append(Fmt.pad("judged on", 26)).append(Fmt.pad("rel L2", 22)).append("heals\n");
             for (var x : r.substitutions()) {
-                sb.append("  ").append(Fmt.pad(x.name(), 44)).append(Fmt.pad(x.scope(), 26));
+                sb.append("  ").append(Fmt.pad(x.name(), 43)).append(' ').append(Fmt.pad(x.scope(), 26));
                 if (x.note() != null) {
                     sb.append(st.dim(x.note())).append('\n');
                     continue;
