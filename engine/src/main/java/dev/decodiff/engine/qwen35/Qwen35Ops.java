@@ -63,11 +63,15 @@ public final class Qwen35Ops {
     }
 
     /** The zero-centred input_layernorm of a layer's input residual. */
-    public float[] inputNorm(int layer, float[] x, int T, Precision p) {
-        return norm1p(x, T, cfg.hidden(), w.layers().get(layer).inputNorm(), p);
+    public float[] inputNorm(int layer, float[] x, int T, Precision p) { return inputNorm(layer, x, T, p, Set.of()); }
+
+    public float[] inputNorm(int layer, float[] x, int T, Precision p, Set<Qwen35Fault> faults) {
+        return norm1p(x, T, cfg.hidden(), w.layers().get(layer).inputNorm(), p, faults);
     }
 
-    public float[] finalNorm(float[] x, int T, Precision p) { return norm1p(x, T, cfg.hidden(), w.finalNorm(), p); }
+    public float[] finalNorm(float[] x, int T, Precision p) { return finalNorm(x, T, p, Set.of()); }
+
+    public float[] finalNorm(float[] x, int T, Precision p, Set<Qwen35Fault> faults) { return norm1p(x, T, cfg.hidden(), w.finalNorm(), p, faults); }
 
     /** logits [V] of the last row. */
     public float[] logits(float[] finalNorm, int T, Precision p) {
@@ -114,12 +118,14 @@ public final class Qwen35Ops {
         float[] state = Arrays.copyOfRange(window, T * C, (T + K - 1) * C);
         float[] q = new float[T * hv * dk], k = new float[T * hv * dk], v = new float[T * hv * dv];
         var tmp = new float[dk];
-        boolean tiled = faults.contains(Qwen35Fault.LINEAR_HEADS_TILED), noNorm = faults.contains(Qwen35Fault.QK_L2NORM_MISSING);
+        boolean tiled = faults.contains(Qwen35Fault.LINEAR_HEADS_TILED), noNorm = faults.contains(Qwen35Fault.QK_L2NORM_MISSING),
+                meanNorm = faults.contains(Qwen35Fault.QK_L2NORM_MEAN);
         for (int t = 0; t < T; t++) {
             for (int kh = 0; kh < hk; kh++)
                 for (int part = 0; part < 2; part++) {
                     System.arraycopy(conv, t * C + part * keyDim + kh * dk, tmp, 0, dk);
-                    if (!noNorm) l2norm(tmp);
+                    if (meanNorm) rmsUnitNorm(tmp);
+                    else if (!noNorm) l2norm(tmp);
                     float[] dst = part == 0 ? q : k;
                     for (int rep = 0; rep < r; rep++) {
                         int vh = tiled ? kh + rep * hk : kh * r + rep;
@@ -166,7 +172,7 @@ public final class Qwen35Ops {
                           Set<Qwen35Fault> faults) {
         int hv = cfg.linearValueHeads(), dk = cfg.linearKeyDim(), dv = cfg.linearValueDim();
         float[] S = stateRead == null ? new float[hv * dk * dv] : stateRead.clone();
-        boolean decayAfter = faults.contains(Qwen35Fault.DECODE_DECAY_AFTER_UPDATE);
+        boolean decayAfter = faults.contains(Qwen35Fault.DECODE_DECAY_AFTER_UPDATE), betaMissing = faults.contains(Qwen35Fault.BETA_MISSING);
         float[] core = new float[T * hv * dv];
         float[] qh = new float[T * dk], kh = new float[T * dk], vh = new float[T * dv], bh = new float[T], gh = new float[T];
         float[] oh = new float[T * dv], sh = new float[dk * dv];
@@ -175,7 +181,7 @@ public final class Qwen35Ops {
                 System.arraycopy(q, (t * hv + h) * dk, qh, t * dk, dk);
                 System.arraycopy(k, (t * hv + h) * dk, kh, t * dk, dk);
                 System.arraycopy(v, (t * hv + h) * dv, vh, t * dv, dv);
-                bh[t] = beta[t * hv + h];
+                bh[t] = betaMissing ? 1f : beta[t * hv + h];
                 gh[t] = g[t * hv + h];
             }
             System.arraycopy(S, h * dk * dv, sh, 0, dk * dv);
@@ -221,7 +227,7 @@ public final class Qwen35Ops {
         var aw = fullWeights(layer);
         var f = p.activations();
         int nh = cfg.numHeads(), nkv = cfg.numKvHeads(), d = cfg.headDim();
-        boolean whole = faults.contains(Qwen35Fault.PARTIAL_ROPE_WHOLE_HEAD);
+        boolean whole = faults.contains(Qwen35Fault.PARTIAL_ROPE_WHOLE_HEAD), halves = faults.contains(Qwen35Fault.QUERY_GATE_SPLIT_HALVES);
         int R = whole ? d : cfg.rotaryDim(), half = R / 2;
         float[] inv = whole ? dev.decodiff.engine.Rope.inverseFrequencies(dev.decodiff.engine.RopeSpec.defaultRope(cfg.ropeTheta()), d) : model.invFreq();
         float[] qg = linear(aw.q(), normed, T, p);
@@ -238,15 +244,17 @@ public final class Qwen35Ops {
                 sin[j] = f.round((float) Math.sin(ang));
             }
             for (int h = 0; h < nh; h++) {
+                // per head: query then gate; the fault query-gate-split-halves takes the whole row's two halves
                 int src = (t * nh + h) * 2 * d, dst = (t * nh + h) * d;
-                System.arraycopy(qg, src, q, dst, d);
-                for (int j = 0; j < d; j++) gate[dst + j] = f.round(sigmoid(qg[src + d + j]));
-                norm1pInPlace(q, dst, d, aw.qNorm(), p);
+                int qSrc = halves ? t * nh * 2 * d + h * d : src, gSrc = halves ? t * nh * 2 * d + nh * d + h * d : src + d;
+                System.arraycopy(qg, qSrc, q, dst, d);
+                for (int j = 0; j < d; j++) gate[dst + j] = f.round(sigmoid(qg[gSrc + j]));
+                norm1pInPlace(q, dst, d, aw.qNorm(), p, faults);
                 rope(q, dst, R, cos, sin, f);
             }
             for (int h = 0; h < nkv; h++) {
                 int o = (t * nkv + h) * d;
-                norm1pInPlace(kx, o, d, aw.kNorm(), p);
+                norm1pInPlace(kx, o, d, aw.kNorm(), p, faults);
                 rope(kx, o, R, cos, sin, f);
             }
         }
@@ -308,8 +316,10 @@ public final class Qwen35Ops {
     }
 
     /** The post-attention norm of the residual after the mixer. */
-    public float[] postAttentionNorm(int layer, float[] residual, int T, Precision p) {
-        return norm1p(residual, T, cfg.hidden(), w.layers().get(layer).postAttentionNorm(), p);
+    public float[] postAttentionNorm(int layer, float[] residual, int T, Precision p) { return postAttentionNorm(layer, residual, T, p, Set.of()); }
+
+    public float[] postAttentionNorm(int layer, float[] residual, int T, Precision p, Set<Qwen35Fault> faults) {
+        return norm1p(residual, T, cfg.hidden(), w.layers().get(layer).postAttentionNorm(), p, faults);
     }
 
     /** The layer's feed-forward block (dense MLP or MoE) on the post-attention-normed rows. */
@@ -421,15 +431,17 @@ public final class Qwen35Ops {
     }
 
     /** Zero-centred RMSNorm: x·rsqrt(mean(x²)+eps)·(1+w), in fp32, cast once at the end. */
-    private float[] norm1p(float[] x, int T, int n, float[] w, Precision p) {
+    private float[] norm1p(float[] x, int T, int n, float[] w, Precision p, Set<Qwen35Fault> faults) {
         float[] y = x.clone();
-        for (int t = 0; t < T; t++) norm1pInPlace(y, t * n, n, w, p);
+        for (int t = 0; t < T; t++) norm1pInPlace(y, t * n, n, w, p, faults);
         return y;
     }
 
-    private void norm1pInPlace(float[] x, int o, int n, float[] w, Precision p) {
+    private void norm1pInPlace(float[] x, int o, int n, float[] w, Precision p, Set<Qwen35Fault> faults) {
         float inv = rsqrt(meanSquare(x, o, n) + cfg.rmsNormEps());
-        for (int j = 0; j < n; j++) x[o + j] = (x[o + j] * inv) * (1f + w[j]);
+        // the fault norm-one-plus-twice: the +1 a converter already folded into the weight is added again
+        float one = faults.contains(Qwen35Fault.NORM_ONE_PLUS_TWICE) ? 2f : 1f;
+        for (int j = 0; j < n; j++) x[o + j] = (x[o + j] * inv) * (one + w[j]);
         p.activations().round(x, o, n);
     }
 
@@ -453,6 +465,12 @@ public final class Qwen35Ops {
         double s = 0;
         for (float v : x) s += (double) v * v;
         float inv = rsqrt((float) s + 1e-6f);
+        for (int j = 0; j < x.length; j++) x[j] *= inv;
+    }
+
+    /** The fault qk-l2norm-mean: x·rsqrt(mean(x²) + 1e-6), an RMSNorm without weight, where the l2 norm sums. */
+    private static void rmsUnitNorm(float[] x) {
+        float inv = rsqrt(meanSquare(x, 0, x.length) + 1e-6f);
         for (int j = 0; j < x.length; j++) x[j] *= inv;
     }
 

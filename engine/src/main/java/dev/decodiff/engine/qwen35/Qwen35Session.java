@@ -81,15 +81,15 @@ public final class Qwen35Session implements ModelSession {
         float[] x = ops.embed(tokens, EXACT);
         capture(CapturePoints.EMBED, new int[]{T, H}, x);
         for (int i = 0; i < cfg.numLayers(); i++) {
-            float[] a = ops.inputNorm(i, x, T, EXACT);
+            float[] a = ops.inputNorm(i, x, T, EXACT, faults);
             float[] mix = cfg.mixer(i) == Qwen35Config.Mixer.LINEAR ? linear(i, a, T) : full(i, a, T);
             x = Qwen35Ops.add(x, mix, EXACT);
-            float[] f = ops.ffn(i, ops.postAttentionNorm(i, x, T, EXACT), T, EXACT, faults);
+            float[] f = ops.ffn(i, ops.postAttentionNorm(i, x, T, EXACT, faults), T, EXACT, faults);
             capture(CapturePoints.layer(i, cfg.moe() ? CapturePoints.MOE_OUT : CapturePoints.MLP_OUT), new int[]{T, H}, f);
             x = Qwen35Ops.add(x, f, EXACT);
             capture(CapturePoints.layer(i, CapturePoints.OUT), new int[]{T, H}, x);
         }
-        float[] h = ops.finalNorm(x, T, EXACT);
+        float[] h = ops.finalNorm(x, T, EXACT, faults);
         capture(CapturePoints.FINAL_NORM, new int[]{T, H}, h);
         float[] logits = ops.logits(h, T, EXACT);
         capture(CapturePoints.LOGITS, new int[]{cfg.vocabSize()}, logits);
@@ -112,6 +112,7 @@ public final class Qwen35Session implements ModelSession {
         boolean decode = warm && T == 1;
         float[] state = convState[i];
         if (decode && has(Qwen35Fault.CONV_STATE_NOT_CARRIED)) Arrays.fill(state, 0f);
+        if (warm && T > 1 && has(Qwen35Fault.CONV_STATE_DROPPED_ON_CONTINUATION)) Arrays.fill(state, 0f);
         if (warm) capture(CapturePoints.layer(i, CapturePoints.LINEAR_CONV_STATE_READ), new int[]{K - 1, C}, state);
         var conv = ops.conv(i, state, pr.mixed(), T, EXACT, faults);
         System.arraycopy(conv.state(), 0, state, 0, state.length);
