@@ -48,6 +48,12 @@ final class StepCapture implements LlamaContext.Tap {
      */
     void substitute(Map<String, float[]> values) {
         for (String point : values.keySet()) {
+            if (qwen35 != null) {
+                if (!Qwen35GraphNames.replaceable(point))
+                    throw new LlamaCppException("cannot substitute " + point + " in llama.cpp's Qwen3.5 graph: only "
+                            + String.join(", ", new java.util.TreeSet<>(Qwen35GraphNames.REPLACEABLE)) + " are contiguous graph tensors decodiff can replace");
+                continue;
+            }
             var e = entryFor(point);
             if (e == null || e.shape() == GraphNames.Shape.LAST_ROW)
                 throw new LlamaCppException("cannot substitute " + point + " in llama.cpp's graph: only " + substitutable() + " are named graph tensors decodiff can replace");
@@ -74,7 +80,7 @@ final class StepCapture implements LlamaContext.Tap {
     public boolean wants(GgmlTensor t) {
         if (qwen35 != null) {
             String point = qwen35.point(t);
-            if (point != null) return wanted.test(point);
+            if (point != null) return wanted.test(point) || substitutes.containsKey(point);
             var p = GraphNames.parse(t.name());
             return p.layer() >= 0 && (p.base().equals(GraphNames.KQ) || p.base().equals(GraphNames.KQ_SOFT_MAX) || p.base().equals(GraphNames.KQV))
                     && wantsReads(p.layer());
@@ -117,7 +123,13 @@ final class StepCapture implements LlamaContext.Tap {
         if (qwen35 != null) {
             String point = qwen35.point(t);
             if (point != null) {
+                // captured as llama.cpp computed it, then replaced for what follows
                 if (wanted.test(point)) tensors.put(point, qwen35.capture(point, t));
+                float[] replacement = substitutes.get(point);
+                if (replacement != null && qwen35.carries(point, t)) {
+                    t.overwrite(qwen35.toGraph(point, t, replacement));
+                    substituted.add(point);
+                }
                 return;
             }
         }
