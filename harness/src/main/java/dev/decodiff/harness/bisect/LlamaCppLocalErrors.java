@@ -30,6 +30,10 @@ import java.util.Map;
  * culprit is then diagnosed with bisect's own detectors ({@link Bisector#DETECTORS}): its op recomputed from the
  * reference's inputs and the checkpoint's weights under each enumerated variant; the variant that reproduces
  * llama.cpp's local output names the bug, as on decodiff's engine.
+ * <p>On Qwen3.5 the points written are the states as the memory module hands them to each linear-attention layer
+ * (conv and recurrent), so every step's recurrence starts from the reference's history, and the contiguous outputs
+ * ({@link #QWEN35_LAYER_POINTS}); a broken state hand-over then shows at the state read itself, and an op inside the
+ * layer at its own point.
  */
 public final class LlamaCppLocalErrors {
     public static final double FLOOR = 0x1p-10;
