@@ -106,7 +106,7 @@ public final class LlamaCppCandidate implements CandidateSource {
      * transformers' references leave it out: a dump holding it could not serve as a reference (rel L2 against zeros
      * is undefined). A non-zero one — a state left over from elsewhere — is kept.
      */
-    private static boolean freshStateRead(LlamaCppRunner.Captured c) {
+    public static boolean freshStateRead(LlamaCppRunner.Captured c) {
         String kind = dev.decodiff.engine.CapturePoints.kindOf(c.point());
         if (!kind.equals(dev.decodiff.engine.CapturePoints.LINEAR_CONV_STATE_READ) && !kind.equals(dev.decodiff.engine.CapturePoints.LINEAR_STATE_READ))
             return false;
