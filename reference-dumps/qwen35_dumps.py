@@ -40,6 +40,12 @@ Capture points (docs/dump-format.md) and how they are taken:
 
 Usage:
   qwen35_dumps.py all [--checkpoints DIR] [--out DIR] [--only NAME ...]
+  qwen35_dumps.py candidate --checkpoint DIR --reference DUMP --out DIR [--dtype bfloat16|float16|float32]
+                            [--device cpu|cuda] [--bug NAME]
+      a candidate: the checkpoint in that dtype on that device, teacher-forced on the reference dump's tokens and
+      step lengths; the manifest states producer.dtype and producer.device. --bug plants one porting bug (BUGS) in
+      transformers for the run (the recording sees what the buggy engine computes); with --dtype float32 that is a
+      reference made with the bug.
   (make_dumps.py qwen35 ... is the same)
 """
 import argparse
@@ -148,7 +154,12 @@ def fuse_experts(sd, wanted):
             sd[name] = torch.stack([sd.pop(f"{base}.{e}.down_proj.weight") for e in range(n)])
 
 
-def build(checkpoint, attn):
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def build(checkpoint, attn, dtype="float32", device="cpu"):
+    """The text model in fp32 from the files; for a candidate, then cast to dtype (the modules the class keeps in fp32
+    stay fp32, as from_pretrained(dtype=...) keeps them) and moved to device."""
     raw, text, prefix = read_config(checkpoint)
     ConfigCls, ModelCls = classes(text["model_type"])
     cfg = ConfigCls.from_dict({k: v for k, v in text.items() if k not in ("architectures", "transformers_version")})
@@ -170,6 +181,16 @@ def build(checkpoint, attn):
     if missing or extra:
         raise Refusal(f"{checkpoint}: weights do not match the config's model: missing {missing[:6]}, unexpected {extra[:6]}")
     model.load_state_dict(sd, strict=True)
+    kept = []
+    if dtype != "float32":
+        model.to(DTYPES[dtype])
+        keep = list(getattr(model, "_keep_in_fp32_modules", None) or []) + list(getattr(model, "_keep_in_fp32_modules_strict", None) or [])
+        for name, p in model.named_parameters():
+            if any(k in name for k in keep):
+                p.data = p.data.to(torch.float32)
+                kept.append(name)
+    model.to(device)
+    model._decodiff_kept_fp32 = kept
     return raw, text, prefix, model, skipped
 
 
@@ -382,6 +403,200 @@ def install_hooks(model, kind):
     return hooks
 
 
+
+# ----------------------------------------------------------------------------------------------
+# Porting bugs, planted in transformers for one run (the corpus: reference-dumps/corpus/make_qwen_corpus.py)
+# ----------------------------------------------------------------------------------------------
+
+BUGS = {
+    # name: (where it acts, what a porter got wrong)
+    "state-kept-in-bf16": "the recurrent state rounded to bf16 at every write (the cache stores the model's dtype)",
+    "gated-norm-no-gate": "the gated RMSNorm before out_proj without its silu(z) gate",
+    "decay-after-update": "the recurrent (decode) kernel applies the decay after the delta update instead of before",
+    "beta-not-sigmoided": "beta taken as in_proj_b's raw output, without the sigmoid",
+    "conv-state-zeroed": "the conv state zeroed at the prefill -> decode hand-over (the prefill's window lost)",
+    "attn-gate-missing": "the gated attention's output not multiplied by sigmoid(gate)",
+    "shared-expert-gate-missing": "the MoE shared expert added without its sigmoid(shared_expert_gate) weight",
+}
+
+
+def bug_applies(bug, moe):
+    return bug != "shared-expert-gate-missing" or moe
+
+
+def _undo(fn, phase):
+    fn.phase = phase
+    return fn
+
+
+def _set_global(name, fn, phase):
+    """Replaces a module-level function of both Qwen3.5 modeling modules; returns the undo callables."""
+    out = []
+    for mname in MODULES:
+        mod = __import__(mname, fromlist=["_"])
+        orig = getattr(mod, name)
+        setattr(mod, name, fn(orig, mod))
+        out.append(_undo(lambda mod=mod, orig=orig: setattr(mod, name, orig), phase))
+    return out
+
+
+def _recurrent_decay_after(orig, mod):
+    """transformers' torch_recurrent_gated_delta_rule with the decay applied after the delta update."""
+    def torch_recurrent_gated_delta_rule(query, key, value, g, beta, initial_state=None, output_final_state=False,
+                                         use_qk_l2norm_in_kernel=False, **kwargs):
+        initial_dtype = query.dtype
+        batch_size, sequence_length, _, k_head_dim = key.shape
+        num_v_heads, v_head_dim = value.shape[-2:]
+        if key.shape[2] != num_v_heads:
+            query, key = (x.repeat_interleave(num_v_heads // x.shape[2], dim=2) for x in (query, key))
+        query, key, value, beta, decay = [x.transpose(1, 2).to(torch.float32, memory_format=torch.contiguous_format)
+                                          for x in (query, key, value, beta, g)]
+        if use_qk_l2norm_in_kernel:
+            query = mod.l2norm(query, dim=-1, eps=1e-6)
+            key = mod.l2norm(key, dim=-1, eps=1e-6)
+        query = query / (query.shape[-1] ** 0.5)
+        if initial_state is None:
+            state = torch.zeros((batch_size, num_v_heads, k_head_dim, v_head_dim), dtype=value.dtype, device=value.device)
+        else:
+            state = initial_state.to(value)
+        out = torch.zeros_like(value)
+        for i in range(sequence_length):
+            q_t, k_t, v_t = query[:, :, i], key[:, :, i], value[:, :, i]
+            beta_t = beta[:, :, i].unsqueeze(-1)
+            kv_mem = (state * k_t.unsqueeze(-1)).sum(dim=-2)
+            delta = (v_t - kv_mem) * beta_t
+            state = state + k_t.unsqueeze(-1) * delta.unsqueeze(-2)
+            state = state * decay[:, :, i].exp()[..., None, None]  # BUG: the decay after the update
+            out[:, :, i] = (state * q_t.unsqueeze(-1)).sum(dim=-2)
+        state = state if output_final_state else None
+        return out.transpose(1, 2).contiguous().to(initial_dtype), state
+    return torch_recurrent_gated_delta_rule
+
+
+def _state_rounded(orig, mod):
+    def kernel(*args, **kwargs):
+        out, state = orig(*args, **kwargs)
+        if state is not None:
+            state = state.to(torch.bfloat16).to(state.dtype)  # BUG: what the cache keeps is bf16
+        return out, state
+    kernel.__name__ = getattr(orig, "__name__", "kernel")
+    try:
+        kernel.__signature__ = inspect.signature(orig)
+    except (TypeError, ValueError):
+        pass
+    return kernel
+
+
+BETA_SRC = {}
+
+
+def _beta_raw(orig, mod):
+    def kernel(*args, **kwargs):
+        m, hs = BETA_SRC.get("module"), BETA_SRC.get("hidden")
+        if m is not None:
+            raw = m.in_proj_b(hs)  # BUG: b, never sigmoided
+            if "beta" in kwargs:
+                if raw.shape != kwargs["beta"].shape:
+                    raise RuntimeError(f"beta bug: raw b {tuple(raw.shape)} vs beta {tuple(kwargs['beta'].shape)}")
+                kwargs["beta"] = raw.to(kwargs["beta"].dtype)
+            else:
+                args = list(args)
+                if raw.shape != args[4].shape:
+                    raise RuntimeError(f"beta bug: raw b {tuple(raw.shape)} vs beta {tuple(args[4].shape)}")
+                args[4] = raw.to(args[4].dtype)
+        return orig(*args, **kwargs)
+    try:
+        kernel.__signature__ = inspect.signature(orig)
+    except (TypeError, ValueError):
+        pass
+    return kernel
+
+
+def install_bug(model, name, phase):
+    """Plants the bug; phase "inner" (before the recording wrappers: inside the kernels) or "outer" (after them).
+    Returns undo callables. A bug that finds nothing to patch is an error, never a silent clean run."""
+    cfg = model.config
+    inner_model = model.model
+    undo, n = [], 0
+    if name == "state-kept-in-bf16" and phase == "inner":
+        for fn in ("torch_chunk_gated_delta_rule", "torch_recurrent_gated_delta_rule"):
+            undo += _set_global(fn, _state_rounded, phase)
+        n = len(undo)
+    elif name == "decay-after-update" and phase == "inner":
+        undo += _set_global("torch_recurrent_gated_delta_rule", _recurrent_decay_after, phase)
+        n = len(undo)
+    elif name == "beta-not-sigmoided" and phase == "outer":
+        for i, layer in enumerate(inner_model.layers):
+            if cfg.layer_types[i] != "linear_attention":
+                continue
+
+            def pre(m, args, kwargs):
+                BETA_SRC["module"] = m
+                BETA_SRC["hidden"] = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
+            h = layer.linear_attn.register_forward_pre_hook(pre, with_kwargs=True)
+            undo.append(_undo(h.remove, phase))
+            n += 1
+        for fn in ("torch_chunk_gated_delta_rule", "torch_recurrent_gated_delta_rule"):
+            undo += _set_global(fn, _beta_raw, phase)
+    elif name == "gated-norm-no-gate" and phase == "outer":
+        def fwd(self, hidden_states, gate=None, **kwargs):
+            input_dtype = hidden_states.dtype
+            h = hidden_states.to(torch.float32)
+            variance = h.pow(2).mean(-1, keepdim=True)
+            h = h * torch.rsqrt(variance + getattr(self, "variance_epsilon", getattr(self, "eps", 1e-6)))
+            h = self.weight * h.to(input_dtype)
+            return h.to(input_dtype)  # BUG: no * silu(gate)
+        import types as _types
+        for m in model.modules():
+            if type(m).__name__.endswith("RMSNormGated"):
+                m.forward = _types.MethodType(fwd, m)
+                undo.append(_undo(lambda m=m: m.__dict__.pop("forward", None), phase))
+                n += 1
+    elif name == "conv-state-zeroed" and phase == "outer":
+        last = {}
+        for i, layer in enumerate(inner_model.layers):
+            if cfg.layer_types[i] != "linear_attention":
+                continue
+
+            def pre(m, args, kwargs, i=i):
+                hs = kwargs["hidden_states"] if "hidden_states" in kwargs else args[0]
+                t = hs.shape[1]
+                cache = kwargs.get("cache_params")
+                if t == 1 and last.get(i, 1) > 1 and has_state(cache, i):
+                    conv_state(cache, i).zero_()  # BUG: the prefill's conv window not handed to decode
+                last[i] = t
+            # prepended: the recording's pre-hook (conv_state_read) sees what the buggy engine reads
+            h = layer.linear_attn.register_forward_pre_hook(pre, with_kwargs=True, prepend=True)
+            undo.append(_undo(h.remove, phase))
+            n += 1
+    elif name == "attn-gate-missing" and phase == "outer":
+        for i, layer in enumerate(inner_model.layers):
+            if cfg.layer_types[i] == "linear_attention":
+                continue
+            hd = layer.self_attn.head_dim
+
+            def post(m, args, out, hd=hd):
+                o = out.view(*out.shape[:-1], -1, hd * 2).clone()
+                o[..., hd:] = 1e4  # BUG: sigmoid(gate) == 1: the output gate left out (after attn.gate was recorded)
+                return o.view(out.shape)
+            h = layer.self_attn.q_proj.register_forward_hook(post)
+            undo.append(_undo(h.remove, phase))
+            n += 1
+    elif name == "shared-expert-gate-missing" and phase == "outer":
+        for layer in inner_model.layers:
+            g = getattr(layer.mlp, "shared_expert_gate", None)
+            if g is None:
+                continue
+            h = g.register_forward_hook(lambda m, a, out: torch.full_like(out, 1e4))  # BUG: weight 1
+            undo.append(_undo(h.remove, phase))
+            n += 1
+    else:
+        return []
+    if n == 0:
+        raise RuntimeError(f"bug {name}: nothing to patch in this model")
+    return undo
+
+
 # ----------------------------------------------------------------------------------------------
 # Running
 # ----------------------------------------------------------------------------------------------
@@ -402,9 +617,9 @@ def run_steps(model, feeds, greedy_after=None, out_dir=None, on_step=None):
             sf = md.StepFile(os.path.join(out_dir, f"step-{s:04d}.safetensors"), 40 * model.config.num_hidden_layers + 8)
             REC.file, REC.active = sf, True
         try:
-            out = model(input_ids=torch.tensor([feed]), past_key_values=cache, use_cache=True)
+            out = model(input_ids=torch.tensor([feed], device=model.device), past_key_values=cache, use_cache=True)
             cache = out.past_key_values
-            logits = out.logits[0, -1].detach().to(torch.float32).clone()
+            logits = out.logits[0, -1].detach().to("cpu", torch.float32).clone()
             if sf is not None:
                 REC.active = False
                 sf.put("logits", logits)
@@ -473,18 +688,27 @@ def hf_loader_check(checkpoint, model, prefix):
         return f"{type(e).__name__}: {str(e)[:200]}"
 
 
-def make_dump(checkpoint, out_dir, case, feeds=None, greedy=None, prompt_text=None):
+def make_dump(checkpoint, out_dir, case, feeds=None, greedy=None, prompt_text=None, dtype="float32", device="cpu",
+              bug=None, verify_run=None, hf_check=True):
+    """A dump of the checkpoint run by transformers. dtype/device other than float32/cpu: a candidate (a third-party
+    engine in that precision class), its manifest stating the dtype and device truthfully. bug: a porting bug from
+    BUGS planted in transformers for this run (the manifest says nothing of it: a producer never knows its bug).
+    verify_run (default: only for a clean fp32 CPU run): the incremental / full / token-by-token checks."""
     t0 = time.time()
     ck = os.path.basename(os.path.normpath(checkpoint))
-    raw, text, prefix, model, skipped = build(checkpoint, ATTN)
+    if bug is not None and bug not in BUGS:
+        raise Refusal(f"--bug {bug}: not one of {', '.join(BUGS)}")
+    if verify_run is None:
+        verify_run = dtype == "float32" and device == "cpu" and bug is None
+    raw, text, prefix, model, skipped = build(checkpoint, ATTN, dtype, device)
     kind = TEXT_TYPES[text["model_type"]]
     if os.path.exists(out_dir):
         shutil.rmtree(out_dir)
     os.makedirs(out_dir)
     manifest = {
         "format": "decodiff-dump", "version": 1,
-        "producer": {"name": "transformers", "version": transformers.__version__, "dtype": "float32", "attention": "sdpa",
-                     "torch": torch.__version__, "device": "cpu", "experts": "eager" if kind == "moe" else None,
+        "producer": {"name": "transformers", "version": transformers.__version__, "dtype": dtype, "attention": "sdpa",
+                     "torch": torch.__version__, "device": device, "experts": "eager" if kind == "moe" else None,
                      "linear_attention_kernels": "torch_chunk_gated_delta_rule / torch_recurrent_gated_delta_rule",
                      "script": "reference-dumps/qwen35_dumps.py"},
         "model": {"model_type": text["model_type"], "num_hidden_layers": text["num_hidden_layers"],
@@ -497,28 +721,47 @@ def make_dump(checkpoint, out_dir, case, feeds=None, greedy=None, prompt_text=No
         manifest["model"]["layout"] = f"{raw.get('architectures', ['?'])[0]} (text model only; {len(skipped)} other tensors not read)"
     if prompt_text:
         manifest["prompt_text"] = prompt_text
+    if getattr(model, "_decodiff_kept_fp32", None):
+        manifest["producer"]["kept_in_float32"] = model._decodiff_kept_fp32
 
     def on_step(st, fed):
         manifest["steps"].append({k: st[k] for k in ("index", "start", "length", "file", "next_token", "top2_margin")})
         manifest["tokens"] = list(fed)
         md.write_manifest(out_dir, manifest)
 
-    hooks = install_hooks(model, kind)
-    undo = install_wrappers()
-    REC.fired = {}
+    bug_undo = []
     try:
-        tokens, steps, logits = run_steps(model, feeds, greedy, out_dir, on_step)
+        # a bug inside the kernels acts under the recording (the kernel's own arguments are recorded, its results are
+        # the buggy ones); a bug in what reaches the kernels acts over it (the recorded arguments are the buggy ones)
+        if bug:
+            bug_undo += install_bug(model, bug, "inner")
+        hooks = install_hooks(model, kind)
+        undo = install_wrappers()
+        if bug:
+            bug_undo += install_bug(model, bug, "outer")
+        REC.fired = {}
+        try:
+            tokens, steps, logits = run_steps(model, feeds, greedy, out_dir, on_step)
+        finally:
+            for h in hooks:
+                h.remove()
+            outer = [u for u in bug_undo if getattr(u, "phase", None) == "outer"]
+            for u in reversed(outer):
+                u()
+            for mod, fn, orig in undo:
+                setattr(mod, fn, orig)
     finally:
-        for h in hooks:
-            h.remove()
-        for mod, fn, orig in undo:
-            setattr(mod, fn, orig)
+        for u in reversed(bug_undo):
+            if getattr(u, "phase", None) != "outer":
+                u()
     L = text["num_hidden_layers"]
     for kind_name in ("linear.q", "linear.state", "linear.state_read", "linear.conv_state_read", "attn.q", "attn.gate", "out"):
         if REC.fired.get(kind_name, 0) == 0:
             raise RuntimeError(f"{ck}/{case}: capture point kind {kind_name} never recorded ({REC.fired})")
-    manifest["verification"] = verify(model, tokens, steps, logits)
-    manifest["verification"]["from_pretrained_max_abs_logit_diff"] = hf_loader_check(checkpoint, model, prefix)
+    if verify_run:
+        manifest["verification"] = verify(model, tokens, steps, logits)
+        if hf_check:
+            manifest["verification"]["from_pretrained_max_abs_logit_diff"] = hf_loader_check(checkpoint, model, prefix)
     manifest["tokens"] = tokens
     manifest["complete"] = True
     md.write_manifest(out_dir, manifest)
@@ -600,6 +843,26 @@ def add_arguments(sub):
     return q
 
 
+def teacher_feeds(ref_dir):
+    """A reference dump's steps as the token lists to feed (its tokens cut at its step lengths)."""
+    m = json.load(open(os.path.join(ref_dir, "manifest.json"), encoding="utf-8"))
+    toks = m["tokens"]
+    return [toks[st["start"]:st["start"] + st["length"]] for st in m["steps"]]
+
+
+def run_candidate(args):
+    """One dump teacher-forced on a reference dump's tokens and step lengths, in a dtype on a device, with an
+    optional planted bug: a third-party candidate (or, in float32 with a bug, a buggy reference)."""
+    torch.manual_seed(0)
+    install_attention()
+    feeds = teacher_feeds(args.reference)
+    case = args.case or ("candidate" if not args.bug else f"candidate-{args.bug}")
+    m = make_dump(args.checkpoint, args.out, case, feeds=feeds, dtype=args.dtype, device=args.device, bug=args.bug,
+                  hf_check=False)
+    print(f"wrote {args.out}: producer dtype {m['producer']['dtype']} on {m['producer']['device']}"
+          f"{', bug ' + args.bug if args.bug else ''}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -607,12 +870,23 @@ def main():
     a.add_argument("--checkpoints", default=os.path.join(REPO, "checkpoints"))
     a.add_argument("--out", default=HERE)
     a.add_argument("--only", nargs="*")
+    c = sub.add_parser("candidate", help="a dump teacher-forced on a reference's steps, in a dtype, optionally with a bug")
+    c.add_argument("--checkpoint", required=True)
+    c.add_argument("--reference", required=True, help="the reference dump whose tokens and step lengths are fed")
+    c.add_argument("--out", required=True)
+    c.add_argument("--dtype", default="bfloat16", choices=list(DTYPES))
+    c.add_argument("--device", default="cpu", help="cpu or cuda")
+    c.add_argument("--bug", choices=list(BUGS), help="plant this porting bug in transformers for the run")
+    c.add_argument("--case", help="the manifest's case name (default: candidate[-BUG])")
     main_from(ap.parse_args())
 
 
 def main_from(args):
     try:
-        run_all(args)
+        if getattr(args, "cmd", None) == "candidate":
+            run_candidate(args)
+        else:
+            run_all(args)
     except md.Refusal as e:
         print(f"qwen35_dumps.py: {e}", file=sys.stderr)
         sys.exit(2)

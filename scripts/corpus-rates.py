@@ -4,7 +4,9 @@
   scripts/corpus-rates.py CORPUS_DIR [--json FILE] [--only ID,...] [--decodiff PATH] [--timeout S] [--resume]
                                      [--llamacpp f32,bf16,f16] [--limit N]
 
-CORPUS_DIR holds corpus.json (reference-dumps/corpus/make_corpus.py writes it; the committed CI sample has one too).
+CORPUS_DIR holds corpus.json (reference-dumps/corpus/make_corpus.py writes it for Gemma 4, make_qwen_corpus.py for
+Qwen3.5; the committed CI samples have one too). A run with "engine": "decodiff" and no candidate compares the
+reference against decodiff's own engine, live.
 Each run is compared as
 
   decodiff compare REFERENCE CANDIDATE --model CHECKPOINT --json
@@ -76,6 +78,8 @@ def command(decodiff, folder, e):
     if e.get("engine") == "llama.cpp":
         return [decodiff, "compare", ref, "--engine", "llama.cpp", "--gguf-type", e["gguf_type"], "--model", ck,
                 "--json"]
+    if e.get("engine") == "decodiff":  # decodiff's own engine, live, against the reference
+        return [decodiff, "compare", ref, "--model", ck, "--json"]
     return [decodiff, "compare", ref, os.path.join(folder, e["candidate"]), "--model", ck, "--json"]
 
 
