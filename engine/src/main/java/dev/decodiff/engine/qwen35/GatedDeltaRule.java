@@ -1,5 +1,9 @@
 package dev.decodiff.engine.qwen35;
 
+import dev.decodiff.metal.Parallel;
+import jdk.incubator.vector.FloatVector;
+import jdk.incubator.vector.VectorSpecies;
+
 /**
  * The gated delta rule of one value head, in fp32, in the two forms transformers 5.17 runs
  * (torch_chunk_gated_delta_rule and torch_recurrent_gated_delta_rule). The state S is dk × dv (row = key dim),
@@ -44,6 +48,66 @@ final class GatedDeltaRule {
                 for (int b = 0; b < dv; b++) out[vo + b] += S[a * dv + b] * qa;
             }
         }
+    }
+
+    private static final VectorSpecies<Float> F = FloatVector.SPECIES_PREFERRED;
+
+    /**
+     * One decode token of {@link #recurrent} for every value head at once, in place on the whole state S [hv][dk][dv]
+     * (q and k [hv][dk], v and out [hv][dv], beta and g [hv]), the heads shared out over the threads. The same
+     * operations on each element in the same order as the one-head form, so the same bits; but two passes over each
+     * head's state instead of four (the decay fused with Sᵀk, the correction with Sᵀq) and no copy of it in or out:
+     * decode reads the state of every Gated DeltaNet layer once per token, and at dk = dv = 128 that is 1 MB a layer.
+     * Vectors run along dv, where every lane is its own output, with a multiply and an add rounded apart as the scalar
+     * loop's {@code acc += a * b} is (never a fused multiply-add).
+     */
+    static void recurrentStep(float[] q, float[] k, float[] v, float[] beta, float[] g, int hv, int dk, int dv, float[] S, float[] out) {
+        float sqrtDk = (float) Math.sqrt(dk);
+        Parallel.forRange(hv, 1, (h0, h1) -> {
+            var kv = new float[dv];
+            var o = new float[dv];
+            for (int h = h0; h < h1; h++) head(q, k, v, beta[h], g[h], h, dk, dv, sqrtDk, S, out, kv, o);
+        });
+    }
+
+    private static void head(float[] q, float[] k, float[] v, float beta, float g, int h, int dk, int dv, float sqrtDk, float[] S, float[] out,
+                             float[] kv, float[] o) {
+        int L = F.length(), bound = dv - dv % L, base = h * dk * dv, qo = h * dk, vo = h * dv;
+        float decay = (float) Math.exp(g);
+        java.util.Arrays.fill(kv, 0f);
+        java.util.Arrays.fill(o, 0f);
+        // S ← S·exp(g), and kv = Sᵀk over the decayed rows, row by row in key order
+        for (int a = 0; a < dk; a++) {
+            float ka = k[qo + a];
+            int row = base + a * dv, b = 0;
+            for (; b < bound; b += L) {
+                var s = FloatVector.fromArray(F, S, row + b).mul(decay);
+                s.intoArray(S, row + b);
+                FloatVector.fromArray(F, kv, b).add(s.mul(ka)).intoArray(kv, b);
+            }
+            for (; b < dv; b++) {
+                float s = S[row + b] * decay;
+                S[row + b] = s;
+                kv[b] += s * ka;
+            }
+        }
+        for (int b = 0; b < dv; b++) kv[b] = (v[vo + b] - kv[b]) * beta;
+        // S ← S + k⊗δ, and o = Sᵀ(q/√dk) over the corrected rows
+        for (int a = 0; a < dk; a++) {
+            float ka = k[qo + a], qa = q[qo + a] / sqrtDk;
+            int row = base + a * dv, b = 0;
+            for (; b < bound; b += L) {
+                var s = FloatVector.fromArray(F, S, row + b).add(FloatVector.fromArray(F, kv, b).mul(ka));
+                s.intoArray(S, row + b);
+                FloatVector.fromArray(F, o, b).add(s.mul(qa)).intoArray(o, b);
+            }
+            for (; b < dv; b++) {
+                float s = S[row + b] + ka * kv[b];
+                S[row + b] = s;
+                o[b] += s * qa;
+            }
+        }
+        System.arraycopy(o, 0, out, vo, dv);
     }
 
     /**

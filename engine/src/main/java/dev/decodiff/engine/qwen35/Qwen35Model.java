@@ -26,8 +26,8 @@ public final class Qwen35Model implements AutoCloseable {
         var config = Qwen35Config.read(dir.resolve("config.json"));
         var files = CheckpointFiles.open(dir);
         try {
-            if (files.declaredQuantization() != null)
-                throw new CheckpointException(dir + ": config.json declares quantization; the Qwen3.5 engine runs float (bf16/fp16/fp32) checkpoints only");
+            // MLX affine conversions load as Gemma 4's do: 4- and 8-bit matrices stay packed (CheckpointFiles#matrix) and run
+            // on the exact integer kernels; the other tensors (norms, conv, A_log, dt_bias) are stored as floats
             return new Qwen35Model(dir, config, files, Qwen35Weights.load(files, config));
         } catch (RuntimeException e) {
             files.close();
@@ -49,6 +49,27 @@ public final class Qwen35Model implements AutoCloseable {
     public String configSha256() { return CheckpointFiles.sha256(dir.resolve("config.json")); }
 
     public String weightsSha256() { return files.weightsSha256(); }
+
+    /**
+     * Bytes of weights a single-token decode step reads: every matrix once (a MoE layer: the router, the shared expert
+     * and top-k experts), the head once; the embedding only one row, so not counted where the head is untied.
+     */
+    public long weightBytesPerToken() {
+        long b = weights.lmHead().bytes();
+        for (var l : weights.layers()) {
+            b += switch (l.mixer()) {
+                case Qwen35Weights.Linear lin -> lin.inProjQkv().bytes() + lin.inProjZ().bytes() + lin.inProjB().bytes() + lin.inProjA().bytes()
+                        + lin.outProj().bytes();
+                case Qwen35Weights.Full f -> f.q().bytes() + f.k().bytes() + f.v().bytes() + f.o().bytes();
+            };
+            b += switch (l.ffn()) {
+                case Qwen35Weights.Dense d -> d.gate().bytes() + d.up().bytes() + d.down().bytes();
+                case Qwen35Weights.Moe m -> m.router().bytes() + m.shared().gate().bytes() + m.shared().up().bytes() + m.shared().down().bytes()
+                        + (long) config.topK() * (m.gate()[0].bytes() + m.up()[0].bytes() + m.down()[0].bytes());
+            };
+        }
+        return b;
+    }
 
     public Qwen35Session newSession(Probe probe) { return new Qwen35Session(this, probe, java.util.Set.of()); }
 

@@ -38,6 +38,8 @@ public final class Qwen35Session implements ModelSession {
     /** Fault partial-rope-whole-head: inv_freq over the whole head; the model's otherwise. */
     private final float[] invFreq;
     private final int rotaryDim;
+    /** Nanoseconds spent inside the Gated DeltaNet layers between their projections (see {@link #linearMixerNanos}). */
+    private long linearMixerNanos;
 
     Qwen35Session(Qwen35Model model, Probe probe, Set<Qwen35Fault> faults) {
         this.model = model;
@@ -74,6 +76,13 @@ public final class Qwen35Session implements ModelSession {
     private boolean has(Qwen35Fault f) { return faults.contains(f); }
 
     @Override public int position() { return position; }
+
+    /**
+     * Wall time this session spent in its Gated DeltaNet layers' own work, between their input projections and
+     * out_proj: the causal conv, the q/k norms and gates, the delta rule's state update and read, and the gated norm;
+     * summed over its steps. What a bench reads to tell the recurrent step's cost from the weights' streaming.
+     */
+    public long linearMixerNanos() { return linearMixerNanos; }
 
     @Override public void setProbe(Probe probe) { this.probe = probe; }
 
@@ -126,10 +135,9 @@ public final class Qwen35Session implements ModelSession {
     private float[] linear(int i, Qwen35Weights.Linear lw, float[] x, int T) {
         int C = cfg.convDim(), K = cfg.convKernel(), hk = cfg.linearKeyHeads(), hv = cfg.linearValueHeads();
         int dk = cfg.linearKeyDim(), dv = cfg.linearValueDim(), keyDim = cfg.keyDim(), r = hv / hk;
-        float[] mixed = matmul(lw.inProjQkv(), x, T);
-        float[] z = matmul(lw.inProjZ(), x, T);
-        float[] bRaw = matmul(lw.inProjB(), x, T);
-        float[] aRaw = matmul(lw.inProjA(), x, T);
+        float[][] proj = projections(x, T, lw.inProjQkv(), lw.inProjZ(), lw.inProjB(), lw.inProjA());
+        float[] mixed = proj[0], z = proj[1], bRaw = proj[2], aRaw = proj[3];
+        long t0 = System.nanoTime();
 
         // causal depthwise conv over [state (K−1 rows) | this step's inputs], SiLU; tap K−1 is the current token
         float[] state = convState[i];
@@ -195,26 +203,30 @@ public final class Qwen35Session implements ModelSession {
         }
         if (warm) capture(CapturePoints.layer(i, CapturePoints.LINEAR_STATE_READ), new int[]{hv, dk, dv}, S);
 
-        // per value head: gather its rows, run the kernel transformers would run for this call, scatter back
+        // the kernel transformers would run for this call: the recurrent one on a decode token (every head in place,
+        // in parallel), else the chunked one per value head (its rows gathered, the heads shared out over the threads)
         boolean recurrent = decode;
         boolean decayAfter = has(Qwen35Fault.DECODE_DECAY_AFTER_UPDATE);
         float[] core = new float[T * hv * dv];
-        float[] qh = new float[T * dk], kh = new float[T * dk], vh = new float[T * dv], bh = new float[T], gh = new float[T];
-        float[] oh = new float[T * dv], sh = new float[dk * dv];
-        for (int h = 0; h < hv; h++) {
-            for (int t = 0; t < T; t++) {
-                System.arraycopy(q, (t * hv + h) * dk, qh, t * dk, dk);
-                System.arraycopy(k, (t * hv + h) * dk, kh, t * dk, dk);
-                System.arraycopy(v, (t * hv + h) * dv, vh, t * dv, dv);
-                bh[t] = beta[t * hv + h];
-                gh[t] = g[t * hv + h];
+        if (recurrent && !decayAfter) GatedDeltaRule.recurrentStep(q, k, v, beta, g, hv, dk, dv, S, core);
+        else dev.decodiff.metal.Parallel.forRange(hv, 1, (h0, h1) -> {
+            float[] qh = new float[T * dk], kh = new float[T * dk], vh = new float[T * dv], bh = new float[T], gh = new float[T];
+            float[] oh = new float[T * dv], sh = new float[dk * dv];
+            for (int h = h0; h < h1; h++) {
+                for (int t = 0; t < T; t++) {
+                    System.arraycopy(q, (t * hv + h) * dk, qh, t * dk, dk);
+                    System.arraycopy(k, (t * hv + h) * dk, kh, t * dk, dk);
+                    System.arraycopy(v, (t * hv + h) * dv, vh, t * dv, dv);
+                    bh[t] = beta[t * hv + h];
+                    gh[t] = g[t * hv + h];
+                }
+                System.arraycopy(S, h * dk * dv, sh, 0, dk * dv);
+                if (recurrent) GatedDeltaRule.recurrent(qh, kh, vh, bh, gh, T, dk, dv, sh, oh, decayAfter);
+                else GatedDeltaRule.chunked(qh, kh, vh, bh, gh, T, dk, dv, sh, oh);
+                System.arraycopy(sh, 0, S, h * dk * dv, dk * dv);
+                for (int t = 0; t < T; t++) System.arraycopy(oh, t * dv, core, (t * hv + h) * dv, dv);
             }
-            System.arraycopy(S, h * dk * dv, sh, 0, dk * dv);
-            if (recurrent) GatedDeltaRule.recurrent(qh, kh, vh, bh, gh, T, dk, dv, sh, oh, decayAfter);
-            else GatedDeltaRule.chunked(qh, kh, vh, bh, gh, T, dk, dv, sh, oh);
-            System.arraycopy(sh, 0, S, h * dk * dv, dk * dv);
-            for (int t = 0; t < T; t++) System.arraycopy(oh, t * dv, core, (t * hv + h) * dv, dv);
-        }
+        });
         capture(CapturePoints.layer(i, CapturePoints.LINEAR_CORE_OUT), new int[]{T, hv, dv}, core);
         capture(CapturePoints.layer(i, CapturePoints.LINEAR_STATE), new int[]{hv, dk, dv}, S);
 
@@ -228,6 +240,7 @@ public final class Qwen35Session implements ModelSession {
             for (int j = 0; j < dv; j++)
                 y[o + j] = (onePlus ? 1f + normW[j] : normW[j]) * (core[o + j] * inv) * (gate ? silu(z[o + j]) : 1f);
         }
+        linearMixerNanos += System.nanoTime() - t0;
         float[] out = matmul(lw.outProj(), y, T);
         capture(CapturePoints.layer(i, CapturePoints.LINEAR_OUT), new int[]{T, cfg.hidden()}, out);
         return out;
@@ -239,9 +252,8 @@ public final class Qwen35Session implements ModelSession {
 
     private float[] full(int i, Qwen35Weights.Full aw, float[] x, int T) {
         int nh = cfg.numHeads(), nkv = cfg.numKvHeads(), d = cfg.headDim(), R = rotaryDim, half = R / 2;
-        float[] qg = matmul(aw.q(), x, T);
-        float[] kx = matmul(aw.k(), x, T);
-        float[] vx = matmul(aw.v(), x, T);
+        float[][] proj = projections(x, T, aw.q(), aw.k(), aw.v());
+        float[] qg = proj[0], kx = proj[1], vx = proj[2];
         float[] q = new float[T * nh * d], gate = new float[T * nh * d];
         float[] inv = invFreq;
         float[] cos = new float[half], sin = new float[half];
@@ -271,42 +283,26 @@ public final class Qwen35Session implements ModelSession {
         capture(CapturePoints.layer(i, CapturePoints.K), new int[]{T, nkv, d}, kx);
         capture(CapturePoints.layer(i, CapturePoints.V), new int[]{T, nkv, d}, vx);
         int stride = nkv * d, total = position + T;
-        keys[i] = Arrays.copyOf(keys[i], total * stride);
-        values[i] = Arrays.copyOf(values[i], total * stride);
+        // grown by doubling, not to the exact length: a copy of the whole cache at every decode step is a read and a
+        // write of all of it per token (8 MB a layer at 2,048 positions of this shape)
+        if (keys[i].length < total * stride) {
+            int cap = Math.max(total * stride, Math.min(2 * keys[i].length, Integer.MAX_VALUE - 16));
+            keys[i] = Arrays.copyOf(keys[i], cap);
+            values[i] = Arrays.copyOf(values[i], cap);
+        }
         System.arraycopy(kx, 0, keys[i], position * stride, T * stride);
         System.arraycopy(vx, 0, values[i], position * stride, T * stride);
         float[] K = keys[i], V = values[i];
         capture(CapturePoints.layer(i, CapturePoints.K_READ), new int[]{total, nkv, d}, K);
         capture(CapturePoints.layer(i, CapturePoints.V_READ), new int[]{total, nkv, d}, V);
 
-        float scale = (float) Math.pow(d, -0.5);
-        int group = nh / nkv;
         float[] att = new float[T * nh * d];
-        float[] scores = new float[total];
-        for (int t = 0; t < T; t++) {
-            int n = position + t + 1;
-            for (int h = 0; h < nh; h++) {
-                int qo = (t * nh + h) * d, kvh = h / group;
-                float max = Float.NEGATIVE_INFINITY;
-                for (int j = 0; j < n; j++) {
-                    float s = 0f;
-                    int ko = j * stride + kvh * d;
-                    for (int e = 0; e < d; e++) s += q[qo + e] * K[ko + e];
-                    scores[j] = s * scale;
-                    max = Math.max(max, scores[j]);
-                }
-                float sum = 0f;
-                for (int j = 0; j < n; j++) {
-                    scores[j] = (float) Math.exp(scores[j] - max);
-                    sum += scores[j];
-                }
-                for (int j = 0; j < n; j++) {
-                    float pj = scores[j] / sum;
-                    int vo = j * stride + kvh * d;
-                    for (int e = 0; e < d; e++) att[qo + e] += pj * V[vo + e];
-                }
-            }
-        }
+        // every (token, KV head) on its own: the heads of a group share each key and value read
+        int from = position;
+        dev.decodiff.metal.Parallel.forRange(T * nkv, 1, (p0, p1) -> {
+            float[][] scores = new float[nh / nkv][total];
+            for (int p = p0; p < p1; p++) Qwen35Attention.group(q, K, V, p / nkv, p % nkv, from + p / nkv + 1, nh, nkv, d, stride, scores, att);
+        });
         if (!has(Qwen35Fault.ATTN_OUTPUT_GATE_MISSING)) for (int j = 0; j < att.length; j++) att[j] *= gate[j];
         capture(CapturePoints.layer(i, CapturePoints.ATTN_OUT), new int[]{T, nh * d}, att);
         return matmul(aw.o(), att, T);
@@ -327,9 +323,32 @@ public final class Qwen35Session implements ModelSession {
     // ---------------------------------------------------------------------------------------------------------
 
     private float[] mlp(Qwen35Weights.Dense d, float[] x, int T) {
-        float[] g = matmul(d.gate(), x, T), u = matmul(d.up(), x, T);
-        for (int j = 0; j < g.length; j++) g[j] = silu(g[j]) * u[j];
+        float[] g = new float[T * d.gate().rows()], u = new float[T * d.up().rows()];
+        if (T == 1 && WeightMatrix.canShareMatvec(d.gate(), d.up()) && d.gate().rows() == d.up().rows()) {
+            // gate and up read the same activations: one parallel call, the gated activation on each piece as it is done
+            WeightMatrix.matvecPaired(d.gate(), d.up(), x, g, u, (from, to) -> {
+                for (int j = from; j < to; j++) g[j] = silu(g[j]) * u[j];
+            });
+        } else {
+            d.gate().matmul(x, T, g);
+            d.up().matmul(x, T, u);
+            for (int j = 0; j < g.length; j++) g[j] = silu(g[j]) * u[j];
+        }
         return matmul(d.down(), g, T);
+    }
+
+    /**
+     * x times each matrix (all with x's columns). A decode token's matvecs share one parallel call where the kernels
+     * allow it ({@link WeightMatrix#matvecAll}: the bits of separate calls, one fork and join instead of one each).
+     */
+    private static float[][] projections(float[] x, int T, WeightMatrix... ms) {
+        var ys = new float[ms.length][];
+        for (int j = 0; j < ms.length; j++) ys[j] = new float[T * ms[j].rows()];
+        boolean shared = T == 1;
+        for (var m : ms) shared &= WeightMatrix.canShareMatvec(ms[0], m);
+        if (shared) WeightMatrix.matvecAll(ms, x, ys);
+        else for (int j = 0; j < ms.length; j++) ms[j].matmul(x, T, ys[j]);
+        return ys;
     }
 
     /**

@@ -33,6 +33,26 @@ public record Qwen35Weights(WeightMatrix embed, WeightMatrix lmHead, float[] fin
     public record Moe(WeightMatrix router, WeightMatrix[] gate, WeightMatrix[] up, WeightMatrix[] down,
                       Dense shared, float[] sharedGate) implements Ffn {}
 
+    /** Every matrix a forward pass streams (the head, each layer's projections, MLP or experts), each once. */
+    public java.util.List<WeightMatrix> streamedMatrices() {
+        var out = new java.util.ArrayList<WeightMatrix>();
+        out.add(lmHead);
+        for (var l : layers) {
+            switch (l.mixer()) {
+                case Linear lin -> out.addAll(List.of(lin.inProjQkv(), lin.inProjZ(), lin.inProjB(), lin.inProjA(), lin.outProj()));
+                case Full f -> out.addAll(List.of(f.q(), f.k(), f.v(), f.o()));
+            }
+            switch (l.ffn()) {
+                case Dense d -> out.addAll(List.of(d.gate(), d.up(), d.down()));
+                case Moe m -> {
+                    out.addAll(List.of(m.router(), m.shared().gate(), m.shared().up(), m.shared().down()));
+                    for (int e = 0; e < m.gate().length; e++) out.addAll(List.of(m.gate()[e], m.up()[e], m.down()[e]));
+                }
+            }
+        }
+        return out;
+    }
+
     public static Qwen35Weights load(CheckpointFiles f, Qwen35Config c) {
         int H = c.hidden(), V = c.vocabSize();
         var embed = f.matrix("embed_tokens.weight", V, H);
