@@ -12,23 +12,34 @@ public final class Qwen35Model implements AutoCloseable {
     private final Qwen35Config config;
     private final CheckpointFiles files;
     private final Qwen35Weights weights;
+    private final dev.decodiff.engine.WeightResidency residency;
     private final float[] invFreq;
 
-    private Qwen35Model(Path dir, Qwen35Config config, CheckpointFiles files, Qwen35Weights weights) {
+    private Qwen35Model(Path dir, Qwen35Config config, CheckpointFiles files, dev.decodiff.engine.WeightResidency.Placed<Qwen35Weights> placed) {
         this.dir = dir;
         this.config = config;
         this.files = files;
-        this.weights = weights;
+        this.weights = placed.weights();
+        this.residency = placed.residency();
         this.invFreq = dev.decodiff.engine.Rope.inverseFrequencies(dev.decodiff.engine.RopeSpec.defaultRope(config.ropeTheta()), config.rotaryDim());
     }
 
-    public static Qwen35Model load(Path dir) {
+    public static Qwen35Model load(Path dir) { return load(dir, -1); }
+
+    /**
+     * Loads for a run that will decode {@code decodeTokens} tokens after its prompt (-1: unknown). The streamed
+     * matrices are placed as Gemma 4's are ({@link dev.decodiff.engine.WeightResidency}): under the default policy
+     * copied onto huge pages when the run decodes enough for the copy to pay, else read from the file mapping.
+     */
+    public static Qwen35Model load(Path dir, long decodeTokens) {
         var config = Qwen35Config.read(dir.resolve("config.json"));
         var files = CheckpointFiles.open(dir);
         try {
             // MLX affine conversions load as Gemma 4's do: 4- and 8-bit matrices stay packed (CheckpointFiles#matrix) and run
             // on the exact integer kernels; the other tensors (norms, conv, A_log, dt_bias) are stored as floats
-            return new Qwen35Model(dir, config, files, Qwen35Weights.load(files, config));
+            var mapped = Qwen35Weights.load(files, config);
+            return new Qwen35Model(dir, config, files, dev.decodiff.engine.WeightResidency.place(mapped, mapped::withStreamedMatrices,
+                    dev.decodiff.engine.WeightResidency.configured(), decodeTokens));
         } catch (RuntimeException e) {
             files.close();
             throw e;
@@ -38,6 +49,9 @@ public final class Qwen35Model implements AutoCloseable {
     public Path directory() { return dir; }
 
     public Qwen35Config config() { return config; }
+
+    /** Where the streamed weights are read from (the file mapping or a huge-page copy), in one line. */
+    public String weightPlacement() { return residency.description(); }
 
     public Qwen35Weights weights() { return weights; }
 
@@ -77,5 +91,11 @@ public final class Qwen35Model implements AutoCloseable {
     public Qwen35Session newSession(Probe probe, java.util.Set<Qwen35Fault> faults) { return new Qwen35Session(this, probe, faults); }
 
     @Override
-    public void close() { files.close(); }
+    public void close() {
+        try {
+            residency.close();
+        } finally {
+            files.close();
+        }
+    }
 }

@@ -39,7 +39,7 @@ final class QwenBench {
     static final int WARM_UP_STEPS = 16;
 
     /** One model's figures; per-context maps are keyed by context length. */
-    record Model(String name, String directory, long bytesPerToken, long rssAddedBytes, Figure prefillTokensPerS,
+    record Model(String name, String directory, String placement, long bytesPerToken, long rssAddedBytes, Figure prefillTokensPerS,
                  Map<Integer, Figure> decodeTokensPerS, Map<Integer, Figure> overRoundPass, Map<Integer, Figure> recurrentMsPerToken,
                  Map<Integer, Figure> recurrentShare) {}
 
@@ -163,7 +163,7 @@ final class QwenBench {
                     recMs.put(CONTEXTS[c], Figure.of(ms));
                     recShare.put(CONTEXTS[c], Figure.of(share));
                 }
-                out.add(new Model(names.get(i), dirs.get(i).getFileName().toString(), bytes, rss[i], Figure.rates(PREFILL, prefillSec[i]), tps, paired,
+                out.add(new Model(names.get(i), dirs.get(i).getFileName().toString(), models.get(i).weightPlacement(), bytes, rss[i], Figure.rates(PREFILL, prefillSec[i]), tps, paired,
                         recMs, recShare));
             }
             return new Result(spec, Machine.current(), weightsGbs, anonGbs, huge, Figure.of(passes), out, Machine.peakRss(), steps);

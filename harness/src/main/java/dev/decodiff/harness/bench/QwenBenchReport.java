@@ -22,6 +22,7 @@ final class QwenBenchReport {
         for (var m : r.models()) {
             out.println(Fmt.format("%-6s   %.3f GB/token, load added %.2f GB RSS; prefill %d: %.1f tok/s", m.name(), m.bytesPerToken() / 1e9,
                     m.rssAddedBytes() / 1e9, QwenBench.PREFILL, m.prefillTokensPerS().median()));
+            out.println("         weights " + m.placement());
             for (int c : QwenBench.CONTEXTS) {
                 double tps = m.decodeTokensPerS().get(c).median(), gbs = m.bytesPerToken() / 1e9 * tps;
                 out.println(Fmt.format("  decode @%-4d %6.2f tok/s  %5.1f GB/s = %.2f of the best read pass, %.2f of its round's  recurrent step %.2f ms/token (%.0f%% of it)",
@@ -61,7 +62,7 @@ final class QwenBenchReport {
         put(figures, "read_bandwidth_during_decode_gbs", r.roundReadGbs());
         for (var m : r.models()) {
             var j = ms.addObject();
-            j.put("name", m.name()).put("checkpoint", m.directory()).put("bytes_per_token", m.bytesPerToken())
+            j.put("name", m.name()).put("checkpoint", m.directory()).put("weights_placement", m.placement()).put("bytes_per_token", m.bytesPerToken())
                     .put("rss_added_by_load_bytes", m.rssAddedBytes()).put("prefill_tokens_per_s", m.prefillTokensPerS().median());
             put(figures, m.name() + "_prefill_tokens_per_s", m.prefillTokensPerS());
             var tps = j.putObject("decode_tokens_per_s");
