@@ -131,6 +131,8 @@ final class GatedDeltaRule {
         var kd = new float[C * dk];
         var vNew = new float[C * dv];
         var qs = new float[C * dk];
+        var rowAcc = new float[dv];
+        var rowAcc2 = new float[dv];
         for (int c0 = 0; c0 < T; c0 += C) {
             int n = Math.min(C, T - c0);
             float acc = 0f;
@@ -180,33 +182,46 @@ final class GatedDeltaRule {
                     kd[i * dk + a] = k[t * dk + a] * el;
                 }
             }
+            // Each sum below runs over its index in order for every output element, as the plain triple loop does (the
+            // same bits); the output elements are the innermost loop, so the JIT's vectors run along a row.
             // V' = U − W·S
             for (int i = 0; i < n; i++) {
-                for (int b = 0; b < dv; b++) {
-                    float s = 0f;
-                    for (int a = 0; a < dk; a++) s += W[i * dk + a] * S[a * dv + b];
-                    vNew[i * dv + b] = U[i * dv + b] - s;
+                java.util.Arrays.fill(rowAcc, 0f);
+                for (int a = 0; a < dk; a++) {
+                    float w = W[i * dk + a];
+                    int sa = a * dv;
+                    for (int b = 0; b < dv; b++) rowAcc[b] += w * S[sa + b];
                 }
+                for (int b = 0; b < dv; b++) vNew[i * dv + b] = U[i * dv + b] - rowAcc[b];
             }
             // O = (Q⊙exp G)·S + intra·V'
             for (int i = 0; i < n; i++) {
                 int t = c0 + i;
-                for (int b = 0; b < dv; b++) {
-                    float inter = 0f;
-                    for (int a = 0; a < dk; a++) inter += qd[i * dk + a] * S[a * dv + b];
-                    float local = 0f;
-                    for (int j = 0; j <= i; j++) local += intra[i * C + j] * vNew[j * dv + b];
-                    out[t * dv + b] = inter + local;
+                java.util.Arrays.fill(rowAcc, 0f);
+                java.util.Arrays.fill(rowAcc2, 0f);
+                for (int a = 0; a < dk; a++) {
+                    float w = qd[i * dk + a];
+                    int sa = a * dv;
+                    for (int b = 0; b < dv; b++) rowAcc[b] += w * S[sa + b];
                 }
+                for (int j = 0; j <= i; j++) {
+                    float w = intra[i * C + j];
+                    int vj = j * dv;
+                    for (int b = 0; b < dv; b++) rowAcc2[b] += w * vNew[vj + b];
+                }
+                for (int b = 0; b < dv; b++) out[t * dv + b] = rowAcc[b] + rowAcc2[b];
             }
             // S ← exp(G_last)·S + (K⊙exp(G_last − G))ᵀ·V'
             float ed = (float) Math.exp(gl);
             for (int a = 0; a < dk; a++) {
-                for (int b = 0; b < dv; b++) {
-                    float s = 0f;
-                    for (int i = 0; i < n; i++) s += kd[i * dk + a] * vNew[i * dv + b];
-                    S[a * dv + b] = S[a * dv + b] * ed + s;
+                java.util.Arrays.fill(rowAcc, 0f);
+                for (int i = 0; i < n; i++) {
+                    float w = kd[i * dk + a];
+                    int vi = i * dv;
+                    for (int b = 0; b < dv; b++) rowAcc[b] += w * vNew[vi + b];
                 }
+                int sa = a * dv;
+                for (int b = 0; b < dv; b++) S[sa + b] = S[sa + b] * ed + rowAcc[b];
             }
         }
     }
