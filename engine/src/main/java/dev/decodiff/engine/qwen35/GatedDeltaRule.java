@@ -56,7 +56,8 @@ final class GatedDeltaRule {
      * One decode token of {@link #recurrent} for every value head at once, in place on the whole state S [hv][dk][dv]
      * (q and k [hv][dk], v and out [hv][dv], beta and g [hv]), the heads shared out over the threads. The same
      * operations on each element in the same order as the one-head form, so the same bits; but two passes over each
-     * head's state instead of four (the decay fused with Sᵀk, the correction with Sᵀq) and no copy of it in or out:
+     * head's state instead of four, only the second writing (Sᵀk over the decayed state; the decay and the correction
+     * with Sᵀq), and no copy of it in or out:
      * decode reads the state of every Gated DeltaNet layer once per token, and at dk = dv = 128 that is 1 MB a layer.
      * Vectors run along dv, where every lane is its own output, with a multiply and an add rounded apart as the scalar
      * loop's {@code acc += a * b} is (never a fused multiply-add).
@@ -76,33 +77,30 @@ final class GatedDeltaRule {
         float decay = (float) Math.exp(g);
         java.util.Arrays.fill(kv, 0f);
         java.util.Arrays.fill(o, 0f);
-        // S ← S·exp(g), and kv = Sᵀk over the decayed rows, row by row in key order
+        // kv = Sᵀk over the decayed rows S·exp(g), row by row in key order; read only: the second pass decays each
+        // element again (the same product, the same bits) where it writes it, so the state is read twice and written
+        // once per token instead of read and written twice
         for (int a = 0; a < dk; a++) {
             float ka = k[qo + a];
             int row = base + a * dv, b = 0;
             for (; b < bound; b += L) {
                 var s = FloatVector.fromArray(F, S, row + b).mul(decay);
-                s.intoArray(S, row + b);
                 FloatVector.fromArray(F, kv, b).add(s.mul(ka)).intoArray(kv, b);
             }
-            for (; b < dv; b++) {
-                float s = S[row + b] * decay;
-                S[row + b] = s;
-                kv[b] += s * ka;
-            }
+            for (; b < dv; b++) kv[b] += (S[row + b] * decay) * ka;
         }
         for (int b = 0; b < dv; b++) kv[b] = (v[vo + b] - kv[b]) * beta;
-        // S ← S + k⊗δ, and o = Sᵀ(q/√dk) over the corrected rows
+        // S ← S·exp(g) + k⊗δ, and o = Sᵀ(q/√dk) over the corrected rows
         for (int a = 0; a < dk; a++) {
             float ka = k[qo + a], qa = q[qo + a] / sqrtDk;
             int row = base + a * dv, b = 0;
             for (; b < bound; b += L) {
-                var s = FloatVector.fromArray(F, S, row + b).add(FloatVector.fromArray(F, kv, b).mul(ka));
+                var s = FloatVector.fromArray(F, S, row + b).mul(decay).add(FloatVector.fromArray(F, kv, b).mul(ka));
                 s.intoArray(S, row + b);
                 FloatVector.fromArray(F, o, b).add(s.mul(qa)).intoArray(o, b);
             }
             for (; b < dv; b++) {
-                float s = S[row + b] + ka * kv[b];
+                float s = S[row + b] * decay + ka * kv[b];
                 S[row + b] = s;
                 o[b] += s * qa;
             }

@@ -30,6 +30,8 @@ final class QwenBenchReport {
                         100 * m.recurrentShare().get(c).median()));
             }
         }
+        out.println(Fmt.format("state    the Gated DeltaNet layers' recurrent state: %.1f MB, read twice and written once per decode token (not in the weight traffic above)",
+                r.spec().recurrentStateBytes() / 1e6));
         out.println(Fmt.format("peak RSS %.2f GB (the whole bench process: both models, six sessions)", r.peakRssBytes() / 1e9));
         for (var m : r.models()) {
             double gbs = m.bytesPerToken() / 1e9 * m.decodeTokensPerS().get(QwenBench.CONTEXTS[0]).median();
@@ -54,6 +56,7 @@ final class QwenBenchReport {
         o.put("read_bandwidth_anonymous_huge_pages", r.anonymousHugePages());
         o.put("read_bandwidth_during_decode_gbs", r.roundReadGbs().median());
         o.put("peak_rss_bytes", r.peakRssBytes());
+        o.put("recurrent_state_bytes", r.spec().recurrentStateBytes());
         var ms = o.putArray("models");
         var targets = o.putObject("targets");
         var figures = o.putObject("figures");

@@ -81,6 +81,13 @@ public record QwenBenchSpec(String preset, int hidden, int layers, int interval,
 
     int convDim() { return 2 * keyDim() + valueDim(); }
 
+    /** Bytes of every Gated DeltaNet layer's recurrent state (fp32, Hv × dk × dv a layer), which decode reads twice and writes once per token. */
+    public long recurrentStateBytes() {
+        long n = 0;
+        for (int i = 0; i < layers; i++) if (!isFull(i)) n += 4L * linearValueHeads * linearKeyDim * linearValueDim;
+        return n;
+    }
+
     /** A file-name-safe key naming the geometry and seed (the cache folder). */
     public String key() {
         return Fmt.format("qwen35-h%d-l%d-i%d-nh%d-kv%d-d%d-lk%d-lv%d-dk%d-dv%d-ffn%d-v%d-s%d", hidden, layers, interval, heads, kvHeads, headDim,
