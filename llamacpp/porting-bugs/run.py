@@ -14,7 +14,10 @@ Prints a table bug x checkpoint and, first, clean llama.cpp's verdicts on each c
 comes out at its expected cell all three ways, and clean llama.cpp has no local error over the floor and does not
 diverge from itself; 1 otherwise.
 
-  llamacpp/porting-bugs/run.py [--only NAME[,NAME...]] [--case long|short] [--work DIR] [--json FILE]
+  llamacpp/porting-bugs/run.py [--only NAME[,NAME...]] [--checkpoints CK[,CK...]] [--case long|short] [--work DIR] [--json FILE]
+
+The Qwen3.5 patches (15-26) run on qwen35-tiny-llamacpp and qwen35-tiny-moe-llamacpp, e.g.
+  llamacpp/porting-bugs/run.py --checkpoints qwen35-tiny-llamacpp,qwen35-tiny-moe-llamacpp
 
 Python 3 standard library only; the first run builds llama.cpp natively (about 10 minutes on two cores).
 """
@@ -33,14 +36,18 @@ NATIVE = ROOT / "scripts" / "llamacpp-native.sh"
 
 
 def manifest():
-    bugs = []
+    """The patches in file order, each with its expected cell per checkpoint (a patch may have several rows: one per
+    checkpoint where the cell differs between them, as a Qwen3.5 full-attention layer's index does)."""
+    bugs = {}
     for line in (HERE / "manifest.tsv").read_text().splitlines():
         if not line.strip() or line.startswith("#"):
             continue
         name, checkpoints, step, point, variant = line.split("\t")
-        bugs.append(dict(name=name, checkpoints=checkpoints.split(","), step=int(step), point=point,
-                         variant=None if variant == "-" else variant))
-    return bugs
+        bug = bugs.setdefault(name, dict(name=name, checkpoints=[], cells={}, variant=None if variant == "-" else variant))
+        for ck in checkpoints.split(","):
+            bug["checkpoints"].append(ck)
+            bug["cells"][ck] = (int(step), point)
+    return list(bugs.values())
 
 
 def library(patch=None):
@@ -70,11 +77,12 @@ def first_line(text):
 
 
 def judged(code, data, err):
-    """verdict, first divergent cell as (step, point) or None, the named variant or None, a note."""
+    """verdict, first divergent cell as (step, point) or None, the named variant or None, a note, the cell's rel L2."""
     if data is None:
-        return "refused" if code == 2 else f"exit {code}", None, None, first_line(err)
+        return "refused" if code == 2 else f"exit {code}", None, None, first_line(err), None
     fd = data.get("first_divergence") or None
     cell = (fd["step"], fd["point"]) if fd else None
+    rel = fd.get("rel_l2") if fd else None
     variant = None
     for key in ("variant", "named_variant", "bisect"):
         v = data.get(key) or (fd or {}).get(key)
@@ -83,17 +91,22 @@ def judged(code, data, err):
         if isinstance(v, str):
             variant = v
             break
-    return data.get("verdict"), cell, variant, ""
+    return data.get("verdict"), cell, variant, "", rel
 
 
 def bisected(lib, ref):
-    """`decodiff bisect REF --engine llama.cpp --json`: (verdict, culprit cell or None)."""
+    """`decodiff bisect REF --engine llama.cpp --json`: (verdict, culprit cell or None, its variant, its local rel L2)."""
     code, data, err = decodiff(lib, "bisect", str(ref), "--engine", "llama.cpp", "--json")
     if data is None:
-        return (f"exit {code}: {first_line(err)}", None, None)
+        return (f"exit {code}: {first_line(err)}", None, None, None)
     c = data.get("culprit")
     v = (c or {}).get("variant")
-    return (data.get("verdict"), (c["step"], c["point"]) if c else None, f"{v['op']}: {v['name']}" if v else None)
+    return (data.get("verdict"), (c["step"], c["point"]) if c else None, f"{v['op']}: {v['name']}" if v else None,
+            (c or {}).get("local_rel_l2"))
+
+
+def num(x):
+    return "-" if x is None else f"{x:.2e}"
 
 
 def cell_text(cell):
@@ -103,6 +116,7 @@ def cell_text(cell):
 def main():
     ap = argparse.ArgumentParser(description="the llama.cpp porting-bug suite")
     ap.add_argument("--only", help="comma-separated patch names (default: all of manifest.tsv)")
+    ap.add_argument("--checkpoints", help="comma-separated checkpoints (default: every one a chosen patch applies to)")
     ap.add_argument("--case", default="long", help="the bundled reference case (default long: the expected cells are for it)")
     ap.add_argument("--work", help="folder for the dumps (default: a temporary one)")
     ap.add_argument("--json", help="also write the results here")
@@ -115,6 +129,11 @@ def main():
         if unknown:
             sys.exit(f"run.py: no patch named {', '.join(sorted(unknown))} in {HERE / 'manifest.tsv'}")
         bugs = [b for b in bugs if b["name"] in wanted]
+    if a.checkpoints:
+        keep = set(a.checkpoints.split(","))
+        for b in bugs:
+            b["checkpoints"] = [c for c in b["checkpoints"] if c in keep]
+        bugs = [b for b in bugs if b["checkpoints"]]
     work = pathlib.Path(a.work or tempfile.mkdtemp(prefix="decodiff-porting-bugs-"))
     work.mkdir(parents=True, exist_ok=True)
 
@@ -126,7 +145,7 @@ def main():
         ref = ROOT / "reference-dumps" / ck / a.case
         out = work / f"clean-{ck}"
         code, data, err = decodiff(clean, "compare", str(ref), "--engine", "llama.cpp", "--json")
-        verdict, cell, _, note = judged(code, data, err)
+        verdict, cell, _, note, _ = judged(code, data, err)
         dumped = None
         if verdict not in ("refused",) and not verdict.startswith("exit"):
             dcode, _, derr = decodiff(clean, "dump", "--engine", "llama.cpp", "--model", str(ROOT / "checkpoints" / ck),
@@ -150,26 +169,27 @@ def main():
         lib = library(patch)
         for ck in bug["checkpoints"]:
             base = baseline[ck]
-            row = dict(bug=bug["name"], checkpoint=ck, expected=(bug["step"], bug["point"]), variant_expected=bug["variant"])
+            row = dict(bug=bug["name"], checkpoint=ck, expected=bug["cells"][ck], variant_expected=bug["variant"])
             if base["dump"] is None:
                 row.update(verdict="not run", note=f"llama.cpp {base['verdict']} {ck} (see above)")
                 rows.append(row)
                 print(f"  {bug['name']} on {ck}: not run ({base['note']})", file=sys.stderr)
                 continue
             ref = ROOT / "reference-dumps" / ck / a.case
-            verdict, cell, variant, note = judged(*decodiff(lib, "compare", str(ref), "--engine", "llama.cpp", "--json"))
+            verdict, cell, variant, note, rel = judged(*decodiff(lib, "compare", str(ref), "--engine", "llama.cpp", "--json"))
             out = work / f"{bug['name']}-{ck}"
             dcode, _, derr = decodiff(lib, "dump", "--engine", "llama.cpp", "--model", str(ROOT / "checkpoints" / ck),
                                       "--reference", str(ref), "--out", str(out), "--force")
             if dcode == 0:
-                v2, cell2, _, note2 = judged(*decodiff(lib, "compare", str(base["dump"]), str(out), "--json"))
+                v2, cell2, _, note2, rel2 = judged(*decodiff(lib, "compare", str(base["dump"]), str(out), "--json"))
             else:
-                v2, cell2, note2 = "refused", None, first_line(derr)
-            lv, lcell, lvariant = bisected(lib, ref)
+                v2, cell2, note2, rel2 = "refused", None, first_line(derr), None
+            lv, lcell, lvariant, lrel = bisected(lib, ref)
             hit = cell == row["expected"] and cell2 == row["expected"] and lcell == row["expected"]
             ok = ok and hit
-            row.update(verdict=verdict, cell=cell, variant=variant, note=note, vs_clean=v2, vs_clean_cell=cell2,
-                       vs_clean_note=note2, local=lv, local_cell=lcell, local_variant=lvariant, at_expected_cell=hit)
+            row.update(verdict=verdict, cell=cell, rel_l2=rel, variant=variant, note=note, vs_clean=v2, vs_clean_cell=cell2,
+                       vs_clean_rel_l2=rel2, vs_clean_note=note2, local=lv, local_cell=lcell, local_rel_l2=lrel,
+                       local_variant=lvariant, at_expected_cell=hit)
             rows.append(row)
             print(f"  {bug['name']} on {ck}: {verdict} {cell_text(cell)} | vs clean: {v2} {cell_text(cell2)} | local: {cell_text(lcell)}"
                   f"{'' if hit else '  <- expected ' + cell_text(row['expected'])}", file=sys.stderr)
@@ -181,16 +201,17 @@ def main():
               + (f"; local errors: {b['local'][0]} {cell_text(b['local'][1])}" if b["local"] else "")
               + (f"; against itself: {b['self']}" if b["self"] else "") + (f"\n    {b['note']}" if b["note"] else ""))
     print()
-    head = ("bug", "checkpoint", "expected cell", "verdict vs transformers", "first divergent cell", "named variant",
-            "vs clean llama.cpp", "local error over the floor (bisect)", "bisect's variant", "")
+    head = ("bug", "checkpoint", "expected cell", "verdict vs transformers", "first divergent cell", "rel L2", "named variant",
+            "vs clean llama.cpp", "rel L2", "local error over the floor (bisect)", "local rel L2", "bisect's variant", "")
     table = [head]
     for r in rows:
         if r["verdict"] == "not run":
-            table.append((r["bug"], r["checkpoint"], cell_text(r["expected"]), "not run", "-", "-", r["note"], "-", "-", ""))
+            table.append((r["bug"], r["checkpoint"], cell_text(r["expected"]), "not run", "-", "-", "-", r["note"], "-", "-", "-", "-", ""))
             continue
-        table.append((r["bug"], r["checkpoint"], cell_text(r["expected"]), r["verdict"], cell_text(r["cell"]),
-                      r["variant"] or "-", f"{r['vs_clean']} {cell_text(r['vs_clean_cell'])}".strip(), cell_text(r["local_cell"]),
-                      r["local_variant"] or "-", "ok" if r["at_expected_cell"] else "MISSED"))
+        table.append((r["bug"], r["checkpoint"], cell_text(r["expected"]), r["verdict"], cell_text(r["cell"]), num(r["rel_l2"]),
+                      r["variant"] or "-", f"{r['vs_clean']} {cell_text(r['vs_clean_cell'])}".strip(), num(r["vs_clean_rel_l2"]),
+                      cell_text(r["local_cell"]), num(r["local_rel_l2"]), r["local_variant"] or "-",
+                      "ok" if r["at_expected_cell"] else "MISSED"))
     widths = [max(len(str(row[i])) for row in table) for i in range(len(head))]
     for i, row in enumerate(table):
         print("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip())

@@ -20,6 +20,15 @@ public final class Rope {
     }
 
     /**
+     * RoPE over the whole head with a table an architecture computed itself (a scaled table such as Llama 3's), rotated
+     * here like every other: angle float(p)·inv_freq[j], rotate-half pairs (j, j + d/2).
+     */
+    public static Rope ofInverseFrequencies(float[] invFreq, int headDim) {
+        if (invFreq.length != headDim / 2) throw new IllegalArgumentException("inv_freq has " + invFreq.length + " entries, head_dim " + headDim + " needs " + headDim / 2);
+        return new Rope(headDim, headDim / 2, invFreq.clone());
+    }
+
+    /**
      * The bug of fault rope-proportional-as-prefix: standard RoPE over only the first n = partial·d dims,
      * pairing (j, j + n/2) with denominator n, instead of proportional RoPE over the whole head.
      */

@@ -30,6 +30,29 @@ public final class GgufMatch {
         return out;
     }
 
+    /** As {@link #differences(Path, Gemma4Config)} for a Qwen3.5 checkpoint (architecture qwen35, or qwen35moe with experts). */
+    public static List<String> differences(Path gguf, dev.decodiff.engine.qwen35.Qwen35Config c) {
+        var h = GgufPreflight.check(gguf);
+        var out = new ArrayList<String>();
+        String arch = c.moe() ? "qwen35moe" : "qwen35";
+        if (!h.architecture().equals(arch)) out.add("architecture " + h.architecture() + "≠" + arch);
+        compare(out, "block_count", h.integer("block_count", -1), c.numLayers());
+        compare(out, "embedding_length", h.integer("embedding_length", -1), c.hidden());
+        compare(out, "attention.head_count", h.integer("attention.head_count", -1), c.numHeads());
+        compare(out, "ssm.group_count", h.integer("ssm.group_count", -1), c.linearKeyHeads());
+        compare(out, "ssm.time_step_rank", h.integer("ssm.time_step_rank", -1), c.linearValueHeads());
+        compare(out, "expert_count", h.integer("expert_count", 0), c.moe() ? c.numExperts() : 0);
+        return out;
+    }
+
+    /** The differences for whichever architecture the checkpoint folder holds (Gemma 4 or Qwen3.5). */
+    public static List<String> differences(Path gguf, Path checkpoint) {
+        var arch = dev.decodiff.engine.arch.Architectures.of(checkpoint);
+        if (arch == dev.decodiff.engine.arch.Gemma4Architecture.INSTANCE)
+            return differences(gguf, Gemma4Config.read(checkpoint.resolve("config.json")));
+        return differences(gguf, dev.decodiff.engine.qwen35.Qwen35Config.read(checkpoint.resolve("config.json")));
+    }
+
     private static void compare(List<String> out, String key, long gguf, long config) {
         if (gguf != config) out.add(key + " " + gguf + "≠" + config);
     }

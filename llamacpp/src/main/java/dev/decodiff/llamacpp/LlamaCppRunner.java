@@ -42,6 +42,15 @@ public final class LlamaCppRunner implements AutoCloseable {
      * for a plain decode loop.
      */
     public static LlamaCppRunner open(Path gguf, LlamaContext.Options options, Predicate<String> wanted) {
+        return open(gguf, options, null, wanted);
+    }
+
+    /**
+     * As {@link #open(Path, LlamaContext.Options, Predicate)}, the context made with an explicit {@code layout} (null:
+     * the one the options imply). A Qwen3.5 step split into several ubatches (n_ubatch smaller than it) is captured
+     * as one: its rows joined in order, its state reads from the first ubatch, its state writes from the last.
+     */
+    public static LlamaCppRunner open(Path gguf, LlamaContext.Options options, LlamaContext.Layout layout, Predicate<String> wanted) {
         var lib = LlamaLibrary.get();
         var header = dev.decodiff.llamacpp.ffi.GgufPreflight.check(gguf);
         Gemma4Limits.check(gguf, header);
@@ -52,7 +61,7 @@ public final class LlamaCppRunner implements AutoCloseable {
             if (!model.architecture().equals("gemma4") && qwen35 == null)
                 throw new LlamaCppException(gguf + " holds a '" + model.architecture() + "' model; decodiff compares Gemma 4 (architecture 'gemma4') and Qwen3.5 ('qwen35', 'qwen35moe')");
             var capture = wanted == null ? null : new StepCapture(wanted, qwen35);
-            return new LlamaCppRunner(model, new LlamaContext(model, options, capture), capture, wanted);
+            return new LlamaCppRunner(model, new LlamaContext(model, options, layout, capture), capture, wanted);
         } catch (RuntimeException e) {
             model.close();
             throw e;

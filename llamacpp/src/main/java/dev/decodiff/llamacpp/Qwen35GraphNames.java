@@ -153,6 +153,73 @@ final class Qwen35GraphNames {
         }
     }
 
+    /**
+     * The points bisect can write into llama.cpp's graph (each a contiguous tensor the next ops read): the layer's
+     * input and output, the states as read from the memory module, the attention's q/k/v/gate/output, the
+     * linear-attention output and the FFN's. The linear layer's q/k/v, β and decay are strided views or ops folded
+     * into the fused delta-net op: they are compared, computed by llama.cpp from the replaced states and input.
+     */
+    static final java.util.Set<String> REPLACEABLE = java.util.Set.of(CapturePoints.EMBED, CapturePoints.FINAL_NORM,
+            CapturePoints.LINEAR_CONV_STATE_READ, CapturePoints.LINEAR_STATE_READ, CapturePoints.LINEAR_OUT,
+            CapturePoints.Q, CapturePoints.K, CapturePoints.V, CapturePoints.ATTN_GATE, CapturePoints.ATTN_OUT,
+            CapturePoints.MLP_OUT, CapturePoints.MOE_OUT, CapturePoints.OUT);
+
+    static boolean replaceable(String point) {
+        return REPLACEABLE.contains(CapturePoints.layerOf(point) < 0 ? point : CapturePoints.kindOf(point));
+    }
+
+    /**
+     * Whether this graph tensor is the one that carries the point's value into what follows: "Kcur" is first the raw
+     * projection (k_norm and RoPE still to come), then the rotated per-head tensor; "Vcur" is the projection, then its
+     * per-head reshape (the same memory). Writing the point into the first would feed it through k_norm and RoPE
+     * again, and would hide llama.cpp's own V behind the replaced one.
+     */
+    boolean carries(String point, GgmlTensor t) {
+        String kind = CapturePoints.layerOf(point) < 0 ? point : CapturePoints.kindOf(point);
+        return switch (kind) {
+            case CapturePoints.K, CapturePoints.V -> t.op() != GgmlTensor.OP_MUL_MAT;
+            default -> true;
+        };
+    }
+
+    /** The inverse of {@link #capture}: the point's row-major values (grouped value heads) in the graph tensor's layout. */
+    float[] toGraph(String point, GgmlTensor t, float[] value) {
+        long[] ne = t.ne();
+        String kind = CapturePoints.layerOf(point) < 0 ? point : CapturePoints.kindOf(point);
+        switch (kind) {
+            case CapturePoints.LINEAR_CONV_STATE_READ -> {
+                int cols = (int) ne[0], c = (int) ne[1], keep = kernel - 1;
+                if (cols != keep || value.length != keep * c) throw shape(point, t, value);
+                var x = new float[cols * c];
+                int chanQk = 2 * hk * dk;
+                for (int ch = 0; ch < c; ch++) {
+                    int dst = ch < chanQk ? ch : chanQk + (int) grouped(ch - chanQk, dv);
+                    for (int j = 0; j < keep; j++) x[ch * cols + j] = value[j * c + dst];
+                }
+                return x;
+            }
+            case CapturePoints.LINEAR_STATE_READ -> {
+                if (value.length != hv * dk * dv) throw shape(point, t, value);
+                var x = new float[value.length];
+                for (int h = 0; h < hv; h++) {
+                    int src = (int) tiledOf(h);
+                    for (int i = 0; i < dk; i++)
+                        for (int j = 0; j < dv; j++) x[(src * dv + j) * dk + i] = value[(h * dk + i) * dv + j];
+                }
+                return x;
+            }
+            default -> {
+                if (value.length != t.elements()) throw shape(point, t, value);
+                return value;
+            }
+        }
+    }
+
+    private static LlamaCppException shape(String point, GgmlTensor t, float[] value) {
+        return new LlamaCppException("cannot write " + point + " (" + value.length + " values) into llama.cpp's '" + t.name() + "' of "
+                + t.elements() + " elements: the reference's shape is not this model's");
+    }
+
     /** Rows of hv heads × d (tiled order) → grouped order. */
     private float[] regroupRows(float[] x, int T, int d) {
         var out = new float[x.length];

@@ -48,6 +48,12 @@ final class StepCapture implements LlamaContext.Tap {
      */
     void substitute(Map<String, float[]> values) {
         for (String point : values.keySet()) {
+            if (qwen35 != null) {
+                if (!Qwen35GraphNames.replaceable(point))
+                    throw new LlamaCppException("cannot substitute " + point + " in llama.cpp's Qwen3.5 graph: only "
+                            + String.join(", ", new java.util.TreeSet<>(Qwen35GraphNames.REPLACEABLE)) + " are contiguous graph tensors decodiff can replace");
+                continue;
+            }
             var e = entryFor(point);
             if (e == null || e.shape() == GraphNames.Shape.LAST_ROW)
                 throw new LlamaCppException("cannot substitute " + point + " in llama.cpp's graph: only " + substitutable() + " are named graph tensors decodiff can replace");
@@ -74,7 +80,8 @@ final class StepCapture implements LlamaContext.Tap {
     public boolean wants(GgmlTensor t) {
         if (qwen35 != null) {
             String point = qwen35.point(t);
-            if (point != null) return wanted.test(point);
+            // the embedding is always looked at: it opens each ubatch's graph (see take)
+            if (point != null) return wanted.test(point) || substitutes.containsKey(point) || point.equals(CapturePoints.EMBED);
             var p = GraphNames.parse(t.name());
             return p.layer() >= 0 && (p.base().equals(GraphNames.KQ) || p.base().equals(GraphNames.KQ_SOFT_MAX) || p.base().equals(GraphNames.KQV))
                     && wantsReads(p.layer());
@@ -117,7 +124,15 @@ final class StepCapture implements LlamaContext.Tap {
         if (qwen35 != null) {
             String point = qwen35.point(t);
             if (point != null) {
+                if (point.equals(CapturePoints.EMBED) && embedSeen) nextUbatch();
+                if (point.equals(CapturePoints.EMBED)) embedSeen = true;
+                // captured as llama.cpp computed it, then replaced for what follows
                 if (wanted.test(point)) tensors.put(point, qwen35.capture(point, t));
+                float[] replacement = substitutes.get(point);
+                if (replacement != null && qwen35.carries(point, t)) {
+                    t.overwrite(qwen35.toGraph(point, t, replacement));
+                    substituted.add(point);
+                }
                 return;
             }
         }
@@ -267,6 +282,44 @@ final class StepCapture implements LlamaContext.Tap {
         return out;
     }
 
+    /**
+     * A step llama.cpp splits into several ubatches (n_ubatch smaller than the step: one graph each, the states handed
+     * from one to the next through its memory) emits every named tensor once per ubatch. The embedding opens each
+     * graph, so a second one starts the next ubatch: the tensors so far are kept aside and joined in {@link #take}.
+     */
+    private final java.util.List<Map<String, LlamaCppRunner.Captured>> earlierUbatches = new java.util.ArrayList<>();
+    private boolean embedSeen;
+
+    private void nextUbatch() {
+        earlierUbatches.add(tensors);
+        tensors = new LinkedHashMap<>();
+    }
+
+    /**
+     * The ubatches of a step as one: per-position rows concatenated in order; a state read (at the step's start) from
+     * the first ubatch; a state written (at its end), k_read/v_read (for its last position) from the last.
+     */
+    private Map<String, LlamaCppRunner.Captured> joined() {
+        if (earlierUbatches.isEmpty()) return tensors;
+        earlierUbatches.add(tensors);
+        var out = new LinkedHashMap<String, LlamaCppRunner.Captured>();
+        for (var ub : earlierUbatches)
+            for (var c : ub.values()) out.merge(c.point(), c, StepCapture::acrossUbatches);
+        earlierUbatches.clear();
+        return out;
+    }
+
+    private static LlamaCppRunner.Captured acrossUbatches(LlamaCppRunner.Captured first, LlamaCppRunner.Captured next) {
+        String kind = CapturePoints.kindOf(first.point());
+        if (kind.equals(CapturePoints.LINEAR_CONV_STATE_READ) || kind.equals(CapturePoints.LINEAR_STATE_READ)) return first;
+        if (CapturePoints.isLinearState(kind) || CapturePoints.isCacheRead(kind) || kind.equals(CapturePoints.LOGITS)) return next;
+        float[] data = java.util.Arrays.copyOf(first.data(), first.data().length + next.data().length);
+        System.arraycopy(next.data(), 0, data, first.data().length, next.data().length);
+        int[] shape = first.shape().clone();
+        shape[0] += next.shape()[0];
+        return new LlamaCppRunner.Captured(first.point(), shape, data);
+    }
+
     /** This step's tensors and the points that could not be captured (with why); resets for the next step. */
     LlamaCppRunner.Step take(float[] logits) {
         if (!substituted.containsAll(substitutes.keySet())) {
@@ -277,8 +330,9 @@ final class StepCapture implements LlamaContext.Tap {
         }
         substitutes = Map.of();
         substituted.clear();
-        var step = new LlamaCppRunner.Step(tensors, logits, notCaptured);
+        var step = new LlamaCppRunner.Step(joined(), logits, notCaptured);
         tensors = new LinkedHashMap<>();
+        embedSeen = false;
         notCaptured = new LinkedHashMap<>();
         kViews.clear();
         kShapes.clear();

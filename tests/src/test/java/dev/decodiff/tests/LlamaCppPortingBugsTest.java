@@ -23,10 +23,20 @@ import static org.assertj.core.api.Assertions.assertThat;
  * model file (the KV cache's sliding-window mask). Skipped unless the native build is already made (a first build takes
  * about 10 minutes on two cores; run scripts/llamacpp-native.sh once). Each llama.cpp runs in its own JVM, since a JVM
  * loads one llama.cpp.
+ *
+ * <p>The same for three of the Qwen3.5 patches: a state hand-over (the recurrent state read back transposed: found at
+ * the first decode step's state read, since a state starting from zero is unaffected), a decode-only path (the
+ * single-token delta rule decaying after its update: the first decode step's core output) and the MoE shared expert's
+ * gate without its sigmoid (the prefill's first MoE output).
  */
 class LlamaCppPortingBugsTest {
     static final ObjectMapper JSON = new ObjectMapper();
     static final List<String> BUGS = List.of("01-k-eq-v-value-after-rope", "09-decode-rope-drops-proportional", "13-kv-cache-window-off-by-one");
+    /** Qwen3.5 patches, each with the checkpoint it runs on here. */
+    static final List<List<String>> QWEN35_BUGS = List.of(
+            List.of("16-recurrent-state-read-transposed", "qwen35-tiny-llamacpp"),
+            List.of("26-decode-decay-after-update", "qwen35-tiny-llamacpp"),
+            List.of("25-moe-shared-gate-sigmoid-dropped", "qwen35-tiny-moe-llamacpp"));
     static Path root, clean;
 
     @TempDir
@@ -45,8 +55,8 @@ class LlamaCppPortingBugsTest {
     void eachPatchedLlamaCppFirstDivergesFromCleanLlamaCppAtTheCellItsManifestNames() throws Exception {
         var expected = manifest();
         Path ref = root.resolve("reference-dumps/gemma4-tiny/long");
-        Path cleanDump = dump(clean, ref, tmp.resolve("clean"));
-        Path again = dump(clean, ref, tmp.resolve("clean-again"));
+        Path cleanDump = dump(clean, "gemma4-tiny", ref, tmp.resolve("clean"));
+        Path again = dump(clean, "gemma4-tiny", ref, tmp.resolve("clean-again"));
         var self = compare(cleanDump, again);
         assertThat(self.get("verdict").asText()).as("clean llama.cpp against itself").isIn("match", "precision");
         assertThat(self.get("first_divergence").isNull()).as("clean llama.cpp against itself: no divergence").isTrue();
@@ -60,34 +70,60 @@ class LlamaCppPortingBugsTest {
             assertThat(built.code()).as(bug + ": " + built.err()).isZero();
             Path lib = Path.of(built.out().strip());
             assertThat(lib).isNotEqualTo(clean);
-            Path patched = dump(lib, ref, tmp.resolve(bug));
+            Path patched = dump(lib, "gemma4-tiny", ref, tmp.resolve(bug));
             assertThat(JSON.readTree(patched.resolve("manifest.json").toFile()).get("producer").get("version").asText())
                     .isEqualTo("v0.5.0 (native build with " + bug + ".patch)");
             var j = compare(cleanDump, patched);
             assertThat(j.get("verdict").asText()).as(bug).isEqualTo("divergence");
             var fd = j.get("first_divergence");
             assertThat(fd.get("step").asInt() + " " + fd.get("point").asText()).as(bug + ": first divergence from clean llama.cpp")
-                    .isEqualTo(expected.get(bug));
+                    .isEqualTo(expected.get(bug + " gemma4-tiny"));
         }
     }
 
-    /** manifest.tsv: patch name → "step point". */
+    @Test
+    void eachPatchedQwen35FirstDivergesFromCleanLlamaCppAtTheCellItsManifestNames() throws Exception {
+        var expected = manifest();
+        var cleanDumps = new java.util.HashMap<String, Path>();
+        for (var bug : QWEN35_BUGS) {
+            String name = bug.get(0), ck = bug.get(1);
+            Path ref = root.resolve("reference-dumps/" + ck + "/long");
+            Path cleanDump = cleanDumps.computeIfAbsent(ck, c -> {
+                try {
+                    return dump(clean, c, ref, tmp.resolve("clean-" + c));
+                } catch (Exception e) {
+                    throw new IllegalStateException(e);
+                }
+            });
+            var built = Exec.run(root, List.of(root.resolve("scripts/llamacpp-native.sh").toString(), "--patch",
+                    root.resolve("llamacpp/porting-bugs/" + name + ".patch").toString()));
+            assertThat(built.code()).as(name + ": " + built.err()).isZero();
+            var j = compare(cleanDump, dump(Path.of(built.out().strip()), ck, ref, tmp.resolve(name)));
+            assertThat(j.get("verdict").asText()).as(name).isEqualTo("divergence");
+            var fd = j.get("first_divergence");
+            assertThat(fd.get("step").asInt() + " " + fd.get("point").asText()).as(name + " on " + ck + ": first divergence from clean llama.cpp")
+                    .isEqualTo(expected.get(name + " " + ck));
+            assertThat(fd.get("rel_l2").asDouble()).as(name + ": far above llama.cpp's own noise").isGreaterThan(1e-2);
+        }
+    }
+
+    /** manifest.tsv: "patch checkpoint" → "step point" (a patch has one row per checkpoint where its cell differs). */
     private static java.util.Map<String, String> manifest() throws IOException {
         var m = new java.util.HashMap<String, String>();
         for (String line : Files.readAllLines(root.resolve("llamacpp/porting-bugs/manifest.tsv"))) {
             if (line.isBlank() || line.startsWith("#")) continue;
             String[] f = line.split("\t");
-            m.put(f[0], f[2] + " " + f[3]);
+            for (String ck : f[1].split(",")) m.put(f[0] + " " + ck, f[2] + " " + f[3]);
         }
         return m;
     }
 
-    /** `decodiff dump --engine llama.cpp` of gemma4-tiny teacher-forced on {@code ref}, in a JVM of its own with llama.cpp from {@code lib}. */
-    private static Path dump(Path lib, Path ref, Path out) throws Exception {
+    /** `decodiff dump --engine llama.cpp` of {@code checkpoint} teacher-forced on {@code ref}, in a JVM of its own with llama.cpp from {@code lib}. */
+    private static Path dump(Path lib, String checkpoint, Path ref, Path out) throws Exception {
         var java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
         var r = Exec.run(root, List.of(java, "--add-modules", "jdk.incubator.vector", "--enable-native-access=ALL-UNNAMED",
                 "-D" + LlamaCppHome.PROPERTY + "=" + lib, "-Ddecodiff.home=" + root, "-cp", System.getProperty("java.class.path"),
-                "dev.decodiff.harness.cli.Main", "dump", "--engine", "llama.cpp", "--model", root.resolve("checkpoints/gemma4-tiny").toString(),
+                "dev.decodiff.harness.cli.Main", "dump", "--engine", "llama.cpp", "--model", root.resolve("checkpoints/" + checkpoint).toString(),
                 "--reference", ref.toString(), "--out", out.toString()));
         assertThat(r.code()).as("dump with " + lib + ": " + r.err()).isZero();
         return out;

@@ -8,6 +8,8 @@ import dev.decodiff.harness.compare.ComparisonResult;
 import dev.decodiff.harness.compare.ToleranceProfile;
 import dev.decodiff.harness.dump.DumpReader;
 import dev.decodiff.harness.live.ArchitectureCandidate;
+import dev.decodiff.harness.selftest.ExpectedCell;
+import dev.decodiff.harness.selftest.Qwen35Expectations;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;
@@ -29,7 +31,8 @@ class Qwen35FaultLocalizationTest {
     private static final Path DUMPS = ReferenceCases.repoRoot().resolve("reference-dumps");
     /** The faults that break the hand-over from one step to the next: checked on every reference, not only long. */
     private static final List<Qwen35Fault> HAND_OVER = List.of(Qwen35Fault.CONV_STATE_NOT_CARRIED, Qwen35Fault.STATE_NOT_CARRIED,
-            Qwen35Fault.STATE_STALE, Qwen35Fault.DECODE_DECAY_AFTER_UPDATE);
+            Qwen35Fault.STATE_STALE, Qwen35Fault.DECODE_DECAY_AFTER_UPDATE, Qwen35Fault.CONV_STATE_DROPPED_ON_CONTINUATION,
+            Qwen35Fault.STATE_KEPT_IN_BF16);
 
     /** (fault, reference case) pairs: every fault on both checkpoints' long case, the hand-over faults on every case. */
     static Stream<Arguments> faultsAndCases() {
@@ -56,18 +59,19 @@ class Qwen35FaultLocalizationTest {
     @MethodSource("faultsAndCases")
     void eachFaultIsNamedAtItsCell(Qwen35Fault fault, Path caseDir) {
         var cfg = Qwen35Config.read(ReferenceCases.checkpointOf(caseDir).resolve("config.json"));
-        String expectedPoint = fault.expected().pointIn(cfg);
+        // the catalog's rule, resolved as decodiff selftest resolves it
+        var expected = Qwen35Expectations.of(fault, cfg, DumpReader.open(caseDir).manifest());
         var result = compare(caseDir, List.of(fault.id()));
-        if (expectedPoint == null || fault.expected().afterRestore()) {
-            // the checkpoint has no layer the fault lives in (a dense model's MoE fault), or the fault needs a restore
-            // that a reference case never does: nothing may change
+        if (!(expected instanceof ExpectedCell.Cell cell)) {
+            // the checkpoint has no layer the fault lives in (a dense model's MoE fault), the case has no step it acts
+            // on, or the fault needs a restore that a reference case never does: nothing may change
             assertThat(result.verdict()).as("%s on %s, which cannot show it", fault, caseDir).isEqualTo("match");
             return;
         }
         var first = result.firstDivergence();
         assertThat(first).as("%s on %s: a divergence is found", fault, caseDir).isNotNull();
         assertThat(first.step() + " " + first.point()).as("%s on %s (expected %s)", fault, caseDir, fault.expected())
-                .isEqualTo(fault.expected().step() + " " + expectedPoint);
+                .isEqualTo(cell.step() + " " + cell.point());
         // the reference agrees up to that cell: nothing earlier in causal order is over tolerance
         assertThat(result.cells().stream().filter(c -> c.failed() && c.step() < first.step())).isEmpty();
     }
@@ -93,6 +97,8 @@ class Qwen35FaultLocalizationTest {
     void handOverFaultsLeaveThePrefillExact() {
         Path caseDir = DUMPS.resolve("qwen35-tiny/long");
         for (var f : HAND_OVER) {
+            // state-kept-in-bf16 rounds the state prefill writes, and a continuation needs a multi-token warm step
+            if (f == Qwen35Fault.STATE_KEPT_IN_BF16 || f == Qwen35Fault.CONV_STATE_DROPPED_ON_CONTINUATION) continue;
             var result = compare(caseDir, List.of(f.id()));
             assertThat(result.cellsOfStep(0)).as("%s, step 0", f).isNotEmpty().noneMatch(c -> c.failed());
             assertThat(result.firstDivergence().point()).as("%s", f).contains(".linear.");

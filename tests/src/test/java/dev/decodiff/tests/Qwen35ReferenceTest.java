@@ -202,9 +202,9 @@ class Qwen35ReferenceTest {
             assertThatThrownBy(() -> dev.decodiff.engine.qwen35.Qwen35Config.read(f))
                     .isInstanceOf(CheckpointException.class).hasMessageContaining(bad.says()).hasMessageNotContaining("\n");
         }
-        Files.writeString(tmp.resolve("config.json"), "{\"model_type\": \"llama\"}");
+        Files.writeString(tmp.resolve("config.json"), "{\"model_type\": \"mamba\"}");
         assertThatThrownBy(() -> Architectures.of(tmp)).isInstanceOf(CheckpointException.class)
-                .hasMessageContaining("model_type 'llama' is not supported").hasMessageContaining("qwen3_5_moe_text");
+                .hasMessageContaining("model_type 'mamba' is not supported").hasMessageContaining("qwen3_5_moe_text");
     }
 
     private static int argmax(float[] v) {

@@ -27,6 +27,13 @@ final class ReferenceCases {
         return out;
     }
 
+    /** Every Llama-family case (llama, qwen3), fp32. */
+    static List<Path> llamaCases() {
+        var out = new java.util.ArrayList<>(fp32Cases("llama"));
+        out.addAll(fp32Cases("qwen3"));
+        return out;
+    }
+
     /** Every case of the given text model_type, fp32 references only. */
     static List<Path> fp32Cases(String modelType) {
         try (Stream<Path> s = Files.walk(repoRoot().resolve("reference-dumps"), 2)) {

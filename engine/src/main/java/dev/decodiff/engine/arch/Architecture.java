@@ -24,4 +24,7 @@ public interface Architecture {
 
     /** The names of the switchable faults this architecture's engine can plant (may be empty). */
     default List<String> faultNames() { return List.of(); }
+
+    /** What a catalog fault of {@link #faultNames} does, in one phrase (null where the architecture does not say). */
+    default String faultDescription(String id) { return null; }
 }

@@ -3,6 +3,7 @@ package dev.decodiff.engine.arch;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.decodiff.engine.CheckpointException;
+import dev.decodiff.engine.llama.LlamaArchitecture;
 import dev.decodiff.engine.qwen35.Qwen35Architecture;
 
 import java.io.IOException;
@@ -19,7 +20,7 @@ public final class Architectures {
     private Architectures() {}
 
     /** Every architecture decodiff runs, in the order the docs list them. */
-    public static final List<Architecture> ALL = List.of(Gemma4Architecture.INSTANCE, Qwen35Architecture.INSTANCE);
+    public static final List<Architecture> ALL = List.of(Gemma4Architecture.INSTANCE, Qwen35Architecture.INSTANCE, LlamaArchitecture.INSTANCE);
 
     /** Multimodal wrapper model types and the text model type their text_config defaults to. */
     private static final Map<String, String> WRAPPERS = Map.of(

@@ -40,7 +40,7 @@ public final class Gemma4Architecture implements Architecture {
     @Override
     public List<String> faultNames() { return Arrays.stream(Fault.values()).map(Fault::id).toList(); }
 
-    private record Loaded(Gemma4Model model) implements LoadedModel {
+    public record Loaded(Gemma4Model model) implements LoadedModel {
         @Override public Architecture architecture() { return INSTANCE; }
         @Override public Path directory() { return model.directory(); }
         @Override public String modelType() { return "gemma4_text"; }

@@ -720,6 +720,17 @@ public final class Gemma4Ops {
         }
     }
 
+    /**
+     * The router's top-k of one token (largest first), as the routing near-tie machinery may take it: unchanged unless
+     * a {@link #routingMargins} / {@link #withRoutingFlipped} run is in progress on this thread. Every architecture's
+     * MoE routes through here, so one mechanism names a routing decision at a near-tie.
+     */
+    public static int[] routedTopK(float[] p, int off, int n, int k, int token) {
+        int[] top = topK(p, off, n, k);
+        var ties = ROUTING.get();
+        return ties != null && k < n ? ties.visit(token, p, off, n, top) : top;
+    }
+
     public static int[] topK(float[] p, int off, int n, int k) {
         int[] idx = new int[k];
         boolean[] used = new boolean[n];

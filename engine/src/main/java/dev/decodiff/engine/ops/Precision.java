@@ -28,16 +28,25 @@ import java.util.ArrayList;
  *                    matrices untouched. Where the folder does not say the types, every matrix is taken as q8_0's
  */
 public record Precision(Format activations, Format matmulInput, boolean geluTable, KvStore keys, KvStore values, Attention attention,
-                        Format expertInput, Format pleGateInput, boolean q8Input, boolean scaleFormatDequant) {
+                        Format expertInput, Format pleGateInput, boolean q8Input, boolean scaleFormatDequant, boolean storedMatrices) {
     public static final Precision EXACT = new Precision(Format.F32, Format.F32, false, KvStore.F32, KvStore.F32, Attention.EXACT, Format.F32,
-            Format.F32, false, false);
+            Format.F32, false, false, false);
 
     /**
      * @param scaleFormatDequant affine-quantized (MLX) matrices dequantized as MLX does, scale·q + bias computed in the
      *                           scales' own format (bf16: each weight within 2⁻⁹ of its fp32 dequantization), where the
      *                           exact op dequantizes in fp32
+     * @param storedMatrices     ggml's matmuls on a GGUF's own matrices: each matrix as the GGUF stores it (f16, bf16,
+     *                           q8_0 … dequantized) and its input converted to that type's vec-dot type (rounded to
+     *                           bf16/f16, quantized to q8_0/q8_K blocks; F32 matrices untouched) — the ops that know the
+     *                           GGUF's types read them (Qwen3.5's); the others ignore it
      */
     public Precision {}
+
+    public Precision(Format activations, Format matmulInput, boolean geluTable, KvStore keys, KvStore values, Attention attention,
+                     Format expertInput, Format pleGateInput, boolean q8Input, boolean scaleFormatDequant) {
+        this(activations, matmulInput, geluTable, keys, values, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant, false);
+    }
 
     public Precision(Format activations, Format matmulInput, boolean geluTable, KvStore keys, KvStore values, Attention attention,
                      Format expertInput, Format pleGateInput, boolean q8Input) {
@@ -45,7 +54,11 @@ public record Precision(Format activations, Format matmulInput, boolean geluTabl
     }
 
     public Precision withScaleFormatDequant(boolean d) {
-        return new Precision(activations, matmulInput, geluTable, keys, values, attention, expertInput, pleGateInput, q8Input, d);
+        return new Precision(activations, matmulInput, geluTable, keys, values, attention, expertInput, pleGateInput, q8Input, d, storedMatrices);
+    }
+
+    public Precision withStoredMatrices(boolean m) {
+        return new Precision(activations, matmulInput, geluTable, keys, values, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant, m);
     }
 
     /** How K/V rows come back from a cache: fp32, a float format, or one of llama.cpp's block quantizations. */
@@ -88,23 +101,23 @@ public record Precision(Format activations, Format matmulInput, boolean geluTabl
 
     public boolean exact() { return equals(EXACT); }
 
-    public Precision withActivations(Format f) { return new Precision(f, matmulInput, geluTable, keys, values, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant); }
+    public Precision withActivations(Format f) { return new Precision(f, matmulInput, geluTable, keys, values, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant, storedMatrices); }
 
-    public Precision withMatmulInput(Format f) { return new Precision(activations, f, geluTable, keys, values, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant); }
+    public Precision withMatmulInput(Format f) { return new Precision(activations, f, geluTable, keys, values, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant, storedMatrices); }
 
-    public Precision withGeluTable(boolean t) { return new Precision(activations, matmulInput, t, keys, values, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant); }
+    public Precision withGeluTable(boolean t) { return new Precision(activations, matmulInput, t, keys, values, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant, storedMatrices); }
 
-    public Precision withKeys(KvStore s) { return new Precision(activations, matmulInput, geluTable, s, values, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant); }
+    public Precision withKeys(KvStore s) { return new Precision(activations, matmulInput, geluTable, s, values, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant, storedMatrices); }
 
-    public Precision withValues(KvStore s) { return new Precision(activations, matmulInput, geluTable, keys, s, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant); }
+    public Precision withValues(KvStore s) { return new Precision(activations, matmulInput, geluTable, keys, s, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant, storedMatrices); }
 
-    public Precision withAttention(Attention a) { return new Precision(activations, matmulInput, geluTable, keys, values, a, expertInput, pleGateInput, q8Input, scaleFormatDequant); }
+    public Precision withAttention(Attention a) { return new Precision(activations, matmulInput, geluTable, keys, values, a, expertInput, pleGateInput, q8Input, scaleFormatDequant, storedMatrices); }
 
-    public Precision withExpertInput(Format f) { return new Precision(activations, matmulInput, geluTable, keys, values, attention, f, pleGateInput, q8Input, scaleFormatDequant); }
+    public Precision withExpertInput(Format f) { return new Precision(activations, matmulInput, geluTable, keys, values, attention, f, pleGateInput, q8Input, scaleFormatDequant, storedMatrices); }
 
-    public Precision withPleGateInput(Format f) { return new Precision(activations, matmulInput, geluTable, keys, values, attention, expertInput, f, q8Input, scaleFormatDequant); }
+    public Precision withPleGateInput(Format f) { return new Precision(activations, matmulInput, geluTable, keys, values, attention, expertInput, f, q8Input, scaleFormatDequant, storedMatrices); }
 
-    public Precision withQ8Input(boolean q) { return new Precision(activations, matmulInput, geluTable, keys, values, attention, expertInput, pleGateInput, q, scaleFormatDequant); }
+    public Precision withQ8Input(boolean q) { return new Precision(activations, matmulInput, geluTable, keys, values, attention, expertInput, pleGateInput, q, scaleFormatDequant, storedMatrices); }
 
     /** The format the per-layer-input gate's matmul input is converted to. */
     public Format pleGate() { return pleGateInput != Format.F32 ? pleGateInput : matmulInput; }
@@ -123,6 +136,7 @@ public record Precision(Format activations, Format matmulInput, boolean geluTabl
         if (pleGateInput != Format.F32 && pleGateInput != matmulInput)
             parts.add("the per-layer-input gate's matmul input rounded to " + pleGateInput.id() + " (its narrow matrix on ggml's vec-dot path)");
         if (scaleFormatDequant) parts.add("MLX-quantized weights dequantized in their scales' format (scale·q + bias rounded, as MLX computes it)");
+        if (storedMatrices) parts.add("ggml's matmuls on the GGUF's matrices as stored (each input converted to its matrix's vec-dot type: bf16/f16 rounded, q8_0/q8_K blocks)");
         if (q8Input) parts.add("matmul inputs quantized to the weights' vec-dot blocks (q8_0 for 32-value types, q8_K for K-quants)");
         if (geluTable) parts.add("GELU through an fp16 table");
         if (keys != KvStore.F32 && keys == values) parts.add("K/V stored as " + keys.id());

@@ -45,6 +45,9 @@ public final class Qwen35Architecture implements Architecture {
     @Override
     public List<String> faultNames() { return java.util.Arrays.stream(Qwen35Fault.values()).map(Qwen35Fault::id).toList(); }
 
+    @Override
+    public String faultDescription(String id) { return Qwen35Fault.byId(id).description(); }
+
     /** A loaded Qwen3.5 model behind the plug-in seam. */
     public record Loaded(Qwen35Model model) implements LoadedModel {
         @Override public Architecture architecture() { return INSTANCE; }

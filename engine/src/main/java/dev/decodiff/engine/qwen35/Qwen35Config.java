@@ -1,11 +1,9 @@
 package dev.decodiff.engine.qwen35;
 
 import com.fasterxml.jackson.databind.JsonNode;
-import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.decodiff.engine.CheckpointException;
+import dev.decodiff.engine.ConfigFields;
 
-import java.io.IOException;
-import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
@@ -40,15 +38,7 @@ public record Qwen35Config(
     public int convDim() { return 2 * keyDim() + valueDim(); }
 
     public static Qwen35Config read(Path file) {
-        JsonNode root;
-        try {
-            root = new ObjectMapper().enable(com.fasterxml.jackson.core.JsonParser.Feature.STRICT_DUPLICATE_DETECTION)
-                    .readTree(Files.readString(file));
-        } catch (IOException e) {
-            throw new CheckpointException(file + (e instanceof com.fasterxml.jackson.core.JsonProcessingException ? ": is not valid JSON: " : ": cannot read config.json: ")
-                    + dev.decodiff.metal.JsonErrors.plain(e), e);
-        }
-        return parse(root, file.toString());
+        return parse(ConfigFields.readRoot(file), file.toString());
     }
 
     public static Qwen35Config parse(JsonNode root, String file) {
@@ -65,7 +55,7 @@ public record Qwen35Config(
         if (!type.equals(DENSE) && !type.equals(MOE))
             throw new CheckpointException(file + ": model_type '" + type + "' is not a Qwen3.5 text model (expected qwen3_5_text or qwen3_5_moe_text)");
         boolean moe = type.equals(MOE);
-        var r = new Reader(c, file, c == root ? "" : "text_config.");
+        var r = new ConfigFields(c, file, c == root ? "" : "text_config.");
 
         String act = r.str("hidden_act", "silu");
         if (!act.equals("silu")) throw r.bad("hidden_act", "'" + act + "' is not supported; Qwen3.5 uses silu");
@@ -133,43 +123,5 @@ public record Qwen35Config(
         }
         return new Qwen35Config(type, vocab, hidden, L, List.copyOf(types), nh, nkv, hd, rot, theta, hk, hv, dk, dv, conv,
                 eps, inter, moe, experts, topK, moeInter, shared, tie, maxPos);
-    }
-
-    /** Field access with defaults; every refusal names the field and the fix. */
-    private record Reader(JsonNode c, String file, String path) {
-        CheckpointException bad(String field, String why) {
-            return new CheckpointException(file + ": " + path + field + " " + why);
-        }
-
-        String str(String f, String def) {
-            JsonNode n = c.get(f);
-            return n == null || n.isNull() ? def : n.asText();
-        }
-
-        boolean bool(String f, boolean def) {
-            JsonNode n = c.get(f);
-            if (n == null || n.isNull()) return def;
-            if (!n.isBoolean()) throw bad(f, "is " + n + "; write true or false");
-            return n.asBoolean();
-        }
-
-        double num(String f, double def) {
-            JsonNode n = c.get(f);
-            if (n == null || n.isNull()) return def;
-            if (!n.isNumber()) throw bad(f, "is " + n + "; write a number");
-            return n.asDouble();
-        }
-
-        Integer optInt(String f) {
-            JsonNode n = c.get(f);
-            if (n == null || n.isNull()) return null;
-            if (!n.canConvertToInt() || !n.isIntegralNumber() || n.asInt() <= 0) throw bad(f, "is " + n + "; write a positive integer");
-            return n.asInt();
-        }
-
-        int positive(String f, int def) {
-            Integer v = optInt(f);
-            return v == null ? def : v;
-        }
     }
 }

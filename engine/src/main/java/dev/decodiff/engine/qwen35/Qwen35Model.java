@@ -14,6 +14,7 @@ public final class Qwen35Model implements AutoCloseable {
     private final Qwen35Weights weights;
     private final dev.decodiff.engine.WeightResidency residency;
     private final float[] invFreq;
+    private final Qwen35Ops ops;
 
     private Qwen35Model(Path dir, Qwen35Config config, CheckpointFiles files, dev.decodiff.engine.WeightResidency.Placed<Qwen35Weights> placed) {
         this.dir = dir;
@@ -22,7 +23,11 @@ public final class Qwen35Model implements AutoCloseable {
         this.weights = placed.weights();
         this.residency = placed.residency();
         this.invFreq = dev.decodiff.engine.Rope.inverseFrequencies(dev.decodiff.engine.RopeSpec.defaultRope(config.ropeTheta()), config.rotaryDim());
+        this.ops = new Qwen35Ops(this);
     }
+
+    /** The model's ops (the forward's and attribution's one description of its math). */
+    public Qwen35Ops ops() { return ops; }
 
     public static Qwen35Model load(Path dir) { return load(dir, -1); }
 

@@ -3,7 +3,7 @@ package dev.decodiff.engine.qwen35;
 import dev.decodiff.engine.CapturePoints;
 import dev.decodiff.engine.Probe;
 import dev.decodiff.engine.arch.ModelSession;
-import dev.decodiff.metal.WeightMatrix;
+import dev.decodiff.engine.ops.Precision;
 
 import java.util.Arrays;
 import java.util.Set;
@@ -18,7 +18,9 @@ import java.util.Set;
 public final class Qwen35Session implements ModelSession {
     private final Qwen35Model model;
     private final Qwen35Config cfg;
-    private final Qwen35Weights w;
+    /** The one description of the model's ops, which attribution recomputes too. */
+    private final Qwen35Ops ops;
+    private static final Precision EXACT = Precision.EXACT;
     private Probe probe;
     private int position;
     private int step;
@@ -35,26 +37,13 @@ public final class Qwen35Session implements ModelSession {
     private final float[][] lagging;
     /** Whether the previous step was a one-token decode step (fault state-stale lags only behind those). */
     private boolean lastStepDecode;
-    /** Fault partial-rope-whole-head: inv_freq over the whole head; the model's otherwise. */
-    private final float[] invFreq;
-    private final int rotaryDim;
-    /** Nanoseconds spent inside the Gated DeltaNet layers between their projections (see {@link #linearMixerNanos}). */
-    private long linearMixerNanos;
-
     Qwen35Session(Qwen35Model model, Probe probe, Set<Qwen35Fault> faults) {
         this.model = model;
         this.cfg = model.config();
-        this.w = model.weights();
+        this.ops = model.ops();
         this.probe = probe;
         this.faults = faults.isEmpty() ? Set.of() : Set.copyOf(faults);
         this.lagging = new float[cfg.numLayers()][];
-        if (has(Qwen35Fault.PARTIAL_ROPE_WHOLE_HEAD)) {
-            rotaryDim = cfg.headDim();
-            invFreq = dev.decodiff.engine.Rope.inverseFrequencies(dev.decodiff.engine.RopeSpec.defaultRope(cfg.ropeTheta()), rotaryDim);
-        } else {
-            rotaryDim = cfg.rotaryDim();
-            invFreq = model.invFreq();
-        }
         int L = cfg.numLayers();
         convState = new float[L][];
         recState = new float[L][];
@@ -78,11 +67,14 @@ public final class Qwen35Session implements ModelSession {
     @Override public int position() { return position; }
 
     /**
-     * Wall time this session spent in its Gated DeltaNet layers' own work, between their input projections and
-     * out_proj: the causal conv, the q/k norms and gates, the delta rule's state update and read, and the gated norm;
-     * summed over its steps. What a bench reads to tell the recurrent step's cost from the weights' streaming.
+     * Wall time this session spent in its Gated DeltaNet layers' own work between their input projections and the
+     * gated norm: the causal conv, the q/k norms and gates, the delta rule's state update and read; summed over its
+     * steps. What a bench reads to tell the recurrent step's cost from the weights' streaming.
      */
     public long linearMixerNanos() { return linearMixerNanos; }
+
+    /** Nanoseconds spent inside the Gated DeltaNet layers between their projections (see {@link #linearMixerNanos}). */
+    private long linearMixerNanos;
 
     @Override public void setProbe(Probe probe) { this.probe = probe; }
 
@@ -96,30 +88,20 @@ public final class Qwen35Session implements ModelSession {
         if ((long) position + T > cfg.maxPositions())
             throw new IllegalArgumentException("position " + (position + T) + " exceeds max_position_embeddings " + cfg.maxPositions());
         if (probe != null) probe.beginStep(step, position, T);
-        float[] x = new float[T * H];
-        for (int t = 0; t < T; t++) w.embed().row(tokens[t], x, t * H);
+        float[] x = ops.embed(tokens, EXACT);
         capture(CapturePoints.EMBED, new int[]{T, H}, x);
         for (int i = 0; i < cfg.numLayers(); i++) {
-            var lw = w.layers().get(i);
-            float[] a = norm1p(x, T, H, lw.inputNorm());
-            float[] mix = switch (lw.mixer()) {
-                case Qwen35Weights.Linear lin -> linear(i, lin, a, T);
-                case Qwen35Weights.Full full -> full(i, full, a, T);
-            };
-            for (int j = 0; j < x.length; j++) x[j] += mix[j];
-            float[] b = norm1p(x, T, H, lw.postAttentionNorm());
-            float[] f = switch (lw.ffn()) {
-                case Qwen35Weights.Dense d -> mlp(d, b, T);
-                case Qwen35Weights.Moe m -> moe(m, b, T);
-            };
+            float[] a = ops.inputNorm(i, x, T, EXACT, faults);
+            float[] mix = cfg.mixer(i) == Qwen35Config.Mixer.LINEAR ? linear(i, a, T) : full(i, a, T);
+            x = Qwen35Ops.add(x, mix, EXACT);
+            float[] f = ops.ffn(i, ops.postAttentionNorm(i, x, T, EXACT, faults), T, EXACT, faults);
             capture(CapturePoints.layer(i, cfg.moe() ? CapturePoints.MOE_OUT : CapturePoints.MLP_OUT), new int[]{T, H}, f);
-            for (int j = 0; j < x.length; j++) x[j] += f[j];
+            x = Qwen35Ops.add(x, f, EXACT);
             capture(CapturePoints.layer(i, CapturePoints.OUT), new int[]{T, H}, x);
         }
-        float[] h = norm1p(x, T, H, w.finalNorm());
+        float[] h = ops.finalNorm(x, T, EXACT, faults);
         capture(CapturePoints.FINAL_NORM, new int[]{T, H}, h);
-        float[] logits = new float[cfg.vocabSize()];
-        w.lmHead().matvec(h, (T - 1) * H, logits, 0);
+        float[] logits = ops.logits(h, T, EXACT);
         capture(CapturePoints.LOGITS, new int[]{cfg.vocabSize()}, logits);
         lastStepDecode = position > 0 && T == 1;
         position += T;
@@ -132,62 +114,22 @@ public final class Qwen35Session implements ModelSession {
     // Gated DeltaNet
     // ---------------------------------------------------------------------------------------------------------
 
-    private float[] linear(int i, Qwen35Weights.Linear lw, float[] x, int T) {
-        int C = cfg.convDim(), K = cfg.convKernel(), hk = cfg.linearKeyHeads(), hv = cfg.linearValueHeads();
-        int dk = cfg.linearKeyDim(), dv = cfg.linearValueDim(), keyDim = cfg.keyDim(), r = hv / hk;
-        float[][] proj = projections(x, T, lw.inProjQkv(), lw.inProjZ(), lw.inProjB(), lw.inProjA());
-        float[] mixed = proj[0], z = proj[1], bRaw = proj[2], aRaw = proj[3];
+    private float[] linear(int i, float[] x, int T) {
+        int C = cfg.convDim(), K = cfg.convKernel(), hv = cfg.linearValueHeads(), dk = cfg.linearKeyDim(), dv = cfg.linearValueDim();
+        var pr = ops.projections(i, x, T, EXACT);
         long t0 = System.nanoTime();
-
-        // causal depthwise conv over [state (K−1 rows) | this step's inputs], SiLU; tap K−1 is the current token
-        float[] state = convState[i];
         // a state is read only once one was written: on the first step the points are absent, not zeros
         boolean warm = position > 0;
         boolean decode = warm && T == 1;
+        float[] state = convState[i];
         if (decode && has(Qwen35Fault.CONV_STATE_NOT_CARRIED)) Arrays.fill(state, 0f);
+        if (warm && T > 1 && has(Qwen35Fault.CONV_STATE_DROPPED_ON_CONTINUATION)) Arrays.fill(state, 0f);
         if (warm) capture(CapturePoints.layer(i, CapturePoints.LINEAR_CONV_STATE_READ), new int[]{K - 1, C}, state);
-        int rows = K - 1 + T;
-        float[] window = new float[rows * C];
-        System.arraycopy(state, 0, window, 0, (K - 1) * C);
-        System.arraycopy(mixed, 0, window, (K - 1) * C, T * C);
-        float[] conv = new float[T * C];
-        float[] cw = lw.conv();
-        boolean reversedTaps = has(Qwen35Fault.CONV_TAPS_REVERSED);
-        for (int t = 0; t < T; t++)
-            for (int c = 0; c < C; c++) {
-                float s = 0f;
-                for (int j = 0; j < K; j++) s += cw[c * K + (reversedTaps ? K - 1 - j : j)] * window[(t + j) * C + c];
-                conv[t * C + c] = silu(s);
-            }
-        System.arraycopy(window, T * C, state, 0, (K - 1) * C);
+        var conv = ops.conv(i, state, pr.mixed(), T, EXACT, faults);
+        System.arraycopy(conv.state(), 0, state, 0, state.length);
         capture(CapturePoints.layer(i, CapturePoints.LINEAR_CONV_STATE), new int[]{K - 1, C}, state);
-
-        // split, l2-norm q and k (over dk, eps 1e-6), repeat each key head over its r value heads (interleaved)
-        float[] q = new float[T * hv * dk], k = new float[T * hv * dk], v = new float[T * hv * dv];
-        var tmp = new float[dk];
-        for (int t = 0; t < T; t++) {
-            for (int kh = 0; kh < hk; kh++) {
-                for (int part = 0; part < 2; part++) {
-                    System.arraycopy(conv, t * C + part * keyDim + kh * dk, tmp, 0, dk);
-                    if (!has(Qwen35Fault.QK_L2NORM_MISSING)) l2norm(tmp);
-                    float[] dst = part == 0 ? q : k;
-                    for (int rep = 0; rep < r; rep++) {
-                        int vh = has(Qwen35Fault.LINEAR_HEADS_TILED) ? kh + rep * hk : kh * r + rep;
-                        System.arraycopy(tmp, 0, dst, (t * hv + vh) * dk, dk);
-                    }
-                }
-            }
-            System.arraycopy(conv, t * C + 2 * keyDim, v, t * hv * dv, hv * dv);
-        }
-        float[] beta = new float[T * hv], g = new float[T * hv];
-        for (int t = 0; t < T; t++)
-            for (int h = 0; h < hv; h++) {
-                beta[t * hv + h] = has(Qwen35Fault.BETA_NOT_SIGMOIDED) ? bRaw[t * hv + h] : sigmoid(bRaw[t * hv + h]);
-                float negA = -(float) Math.exp(lw.aLog()[h]);
-                if (has(Qwen35Fault.DECAY_SIGN_FLIPPED)) negA = -negA;
-                g[t * hv + h] = negA * softplus(aRaw[t * hv + h] + lw.dtBias()[h]);
-                if (has(Qwen35Fault.DECAY_EXP_TWICE)) g[t * hv + h] = (float) Math.exp(g[t * hv + h]);
-            }
+        float[] beta = ops.beta(i, pr.b(), T, EXACT, faults), g = ops.decay(i, pr.a(), T, EXACT, faults);
+        float[] q = conv.q(), k = conv.k(), v = conv.v();
         capture(CapturePoints.layer(i, CapturePoints.LINEAR_Q), new int[]{T, hv, dk}, q);
         capture(CapturePoints.layer(i, CapturePoints.LINEAR_K), new int[]{T, hv, dk}, k);
         capture(CapturePoints.layer(i, CapturePoints.LINEAR_V), new int[]{T, hv, dv}, v);
@@ -202,46 +144,18 @@ public final class Qwen35Session implements ModelSession {
             lagging[i] = current;
         }
         if (warm) capture(CapturePoints.layer(i, CapturePoints.LINEAR_STATE_READ), new int[]{hv, dk, dv}, S);
-
-        // the kernel transformers would run for this call: the recurrent one on a decode token (every head in place,
-        // in parallel), else the chunked one per value head (its rows gathered, the heads shared out over the threads)
-        boolean recurrent = decode;
-        boolean decayAfter = has(Qwen35Fault.DECODE_DECAY_AFTER_UPDATE);
-        float[] core = new float[T * hv * dv];
-        if (recurrent && !decayAfter) GatedDeltaRule.recurrentStep(q, k, v, beta, g, hv, dk, dv, S, core);
-        else dev.decodiff.metal.Parallel.forRange(hv, 1, (h0, h1) -> {
-            float[] qh = new float[T * dk], kh = new float[T * dk], vh = new float[T * dv], bh = new float[T], gh = new float[T];
-            float[] oh = new float[T * dv], sh = new float[dk * dv];
-            for (int h = h0; h < h1; h++) {
-                for (int t = 0; t < T; t++) {
-                    System.arraycopy(q, (t * hv + h) * dk, qh, t * dk, dk);
-                    System.arraycopy(k, (t * hv + h) * dk, kh, t * dk, dk);
-                    System.arraycopy(v, (t * hv + h) * dv, vh, t * dv, dv);
-                    bh[t] = beta[t * hv + h];
-                    gh[t] = g[t * hv + h];
-                }
-                System.arraycopy(S, h * dk * dv, sh, 0, dk * dv);
-                if (recurrent) GatedDeltaRule.recurrent(qh, kh, vh, bh, gh, T, dk, dv, sh, oh, decayAfter);
-                else GatedDeltaRule.chunked(qh, kh, vh, bh, gh, T, dk, dv, sh, oh);
-                System.arraycopy(sh, 0, S, h * dk * dv, dk * dv);
-                for (int t = 0; t < T; t++) System.arraycopy(oh, t * dv, core, (t * hv + h) * dv, dv);
-            }
-        });
-        capture(CapturePoints.layer(i, CapturePoints.LINEAR_CORE_OUT), new int[]{T, hv, dv}, core);
-        capture(CapturePoints.layer(i, CapturePoints.LINEAR_STATE), new int[]{hv, dk, dv}, S);
-
-        // gated RMSNorm per (token, value head): normalise, times the plain weight, times silu(z)
-        float[] normW = lw.norm();
-        float[] y = new float[T * hv * dv];
-        for (int row = 0; row < T * hv; row++) {
-            int o = row * dv;
-            float inv = rsqrt(meanSquare(core, o, dv) + cfg.rmsNormEps());
-            boolean gate = !has(Qwen35Fault.GATED_NORM_NO_GATE), onePlus = has(Qwen35Fault.GATED_NORM_ONE_PLUS);
-            for (int j = 0; j < dv; j++)
-                y[o + j] = (onePlus ? 1f + normW[j] : normW[j]) * (core[o + j] * inv) * (gate ? silu(z[o + j]) : 1f);
+        // the kernel transformers would run for this call: the recurrent one for a one-token decode, else the chunked one
+        float[] coreOut;
+        if (decode && ops.stepsInPlace(faults)) coreOut = ops.deltaRuleStep(S, q, k, v, beta, g); // no copy of the state in or out
+        else {
+            var core = ops.deltaRule(S, q, k, v, beta, g, T, decode, EXACT, faults);
+            System.arraycopy(core.state(), 0, S, 0, S.length);
+            coreOut = core.out();
         }
         linearMixerNanos += System.nanoTime() - t0;
-        float[] out = matmul(lw.outProj(), y, T);
+        capture(CapturePoints.layer(i, CapturePoints.LINEAR_CORE_OUT), new int[]{T, hv, dv}, coreOut);
+        capture(CapturePoints.layer(i, CapturePoints.LINEAR_STATE), new int[]{hv, dk, dv}, S);
+        float[] out = ops.gatedOut(i, coreOut, pr.z(), T, EXACT, faults);
         capture(CapturePoints.layer(i, CapturePoints.LINEAR_OUT), new int[]{T, cfg.hidden()}, out);
         return out;
     }
@@ -250,34 +164,10 @@ public final class Qwen35Session implements ModelSession {
     // Gated full attention
     // ---------------------------------------------------------------------------------------------------------
 
-    private float[] full(int i, Qwen35Weights.Full aw, float[] x, int T) {
-        int nh = cfg.numHeads(), nkv = cfg.numKvHeads(), d = cfg.headDim(), R = rotaryDim, half = R / 2;
-        float[][] proj = projections(x, T, aw.q(), aw.k(), aw.v());
-        float[] qg = proj[0], kx = proj[1], vx = proj[2];
-        float[] q = new float[T * nh * d], gate = new float[T * nh * d];
-        float[] inv = invFreq;
-        float[] cos = new float[half], sin = new float[half];
-        for (int t = 0; t < T; t++) {
-            // fp32 angle: float(p)·inv_freq[i], as transformers' fp32 matmul of positions by inv_freq forms it
-            float p = position + t;
-            for (int j = 0; j < half; j++) {
-                float ang = p * inv[j];
-                cos[j] = (float) Math.cos(ang);
-                sin[j] = (float) Math.sin(ang);
-            }
-            for (int h = 0; h < nh; h++) {
-                int src = (t * nh + h) * 2 * d, dst = (t * nh + h) * d;
-                System.arraycopy(qg, src, q, dst, d);
-                for (int j = 0; j < d; j++) gate[dst + j] = sigmoid(qg[src + d + j]);
-                norm1pInPlace(q, dst, d, aw.qNorm());
-                rope(q, dst, R, cos, sin);
-            }
-            for (int h = 0; h < nkv; h++) {
-                int o = (t * nkv + h) * d;
-                norm1pInPlace(kx, o, d, aw.kNorm());
-                rope(kx, o, R, cos, sin);
-            }
-        }
+    private float[] full(int i, float[] x, int T) {
+        int nh = cfg.numHeads(), nkv = cfg.numKvHeads(), d = cfg.headDim();
+        var qkv = ops.qkv(i, x, T, position, EXACT, faults);
+        float[] q = qkv.q(), kx = qkv.k(), vx = qkv.v(), gate = qkv.gate();
         capture(CapturePoints.layer(i, CapturePoints.Q), new int[]{T, nh, d}, q);
         capture(CapturePoints.layer(i, CapturePoints.ATTN_GATE), new int[]{T, nh * d}, gate);
         capture(CapturePoints.layer(i, CapturePoints.K), new int[]{T, nkv, d}, kx);
@@ -292,107 +182,11 @@ public final class Qwen35Session implements ModelSession {
         }
         System.arraycopy(kx, 0, keys[i], position * stride, T * stride);
         System.arraycopy(vx, 0, values[i], position * stride, T * stride);
-        float[] K = keys[i], V = values[i];
-        capture(CapturePoints.layer(i, CapturePoints.K_READ), new int[]{total, nkv, d}, K);
-        capture(CapturePoints.layer(i, CapturePoints.V_READ), new int[]{total, nkv, d}, V);
-
-        float[] att = new float[T * nh * d];
-        // every (token, KV head) on its own: the heads of a group share each key and value read
-        int from = position;
-        dev.decodiff.metal.Parallel.forRange(T * nkv, 1, (p0, p1) -> {
-            float[][] scores = new float[nh / nkv][total];
-            for (int p = p0; p < p1; p++) Qwen35Attention.group(q, K, V, p / nkv, p % nkv, from + p / nkv + 1, nh, nkv, d, stride, scores, att);
-        });
-        if (!has(Qwen35Fault.ATTN_OUTPUT_GATE_MISSING)) for (int j = 0; j < att.length; j++) att[j] *= gate[j];
+        capture(CapturePoints.layer(i, CapturePoints.K_READ), new int[]{total, nkv, d}, keys[i]);
+        capture(CapturePoints.layer(i, CapturePoints.V_READ), new int[]{total, nkv, d}, values[i]);
+        float[] att = ops.attention(q, gate, keys[i], values[i], T, position, EXACT, faults);
         capture(CapturePoints.layer(i, CapturePoints.ATTN_OUT), new int[]{T, nh * d}, att);
-        return matmul(aw.o(), att, T);
-    }
-
-    /** Rotate-half RoPE on the first R dims of one head; the rest pass through. */
-    private static void rope(float[] x, int o, int R, float[] cos, float[] sin) {
-        int half = R / 2;
-        for (int j = 0; j < half; j++) {
-            float a = x[o + j], b = x[o + j + half];
-            x[o + j] = a * cos[j] - b * sin[j];
-            x[o + j + half] = b * cos[j] + a * sin[j];
-        }
-    }
-
-    // ---------------------------------------------------------------------------------------------------------
-    // Feed-forward
-    // ---------------------------------------------------------------------------------------------------------
-
-    private float[] mlp(Qwen35Weights.Dense d, float[] x, int T) {
-        float[] g = new float[T * d.gate().rows()], u = new float[T * d.up().rows()];
-        if (T == 1 && WeightMatrix.canShareMatvec(d.gate(), d.up()) && d.gate().rows() == d.up().rows()) {
-            // gate and up read the same activations: one parallel call, the gated activation on each piece as it is done
-            WeightMatrix.matvecPaired(d.gate(), d.up(), x, g, u, (from, to) -> {
-                for (int j = from; j < to; j++) g[j] = silu(g[j]) * u[j];
-            });
-        } else {
-            d.gate().matmul(x, T, g);
-            d.up().matmul(x, T, u);
-            for (int j = 0; j < g.length; j++) g[j] = silu(g[j]) * u[j];
-        }
-        return matmul(d.down(), g, T);
-    }
-
-    /**
-     * x times each matrix (all with x's columns). A decode token's matvecs share one parallel call where the kernels
-     * allow it ({@link WeightMatrix#matvecAll}: the bits of separate calls, one fork and join instead of one each).
-     */
-    private static float[][] projections(float[] x, int T, WeightMatrix... ms) {
-        var ys = new float[ms.length][];
-        for (int j = 0; j < ms.length; j++) ys[j] = new float[T * ms[j].rows()];
-        boolean shared = T == 1;
-        for (var m : ms) shared &= WeightMatrix.canShareMatvec(ms[0], m);
-        if (shared) WeightMatrix.matvecAll(ms, x, ys);
-        else for (int j = 0; j < ms.length; j++) ms[j].matmul(x, T, ys[j]);
-        return ys;
-    }
-
-    /**
-     * Sparse MoE: softmax router (fp32), top-k renormalised, experts summed in ascending expert order (as
-     * transformers' index_add_ loop over experts does), plus the shared expert times sigmoid of its scalar gate.
-     */
-    private float[] moe(Qwen35Weights.Moe m, float[] x, int T) {
-        int H = cfg.hidden(), E = cfg.numExperts(), topK = cfg.topK(), I = cfg.moeIntermediate();
-        float[] logits = matmul(m.router(), x, T);
-        float[] out = new float[T * H];
-        float[] gate = new float[I], up = new float[I], y = new float[H];
-        float[] shared = mlp(m.shared(), x, T);
-        for (int t = 0; t < T; t++) {
-            float[] p = Arrays.copyOfRange(logits, t * E, (t + 1) * E);
-            softmax(p);
-            int[] idx = new int[topK];
-            float[] wt = new float[topK];
-            boolean[] taken = new boolean[E];
-            for (int s = 0; s < topK; s++) {
-                int best = -1;
-                for (int e = 0; e < E; e++) if (!taken[e] && (best < 0 || p[e] > p[best])) best = e;
-                taken[best] = true;
-                idx[s] = best;
-                wt[s] = p[best];
-            }
-            float sum = 0f;
-            for (int s = 0; s < topK; s++) sum += wt[s];
-            for (int s = 0; s < topK; s++) wt[s] /= sum;
-            for (int e = 0; e < E; e++) {
-                if (!taken[e]) continue;
-                float we = 0f;
-                for (int s = 0; s < topK; s++) if (idx[s] == e) we = wt[s];
-                m.gate()[e].matvec(x, t * H, gate, 0);
-                m.up()[e].matvec(x, t * H, up, 0);
-                for (int j = 0; j < I; j++) gate[j] = silu(gate[j]) * up[j];
-                m.down()[e].matvec(gate, 0, y, 0);
-                for (int j = 0; j < H; j++) out[t * H + j] += y[j] * we;
-            }
-            float sg = 0f;
-            for (int j = 0; j < H; j++) sg += m.sharedGate()[j] * x[t * H + j];
-            sg = has(Qwen35Fault.MOE_SHARED_GATE_MISSING) ? 1f : sigmoid(sg);
-            for (int j = 0; j < H; j++) out[t * H + j] += sg * shared[t * H + j];
-        }
-        return out;
+        return ops.attentionOutput(i, att, T, EXACT);
     }
 
     // ---------------------------------------------------------------------------------------------------------
@@ -466,58 +260,6 @@ public final class Qwen35Session implements ModelSession {
             if (rep.length != n) throw new IllegalArgumentException("probe replaced " + name + " with " + rep.length + " values, expected " + n);
             System.arraycopy(rep, 0, buf, 0, n);
         }
-    }
-
-    private static float[] matmul(WeightMatrix m, float[] x, int T) {
-        float[] y = new float[T * m.rows()];
-        m.matmul(x, T, y);
-        return y;
-    }
-
-    /** Zero-centred RMSNorm: x·rsqrt(mean(x²)+eps)·(1+w), in fp32. */
-    private float[] norm1p(float[] x, int T, int n, float[] w) {
-        float[] y = x.clone();
-        for (int t = 0; t < T; t++) norm1pInPlace(y, t * n, n, w);
-        return y;
-    }
-
-    private void norm1pInPlace(float[] x, int o, int n, float[] w) {
-        float inv = rsqrt(meanSquare(x, o, n) + cfg.rmsNormEps());
-        for (int j = 0; j < n; j++) x[o + j] = (x[o + j] * inv) * (1f + w[j]);
-    }
-
-    /** The GDN q/k L2 norm: x·rsqrt(Σx² + 1e-6) (a sum, with transformers' hard-coded eps). */
-    private static void l2norm(float[] x) {
-        double s = 0;
-        for (float v : x) s += (double) v * v;
-        float inv = rsqrt((float) s + 1e-6f);
-        for (int j = 0; j < x.length; j++) x[j] *= inv;
-    }
-
-    private static float meanSquare(float[] x, int o, int n) {
-        double s = 0;
-        for (int j = 0; j < n; j++) s += (double) x[o + j] * x[o + j];
-        return (float) (s / n);
-    }
-
-    private static float rsqrt(float v) { return (float) (1.0 / Math.sqrt(v)); }
-
-    static float sigmoid(float x) { return 1f / (1f + (float) Math.exp(-x)); }
-
-    static float silu(float x) { return x / (1f + (float) Math.exp(-x)); }
-
-    /** torch's softplus (β = 1, threshold 20). */
-    static float softplus(float x) { return x > 20f ? x : (float) Math.log1p(Math.exp(x)); }
-
-    private static void softmax(float[] p) {
-        float max = Float.NEGATIVE_INFINITY;
-        for (float v : p) max = Math.max(max, v);
-        float sum = 0f;
-        for (int j = 0; j < p.length; j++) {
-            p[j] = (float) Math.exp(p[j] - max);
-            sum += p[j];
-        }
-        for (int j = 0; j < p.length; j++) p[j] /= sum;
     }
 
     private static int argmax(float[] v) {

@@ -45,6 +45,7 @@ public final class BisectReport {
         }
 
         int s = fd.step();
+        if (r.catalog() != null) return catalogTerminal(r, st, sb);
         sb.append(st.bold("Local vs accumulated error at step " + s)).append('\n');
         sb.append(st.dim("  accumulated: the engine free-running; local: the layer on the reference's input and cache history")).append('\n');
         sb.append("  ").append(Fmt.pad("layer", 12)).append(Fmt.padLeft("accumulated", 12)).append(Fmt.padLeft("local", 10))
@@ -109,6 +110,49 @@ public final class BisectReport {
             if (r.variant() != null) sb.append("  variant: ").append(VerdictText.variant(r.variant())).append('\n');
         } else {
             sb.append(st.boldRed("DIVERGENCE (no local culprit)")).append('\n');
+        }
+        sb.append('\n').append(Fmt.wrap(r.conclusion(), 100, "  ")).append('\n');
+        return sb.toString();
+    }
+
+    /** An architecture bisected through its fault catalog: the faults replayed at the culprit cell, then the substitutions. */
+    private static String catalogTerminal(BisectResult r, Terminal.Style st, StringBuilder sb) {
+        var n = r.catalog();
+        sb.append(st.bold("Naming: each catalog fault planted alone, replayed on the reference's tokens")).append('\n');
+        sb.append(st.dim("  ‖its " + n.point() + " − the candidate's‖ / ‖the reference's‖ at step " + n.step() + " (faults that leave the cell unchanged are left out)")).append('\n');
+        for (var t : n.tried()) {
+            boolean isNamed = t.fault().equals(n.named());
+            sb.append("  ").append(Fmt.pad(t.fault(), 40)).append(Fmt.padLeft(Fmt.rel(t.relL2()), 10))
+                    .append(isNamed ? "  " + st.boldRed("← reproduces the candidate") : "").append('\n');
+        }
+        sb.append("  ").append(Fmt.pad("(the clean engine)", 40)).append(Fmt.padLeft(Fmt.rel(n.cleanRelL2()), 10)).append("\n\n");
+        if (!r.substitutions().isEmpty()) {
+            sb.append(st.bold("Substitution: the reference's tensors written into " + n.engine() + " at step " + n.step())).append('\n');
+            sb.append(st.dim("  judged where the free-running candidate was wrong: the culprit layer's output, then the step's logits")).append('\n');
+            sb.append("  ").append(Fmt.pad("replaced", 43)).append(' ').append(Fmt.pad("judged on", 26)).append(Fmt.pad("rel L2", 22)).append("heals\n");
+            for (var x : r.substitutions()) {
+                sb.append("  ").append(Fmt.pad(x.name(), 43)).append(' ').append(Fmt.pad(x.scope(), 26));
+                if (x.note() != null) {
+                    sb.append(st.dim(x.note())).append('\n');
+                    continue;
+                }
+                sb.append(Fmt.pad(Fmt.rel(x.before()) + " → " + Fmt.rel(x.after()), 22))
+                        .append(x.healed() ? st.boldGreen("✓ heals") : st.dim("no")).append('\n');
+            }
+            sb.append('\n');
+        }
+        for (String note : r.notes()) sb.append(st.yellow(Fmt.wrap("note: " + note, 100, "").replace("\n", "\n      "))).append('\n');
+        var c = r.culprit();
+        if (c != null) {
+            sb.append(st.boldRed("CULPRIT")).append("  step ").append(c.step()).append(c.layer() != null ? ", layer " + c.layer() : "")
+                    .append(", ").append(c.point()).append('\n');
+            sb.append("  named: ").append(n.named() == null ? "no catalog fault" : n.named()).append('\n');
+            sb.append("  proved by substitution: ").append(n.proved() == null ? "nothing downstream to heal" : n.proved() ? "yes" : "no").append('\n');
+            if (r.diagnosis() != null) sb.append(Fmt.wrap("diagnosis: " + r.diagnosis(), 100, "  ")).append('\n');
+            var v = r.variant();
+            if (v != null) sb.append("  variant: ").append(VerdictText.variant(v)).append(", rel L2 ").append(Fmt.rel(v.relL2()))
+                    .append("; runner-up ").append(v.runnerUp()).append(", ").append(Fmt.rel(v.runnerUpRelL2()))
+                    .append(" (margin ").append(Double.isInfinite(v.margin()) ? "∞: reproduced bit for bit" : Fmt.rel(v.margin()) + "×").append(")\n");
         }
         sb.append('\n').append(Fmt.wrap(r.conclusion(), 100, "  ")).append('\n');
         return sb.toString();
@@ -211,6 +255,25 @@ public final class BisectReport {
             num(e, "rel_l2", t.relL2());
             num(e, "tolerance", t.tolerance());
             e.put("healed", t.healed());
+        }
+        if (r.catalog() != null) {
+            var n = r.catalog();
+            var cat = o.putObject("catalog_naming");
+            cat.put("step", n.step());
+            cat.put("point", n.point());
+            if (n.named() == null) cat.putNull("named");
+            else cat.put("named", n.named());
+            num(cat, "clean_rel_l2", n.cleanRelL2());
+            var tried = cat.putArray("tried");
+            for (var t : n.tried()) {
+                var e = tried.addObject();
+                e.put("fault", t.fault());
+                num(e, "rel_l2", t.relL2());
+            }
+            if (n.engine() == null) cat.putNull("substituted_into");
+            else cat.put("substituted_into", n.engine());
+            if (n.proved() == null) cat.putNull("proved");
+            else cat.put("proved", n.proved());
         }
         var notes = o.putArray("notes");
         r.notes().forEach(notes::add);

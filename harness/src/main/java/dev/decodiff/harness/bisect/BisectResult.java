@@ -21,10 +21,27 @@ import java.util.List;
  * @param kvRounding   the lossy KV cache types ("q8_0/q8_0") when the divergence is their expected rounding (the same
  *                     run with an exact f32 cache is within tolerance), else null
  * @param variant      the op variant that reproduced the culprit from the reference's inputs, when one did
+ * @param catalog      how an architecture bisected through its fault catalog ({@link CatalogBisector}) named and proved the
+ *                     culprit; null for Gemma 4's bisect, which recomputes its ops instead
  */
 public record BisectResult(ComparisonResult compare, Culprit culprit, List<LayerRow> layers, List<ModelRow> modelPoints,
                            List<Substitution> substitutions, List<TransplantRow> transplant, String cacheVerdict,
-                           String diagnosis, Finding.Variant variant, String conclusion, List<String> notes, double seconds, String kvRounding) {
+                           String diagnosis, Finding.Variant variant, String conclusion, List<String> notes, double seconds, String kvRounding,
+                           CatalogNaming catalog) {
+
+    /**
+     * The naming by replay: each catalog fault that changes the culprit cell, planted alone in decodiff's engine run
+     * teacher-forced on the reference's tokens, and its tensor's rel L2 to the candidate's there (best first), beside
+     * the clean engine's; {@code named} the fault that reproduces the candidate (null when none does, or two fit).
+     * {@code engine} is the engine the substitutions ran in: the candidate's own, or, for a candidate dump, the named
+     * fault's stand-in. {@code proved}: a substitution at the culprit healed what the error had broken downstream
+     * (null when there was nothing downstream to heal, or no engine to substitute into).
+     */
+    public record CatalogNaming(int step, String point, List<Tried> tried, double cleanRelL2, String named, String engine, Boolean proved) {}
+
+    /** One catalog fault replayed: its tensor's rel L2 to the candidate's at the culprit cell. */
+    public record Tried(String fault, double relL2) {}
+
 
     /** The first cell, in causal order, that is wrong when its layer gets the reference's input and cache. */
     public record Culprit(int step, Integer layer, String point, CellStats local) {}

@@ -130,11 +130,11 @@ public final class Bisector {
                         + " expected rounding of the %s cache, not a bug: no culprit to bisect. Judge a %s cache with tolerances made for"
                         + " it (decodiff calibrate, docs/tolerances.md; drift per type in docs/kv-cache.md), or bisect with --kv-cache f32.",
                 fd.step(), fd.point(), fd.cell().relL2(), fd.cell().tolerance(), types, types, types);
-        return new BisectResult(compare, null, List.of(), List.of(), List.of(), List.of(), null, null, null, conclusion, List.of(), secs(t0), types);
+        return new BisectResult(compare, null, List.of(), List.of(), List.of(), List.of(), null, null, null, conclusion, List.of(), secs(t0), types, null);
     }
 
     private static BisectResult withoutBisection(ComparisonResult compare, String conclusion, long t0) {
-        return new BisectResult(compare, null, List.of(), List.of(), List.of(), List.of(), null, null, null, conclusion, List.of(), secs(t0), null);
+        return new BisectResult(compare, null, List.of(), List.of(), List.of(), List.of(), null, null, null, conclusion, List.of(), secs(t0), null, null);
     }
 
     private BisectResult bisectAt(ComparisonResult compare, FirstDivergence fd, long t0) {
@@ -194,7 +194,7 @@ public final class Bisector {
 
             String conclusion = conclusion(fd, culprit, layers, subs, cacheVerdict);
             return new BisectResult(compare, culprit, layers, modelRows, subs, transplant, cacheVerdict, diagnosis, variant, conclusion,
-                    List.copyOf(notes), secs(t0), null);
+                    List.copyOf(notes), secs(t0), null, null);
         }
     }
 

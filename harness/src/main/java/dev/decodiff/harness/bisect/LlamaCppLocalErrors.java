@@ -30,6 +30,10 @@ import java.util.Map;
  * culprit is then diagnosed with bisect's own detectors ({@link Bisector#DETECTORS}): its op recomputed from the
  * reference's inputs and the checkpoint's weights under each enumerated variant; the variant that reproduces
  * llama.cpp's local output names the bug, as on decodiff's engine.
+ * <p>On Qwen3.5 the points written are the states as the memory module hands them to each linear-attention layer
+ * (conv and recurrent), so every step's recurrence starts from the reference's history, and the contiguous outputs
+ * ({@link #QWEN35_LAYER_POINTS}); a broken state hand-over then shows at the state read itself, and an op inside the
+ * layer at its own point.
  */
 public final class LlamaCppLocalErrors {
     public static final double FLOOR = 0x1p-10;
@@ -37,6 +41,22 @@ public final class LlamaCppLocalErrors {
     /** Points written into the graph, per layer and for the model. */
     static final List<String> LAYER_POINTS = List.of(CapturePoints.Q, CapturePoints.K, CapturePoints.V, CapturePoints.ATTN_OUT,
             CapturePoints.MLP_OUT, CapturePoints.MOE_OUT, CapturePoints.OUT);
+
+    /**
+     * Qwen3.5's points written into the graph: the states as read from the memory module (so each step's recurrence
+     * starts from the reference's history), the linear-attention and attention outputs, the FFN's and the layer's.
+     * The linear layer's q/k/v, β and decay are strided views of the conv's output or folded into the fused op: they
+     * are compared as llama.cpp computes them from the reference's layer input and conv state.
+     */
+    static final List<String> QWEN35_LAYER_POINTS = List.of(CapturePoints.LINEAR_CONV_STATE_READ, CapturePoints.LINEAR_STATE_READ,
+            CapturePoints.LINEAR_OUT, CapturePoints.Q, CapturePoints.K, CapturePoints.V, CapturePoints.ATTN_GATE, CapturePoints.ATTN_OUT,
+            CapturePoints.MLP_OUT, CapturePoints.MOE_OUT, CapturePoints.OUT);
+
+    /** The per-layer points replaced for this reference's architecture. */
+    static List<String> layerPoints(dev.decodiff.harness.dump.DumpManifest m) {
+        String type = m.model() == null || m.model().modelType() == null ? "" : m.model().modelType();
+        return type.startsWith("qwen3_5") ? QWEN35_LAYER_POINTS : LAYER_POINTS;
+    }
 
     public record Cell(int step, String point, double local) {}
 
@@ -67,6 +87,7 @@ public final class LlamaCppLocalErrors {
         var m = ref.manifest();
         var cells = new ArrayList<Cell>();
         var points = ref.allPoints();
+        var replaced = layerPoints(m);
         // each step's captures, until the first step with a cell over the floor (the culprit's step) is kept
         Map<String, dev.decodiff.harness.dump.CapturedTensor> culpritStep = null;
         int culpritStepIndex = -1;
@@ -77,7 +98,7 @@ public final class LlamaCppLocalErrors {
                     for (String p : step.points()) {
                         String kind = CapturePoints.kindOf(p);
                         int layer = CapturePoints.layerOf(p);
-                        boolean layerPoint = layer >= 0 && LAYER_POINTS.contains(kind)
+                        boolean layerPoint = layer >= 0 && replaced.contains(kind)
                                 && !(kind.equals(CapturePoints.MLP_OUT) && step.has(CapturePoints.layer(layer, CapturePoints.MOE_OUT)));
                         if ((layerPoint || p.equals(CapturePoints.EMBED) || p.equals(CapturePoints.FINAL_NORM)) && !unreplaceable.contains(p))
                             subs.put(p, step.tensor(p).toFloats());
@@ -111,7 +132,7 @@ public final class LlamaCppLocalErrors {
         }
         String diagnosis = null;
         dev.decodiff.harness.compare.detect.Finding.Variant variant = null;
-        if (culprit != null && checkpoint != null && culpritStep != null) {
+        if (culprit != null && checkpoint != null && culpritStep != null && replaced == LAYER_POINTS) { // the detectors recompute Gemma 4's ops
             var found = diagnose(ref, culprit, culpritStepIndex, culpritStep, checkpoint);
             if (found != null) {
                 diagnosis = found.sentence();

@@ -23,12 +23,16 @@ import java.util.concurrent.Callable;
                 "variants (a norm, the attention scale, mask or softmax, the activation, RoPE, the cache window, and the op's",
                 "rewirings: a sub-op fed its neighbouring tensor, dropped, applied twice or moved, a weight taken from its neighbour,",
                 "the MoE routing and per-expert scales, the per-layer inputs' scales, slice and join), reproduces the candidate, that",
-                "variant by name — only when the runner-up is at least 10x further from the candidate; else \"two explanations fit\"."},
+                "variant by name — only when the runner-up is at least 10x further from the candidate; else \"two explanations fit\".",
+                "On Qwen3.5 it names the bug through the fault catalog: each catalog fault replayed alone on the reference's tokens, the one that",
+                "reproduces the candidate at its first divergent cell named (10x margin), and proved by writing the reference's tensor into the engine there."},
         footer = {"", "Exit codes: 0 no divergence, 1 divergence bisected, 2 bad input or usage.",
                 "Examples:",
                 "  decodiff bisect --fault k-eq-v-rotated-keys",
                 "  decodiff bisect reference-dumps/gemma4-tiny/short --fault ring-wrap --json",
-                "  decodiff bisect reference-dumps/gemma4-tiny-ple/long --fault kv-shared-first-source --html bisect.html"})
+                "  decodiff bisect reference-dumps/gemma4-tiny-ple/long --fault kv-shared-first-source --html bisect.html",
+                "  decodiff bisect reference-dumps/qwen35-tiny/long --fault state-stale",
+                "  decodiff bisect reference-dumps/qwen35-tiny/short my-dump --json"})
 final class BisectCommand implements Callable<Integer> {
     @Mixin
     ReferenceArgs referenceArgs = new ReferenceArgs();
@@ -41,6 +45,10 @@ final class BisectCommand implements Callable<Integer> {
 
     @Mixin
     LlamaCppFlags llama = new LlamaCppFlags();
+
+    @picocli.CommandLine.Parameters(index = "1", arity = "0..1", paramLabel = "CANDIDATE",
+            description = "A candidate dump to bisect instead of the live engine (Qwen3.5 only): the fault that reproduces it is named by replay, and the substitutions run in that fault's engine.")
+    Path candidate;
 
     @Option(names = "--no-ops", description = "Skip the op-level check (every metal kernel against ND4J) that runs once a culprit is confirmed.")
     boolean noOps;
@@ -55,7 +63,14 @@ final class BisectCommand implements Callable<Integer> {
         var ref = referenceArgs.open();
         var profile = referenceArgs.profile(ref);
         Path modelDir = referenceArgs.locateModel(ref).dir();
-        if (llama.isLlamaCpp()) return llamaCpp(refDir, ref, modelDir);
+        if (llama.isLlamaCpp()) {
+            if (candidate != null) throw new dev.decodiff.harness.BadInputException("CANDIDATE and --engine llama.cpp contradict each other; give one");
+            return llamaCpp(refDir, ref, modelDir);
+        }
+        var arch = dev.decodiff.engine.arch.Architectures.of(modelDir);
+        if (arch != dev.decodiff.engine.arch.Gemma4Architecture.INSTANCE) return catalog(ref, profile, modelDir, arch);
+        if (candidate != null)
+            throw new dev.decodiff.harness.BadInputException("bisect runs Gemma 4's engine live (it feeds the reference's tensors into it); drop CANDIDATE, or use compare for a dump");
         var options = engine.options();
         try (var m = Gemma4Model.load(modelDir)) {
             dev.decodiff.harness.live.EngineSetup.checkKvFits(m, options);
@@ -67,6 +82,35 @@ final class BisectCommand implements Callable<Integer> {
                     () -> BisectReport.terminal(result, Terminal.colourStdout()) + (opLevel == null ? "" : opLevel.terminal()),
                     () -> BisectReport.html(result));
             return result.exitCode();
+        }
+    }
+
+    /**
+     * An architecture with a fault catalog (Qwen3.5): the first divergent cell named by replaying each catalog fault,
+     * and proved by writing the reference's tensors into the engine.
+     */
+    private int catalog(dev.decodiff.harness.dump.DumpReader ref, dev.decodiff.harness.compare.ToleranceProfile profile, Path modelDir,
+                        dev.decodiff.engine.arch.Architecture arch) {
+        if (output.html != null) throw new dev.decodiff.harness.BadInputException("--html is written for Gemma 4's bisect only; use the terminal or --json for " + arch.name());
+        if (!engine.onlyFaults()) throw new dev.decodiff.harness.BadInputException("--kv-cache and --matmul apply to Gemma 4's engine; drop them for " + modelDir);
+        var faults = engine.faultIds(arch, modelDir);
+        if (candidate != null && !faults.isEmpty())
+            throw new dev.decodiff.harness.BadInputException("--fault applies to a live run; drop it, or drop CANDIDATE to run the engine");
+        try (var m = dev.decodiff.engine.arch.Architectures.load(modelDir)) {
+            var bisector = new dev.decodiff.harness.bisect.CatalogBisector(m, ref, profile);
+            dev.decodiff.harness.bisect.BisectResult result;
+            if (candidate == null) result = bisector.runLive(faults);
+            else {
+                var cand = dev.decodiff.harness.dump.DumpReader.openCandidate(candidate);
+                var notes = dev.decodiff.harness.compare.Comparison.checkIdentity(ref.manifest(), ref.manifestFile(), cand.manifest(), cand.manifestFile(),
+                        referenceArgs.allowMismatch());
+                var cmp = dev.decodiff.harness.compare.Comparison.run(ref, dev.decodiff.harness.compare.Comparison.dumpSource(cand),
+                        new dev.decodiff.harness.compare.Comparison.Options(profile, referenceArgs.allowMismatch(), null), notes);
+                result = bisector.bisectDump(cmp, cand);
+            }
+            var r = result;
+            output.deliver(spec, () -> BisectReport.json(r), () -> BisectReport.terminal(r, Terminal.colourStdout()), () -> "");
+            return r.exitCode();
         }
     }
 

@@ -119,13 +119,12 @@ final class CompareCommand implements Callable<Integer> {
                 throw new BadInputException("--fault, --kv-cache, --matmul and --engine apply to a live run; drop them, or drop CANDIDATE to run the engine");
             var cand = DumpReader.openCandidate(candidate);
             var notes = Comparison.checkIdentity(ref.manifest(), ref.manifestFile(), cand.manifest(), cand.manifestFile(), referenceArgs.allowMismatch());
-            // local attribution recomputes Gemma 4's ops; another architecture's reference is judged without it
-            boolean gemma = ref.manifest().model() == null || "gemma4_text".equals(ref.manifest().model().modelType());
-            if (!noAttribution && !gemma) notes.add(NO_ATTRIBUTION_ARCH);
-            var located = noAttribution || !gemma ? null : AttributionModel.locate(referenceArgs, ref, notes);
-            try (var bar = new ProgressBar("comparing", ref.stepCount()); var m = located == null ? null : Gemma4Model.load(located)) {
+            var located = noAttribution ? null : AttributionModel.locate(referenceArgs, ref, notes);
+            try (var bar = new ProgressBar("comparing", ref.stepCount()); var m = located == null ? null : Architectures.load(located)) {
                 var opt = new Comparison.Options(profile, referenceArgs.allowMismatch(), bar::update);
-                if (m != null) opt = opt.withAttribution(new dev.decodiff.harness.compare.attribution.LocalAttribution(m, true), exact);
+                var a = m == null ? null : attribution(m, true, null);
+                if (a != null) opt = opt.withAttribution(a, exact);
+                else if (m != null) notes.add(noAttribution(m));
                 result = Comparison.run(ref, Comparison.dumpSource(cand), opt, notes);
             }
         } else if (viaLlamaCpp) {
@@ -157,31 +156,49 @@ final class CompareCommand implements Callable<Integer> {
             }
             var opt = new Comparison.Options(profile, referenceArgs.allowMismatch(), bar::update);
             if (located.note() != null && !noAttribution) notes.add(AttributionModel.OFF_OTHER_MODEL);
-            // local attribution recomputes Gemma 4's ops; a Qwen3.5 run is judged by accumulated error
-            boolean gemma = ref.manifest().model() == null || "gemma4_text".equals(ref.manifest().model().modelType());
-            if (!gemma && !noAttribution && located.note() == null) notes.add(NO_ATTRIBUTION_ARCH);
-            if (noAttribution || located.note() != null || !gemma) return Comparison.run(ref, source, opt, notes);
-            try (var m = Gemma4Model.load(located.dir())) {
-                return Comparison.run(ref, source, opt.withAttribution(new dev.decodiff.harness.compare.attribution.LocalAttribution(m, true), exact), notes);
+            if (noAttribution || located.note() != null) return Comparison.run(ref, source, opt, notes);
+            try (var m = Architectures.load(located.dir())) {
+                var a = attribution(m, true, gguf);
+                if (a == null) {
+                    notes.add(noAttribution(m));
+                    return Comparison.run(ref, source, opt, notes);
+                }
+                return Comparison.run(ref, source, opt.withAttribution(a, exact), notes);
             }
         }
     }
 
-    /** Said in the report where local attribution is off because it recomputes Gemma 4's ops only. */
-    static final String NO_ATTRIBUTION_ARCH = "no local attribution: it recomputes Gemma 4's ops, and this reference is of another architecture"
-            + " — each cell is judged by its accumulated error";
+    /**
+     * Local attribution over a loaded model, by its architecture: Gemma 4's ops or Qwen3.5's. {@code gguf}: the GGUF
+     * llama.cpp runs, whose stored matrices become a precision hypothesis (Qwen3.5; Gemma 4 reads the folder's types).
+     */
+    static dev.decodiff.harness.compare.attribution.OpAttribution attribution(LoadedModel m, boolean everyCell, Path gguf) {
+        return switch (m) {
+            case Gemma4Architecture.Loaded g -> new dev.decodiff.harness.compare.attribution.LocalAttribution(g.model(), everyCell);
+            case dev.decodiff.engine.qwen35.Qwen35Architecture.Loaded q -> gguf == null
+                    ? new dev.decodiff.harness.compare.attribution.Qwen35Attribution(q.model(), everyCell)
+                    : new dev.decodiff.harness.compare.attribution.Qwen35Attribution(q.model().ops().withStored(
+                            dev.decodiff.harness.llamacpp.Qwen35StoredMatrices.of(gguf, q.model())), everyCell);
+            default -> null;
+        };
+    }
 
     /**
-     * Another architecture's engine (through the plug-in seam), live and teacher-forced; judged by accumulated error
-     * (local attribution recomputes Gemma 4's ops only).
+     * Said where an architecture has no op description for attribution: nothing over tolerance can then be accounted
+     * for as precision, so every such cell is a divergence.
      */
-    private ComparisonResult liveArchitecture(DumpReader ref, ToleranceProfile profile, Path modelDir, java.util.List<String> notes) {
+    static String noAttribution(LoadedModel m) {
+        return "no local attribution for " + m.architecture().name() + " (its ops are not described for recomputation):"
+                + " each cell is judged by its accumulated error, and every cell over tolerance is a divergence";
+    }
+
+    /** Another architecture's engine (through the plug-in seam), live and teacher-forced, its own ops attributed where a cell is over tolerance. */
+    private ComparisonResult liveArchitecture(DumpReader ref, ToleranceProfile profile, Path modelDir, java.util.List<String> notes, boolean otherModel) {
         if (!engine.onlyFaults())
             throw new BadInputException("--kv-cache and --matmul apply to Gemma 4's engine; drop them for " + modelDir);
         var arch = Architectures.of(modelDir);
         var faults = engine.faultIds(arch, modelDir);
         if (fullObserverCheck) notes.add("--full-observer-check: this engine's observer check always re-runs every step whole");
-        if (!noAttribution) notes.add(NO_ATTRIBUTION_ARCH);
         LoadedModel loaded;
         try (var part = PartClock.enter("load")) {
             loaded = Architectures.load(modelDir);
@@ -193,7 +210,13 @@ final class CompareCommand implements Callable<Integer> {
             var points = ref.allPoints();
             try (var bar = new ProgressBar("running " + modelDir.getFileName(), ref.stepCount());
                  var source = new ArchitectureCandidate(m, faults, rm, points::contains, !noObserverCheck)) {
-                return Comparison.run(ref, source, new Comparison.Options(profile, referenceArgs.allowMismatch(), bar::update), notes);
+                var opt = new Comparison.Options(profile, referenceArgs.allowMismatch(), bar::update);
+                // decodiff's own forward is these ops: attribute only what is over tolerance
+                var a = noAttribution || otherModel ? null : attribution(m, false, null);
+                if (a != null) opt = opt.withAttribution(a, exact);
+                else if (!noAttribution && otherModel) notes.add(AttributionModel.OFF_OTHER_MODEL);
+                else if (!noAttribution) notes.add(noAttribution(m));
+                return Comparison.run(ref, source, opt, notes);
             }
         }
     }
@@ -207,7 +230,7 @@ final class CompareCommand implements Callable<Integer> {
         if (located.note() != null) notes.add(located.note());
         Path modelDir = located.dir();
         var arch = Architectures.of(modelDir);
-        if (arch != Gemma4Architecture.INSTANCE) return liveArchitecture(ref, profile, modelDir, notes);
+        if (arch != Gemma4Architecture.INSTANCE) return liveArchitecture(ref, profile, modelDir, notes, located.note() != null);
         var options = engine.options();
         Gemma4Model loaded;
         try (var part = PartClock.enter("load")) {

@@ -256,7 +256,9 @@ final class DumpCommand implements Callable<Integer> {
                         w.setTokens(tokens);
                     }
                     var captured = new ArrayList<CapturedTensor>();
-                    for (var c : step.tensors().values()) captured.add(CapturedTensor.of(c.point(), c.shape(), c.data()));
+                    for (var c : step.tensors().values())
+                        if (!(start == 0 && dev.decodiff.harness.llamacpp.LlamaCppCandidate.freshStateRead(c)))
+                            captured.add(CapturedTensor.of(c.point(), c.shape(), c.data()));
                     if (captured.isEmpty()) throw noPointMatched();
                     w.writeStep(start, feed.length, captured, next, LiveStep.top2Margin(step.logits()));
                     if (!step.notCaptured().isEmpty())

@@ -80,7 +80,7 @@ public final class LlamaCppFlags {
         if (gguf != null) {
             if (ggufType != null) throw new BadInputException("--gguf-type applies to the on-the-fly conversion; drop it with --gguf");
             try {
-                var diff = dev.decodiff.llamacpp.GgufMatch.differences(gguf, dev.decodiff.engine.Gemma4Config.read(checkpoint.resolve("config.json")));
+                var diff = dev.decodiff.llamacpp.GgufMatch.differences(gguf, checkpoint);
                 if (!diff.isEmpty() && !allowMismatch)
                     throw new BadInputException(gguf, "is not a GGUF of " + checkpoint + " (" + String.join(", ", diff)
                             + "); pass the GGUF of the reference's checkpoint (decodiff gguf --model " + checkpoint + " --out FILE), or --allow-mismatch");

@@ -26,7 +26,9 @@ import java.util.concurrent.Callable;
                 "  decodiff selfcheck --model checkpoints/gemma4-tiny-ple --fault ring-wrap --json",
                 "  decodiff selfcheck --model checkpoints/qwen35-tiny   (recurrent caches: chunked prefill vs one-token steps, snapshot/restore,",
                 "                                                        prefix reuse with the state checkpointed, the wrong reuse caught)",
-                "  decodiff selfcheck --engine llama.cpp   (decode vs prefill, chunked prefill, capture vs none, on llama.cpp)"})
+                "  decodiff selfcheck --engine llama.cpp   (decode vs prefill, chunked prefill, capture vs none, on llama.cpp)",
+                "  decodiff selfcheck --engine llama.cpp --model checkpoints/qwen35-tiny-llamacpp   (llama.cpp's Qwen3.5: states read vs written,",
+                "                                                        decode, one-token steps, calls and ubatches of 3 and 65 vs one pass)"})
 final class SelfCheckCommand implements Callable<Integer> {
     @Option(names = "--model", paramLabel = "DIR", description = "Checkpoint to check (default: the bundled checkpoints/gemma4-tiny).")
     Path model;
@@ -81,7 +83,7 @@ final class SelfCheckCommand implements Callable<Integer> {
      * snapshot/restore, prefix reuse with the state checkpointed, the wrong reuse caught at the state read).
      */
     private int recurrent(Path dir, dev.decodiff.engine.arch.Architecture arch) {
-        if (llama.isLlamaCpp()) throw new BadInputException("--engine llama.cpp: selfcheck runs it on Gemma 4 checkpoints only; drop it for " + dir);
+        if (llama.isLlamaCpp()) return llamaCppRecurrent(dir);
         if (!engine.onlyFaults()) throw new BadInputException("--kv-cache and --matmul apply to Gemma 4's engine; drop them for " + dir);
         var faults = engine.faultIds(arch, dir);
         long t0 = System.nanoTime();
@@ -102,18 +104,29 @@ final class SelfCheckCommand implements Callable<Integer> {
 
     /** The checks that apply to llama.cpp: decode vs prefill, chunked prefill, capture vs none (its cache policies are its own). */
     private int llamaCpp(Path dir) {
-        long t0 = System.nanoTime();
         var config = dev.decodiff.engine.Gemma4Config.read(dir.resolve("config.json"));
         var gguf = llama.resolveGguf(dir, false);
         var options = llama.options(engine, dev.decodiff.harness.selfcheck.LlamaCppSelfCheck.defaultTokenCount(config));
+        return llamaCpp(gguf, options, new dev.decodiff.harness.selfcheck.LlamaCppSelfCheck(gguf, options, config), config.slidingWindow());
+    }
+
+    /** Qwen3.5 on llama.cpp: the conv and recurrent states handed over along every split (state audit, decode, calls, ubatches). */
+    private int llamaCppRecurrent(Path dir) {
+        var config = dev.decodiff.engine.qwen35.Qwen35Config.read(dir.resolve("config.json"));
+        var gguf = llama.resolveGguf(dir, false);
+        var options = llama.options(engine, dev.decodiff.harness.selfcheck.LlamaCppSelfCheck.QWEN35_PROMPT + dev.decodiff.harness.selfcheck.LlamaCppSelfCheck.QWEN35_DECODE);
+        return llamaCpp(gguf, options, dev.decodiff.harness.selfcheck.LlamaCppSelfCheck.qwen35(gguf, options, config.vocabSize()), 0);
+    }
+
+    private int llamaCpp(Path gguf, dev.decodiff.llamacpp.ffi.LlamaContext.Options options, dev.decodiff.harness.selfcheck.LlamaCppSelfCheck check, int window) {
+        long t0 = System.nanoTime();
         try {
-            var check = new dev.decodiff.harness.selfcheck.LlamaCppSelfCheck(gguf, options, config);
             int[] tokens = check.defaultTokens();
-            int prompt = dev.decodiff.harness.selfcheck.LlamaCppSelfCheck.defaultPromptLength(config);
+            int prompt = check.promptLength();
             var results = check.runAll(tokens, prompt);
             double secs = (System.nanoTime() - t0) / 1e9;
             String how = dev.decodiff.llamacpp.LlamaCppRunner.describeRelease() + ", " + dev.decodiff.llamacpp.ffi.LlamaContext.describe(options);
-            var run = new SelfCheckReport.Run(gguf, how, tokens.length, prompt, config.slidingWindow(), results, secs);
+            var run = new SelfCheckReport.Run(gguf, how, tokens.length, prompt, window, results, secs);
             var out = spec.commandLine().getOut();
             if (json.on()) out.println(SelfCheckReport.json(run));
             else out.print(SelfCheckReport.terminal(run, Terminal.colourStdout()));

@@ -8,7 +8,7 @@ import dev.decodiff.harness.dump.DumpManifest;
 import dev.decodiff.harness.dump.DumpReader;
 import dev.decodiff.harness.dump.ReadRows;
 import dev.decodiff.harness.dump.StepTensors;
-import dev.decodiff.harness.compare.attribution.LocalAttribution;
+import dev.decodiff.harness.compare.attribution.OpAttribution;
 import dev.decodiff.harness.compare.attribution.LocalError;
 import dev.decodiff.metal.TensorView;
 
@@ -46,7 +46,7 @@ public final class Comparison {
      * @param exact       with attribution: named precision effects fail the comparison too (exit 1)
      */
     public record Options(ToleranceProfile profile, boolean allowMismatch, IntConsumer progress,
-                          dev.decodiff.harness.compare.attribution.LocalAttribution attribution, boolean exact) {
+                          dev.decodiff.harness.compare.attribution.OpAttribution attribution, boolean exact) {
         public Options {
             Objects.requireNonNull(profile);
             if (progress == null) progress = s -> {};
@@ -56,7 +56,7 @@ public final class Comparison {
             this(profile, allowMismatch, progress, null, false);
         }
 
-        public Options withAttribution(dev.decodiff.harness.compare.attribution.LocalAttribution a, boolean exact) {
+        public Options withAttribution(dev.decodiff.harness.compare.attribution.OpAttribution a, boolean exact) {
             return new Options(profile, allowMismatch, progress, a, exact);
         }
 
@@ -389,7 +389,7 @@ public final class Comparison {
     }
 
     /** A whole candidate step fed to the attribution in causal order, each point with its cell's verdict. */
-    private static void attributeStep(StepTensors c, List<CellStats> stepCells, dev.decodiff.harness.compare.attribution.LocalAttribution a) {
+    private static void attributeStep(StepTensors c, List<CellStats> stepCells, dev.decodiff.harness.compare.attribution.OpAttribution a) {
         var failed = new HashMap<String, Boolean>();
         for (var cell : stepCells) failed.put(cell.point(), cell.failed());
         for (String p : sortedCausally(c.points())) a.accept(p, c.tensor(p), failed.getOrDefault(p, false));
@@ -411,7 +411,7 @@ public final class Comparison {
      * </ul>
      * Cells over tolerance whose ops are exact only inherit drift; a token flip is then drift too.
      */
-    private static Object firstFinding(List<CellStats> stepCells, LocalAttribution a, LocalAttribution ra, StepTensors r, StepTensors c,
+    private static Object firstFinding(List<CellStats> stepCells, OpAttribution a, OpAttribution ra, StepTensors r, StepTensors c,
                                        Accounting accounting) {
         for (int i = 0; i < stepCells.size(); i++) {
             var cell = stepCells.get(i);
@@ -440,7 +440,7 @@ public final class Comparison {
     private static boolean isPrecision(LocalError e) { return e != null && e.status() == LocalError.Status.PRECISION; }
 
     /** An unmeasurable cell inside a layer whose out was recomputed as a composite op and accounted for. */
-    private static boolean coveredByLayer(LocalAttribution a, CellStats cell) {
+    private static boolean coveredByLayer(OpAttribution a, CellStats cell) {
         if (cell.layer() < 0) return false;
         var out = a.error(cell.step(), CapturePoints.layer(cell.layer(), CapturePoints.OUT));
         return out != null && out.granularity() != null && out.accounted();

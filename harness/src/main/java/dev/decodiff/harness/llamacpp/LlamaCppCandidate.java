@@ -96,8 +96,22 @@ public final class LlamaCppCandidate implements CandidateSource {
         }
         step.notCaptured().forEach(notCaptured::putIfAbsent);
         var captured = new LinkedHashMap<String, CapturedTensor>();
-        for (var c : step.tensors().values()) captured.put(c.point(), CapturedTensor.of(c.point(), c.shape(), c.data()));
+        for (var c : step.tensors().values())
+            if (!(st.start() == 0 && freshStateRead(c))) captured.put(c.point(), CapturedTensor.of(c.point(), c.shape(), c.data()));
         return new LiveStep(s, st.start(), st.length(), captured, argmax(step.logits()), LiveStep.top2Margin(step.logits()), "llama.cpp, step " + s);
+    }
+
+    /**
+     * A Qwen3.5 state read at a sequence's first step, all zeros: what a fresh sequence starts from. Left out, as
+     * transformers' references leave it out: a dump holding it could not serve as a reference (rel L2 against zeros
+     * is undefined). A non-zero one — a state left over from elsewhere — is kept.
+     */
+    public static boolean freshStateRead(LlamaCppRunner.Captured c) {
+        String kind = dev.decodiff.engine.CapturePoints.kindOf(c.point());
+        if (!kind.equals(dev.decodiff.engine.CapturePoints.LINEAR_CONV_STATE_READ) && !kind.equals(dev.decodiff.engine.CapturePoints.LINEAR_STATE_READ))
+            return false;
+        for (float v : c.data()) if (v != 0) return false;
+        return true;
     }
 
     private static int argmax(float[] x) {

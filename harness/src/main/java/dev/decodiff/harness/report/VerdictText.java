@@ -49,7 +49,7 @@ public final class VerdictText {
                 .append(l.from()).append(")");
         if (l.granularity() != null) sb.append(" (at the granularity of ").append(l.granularity()).append(")");
         sb.append(", differs from the reference's tensor by rel L2 ").append(Fmt.sci(l.local()));
-        if (l.explanation() != null && l.explanation().startsWith(dev.decodiff.harness.compare.attribution.LocalAttribution.REPRODUCED_BY))
+        if (l.explanation() != null && l.explanation().startsWith(dev.decodiff.harness.compare.attribution.OpAttribution.REPRODUCED_BY))
             sb.append(" (it is ").append(l.explanation()).append(", which its stated ")
                     .append(r.referenceManifest().producer() == null ? "dtype" : r.referenceManifest().producer().dtype()).append(" does not cover)");
         else if (l.explanation() != null && Double.isFinite(l.floor()))
@@ -189,6 +189,13 @@ public final class VerdictText {
         if (l == null) return;
         switch (l.status()) {
             case UNEXPLAINED -> {
+                if (l.explanation() != null && l.explanation().startsWith(dev.decodiff.harness.compare.attribution.Qwen35Attribution.STATE_KEPT_IN)) {
+                    // a named bug class, not a near miss of precision
+                    sb.append(" Its own op adds rel L2 ").append(Fmt.sci(l.local())).append(" (recomputed exactly from the candidate's ").append(l.from())
+                            .append("), and that is the bug: ").append(l.explanation()).append(" — reproduced to ").append(Fmt.sci(l.leftover()))
+                            .append("; this op is the divergence, not drift from upstream.");
+                    break;
+                }
                 sb.append(" Its own op adds rel L2 ").append(Fmt.sci(l.local())).append(" (recomputed exactly from the candidate's ").append(l.from());
                 if (l.granularity() != null) sb.append("; at the granularity of ").append(l.granularity());
                 sb.append("), and no precision effect reproduces it");

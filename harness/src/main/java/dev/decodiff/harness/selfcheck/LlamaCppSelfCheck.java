@@ -2,6 +2,7 @@ package dev.decodiff.harness.selfcheck;
 
 import dev.decodiff.engine.CapturePoints;
 import dev.decodiff.engine.Gemma4Config;
+import dev.decodiff.engine.Probe;
 import dev.decodiff.engine.Sampler;
 import dev.decodiff.harness.compare.CellStats;
 import dev.decodiff.llamacpp.LlamaCppRunner;
@@ -24,20 +25,46 @@ import java.util.function.Supplier;
  * over a whole row), not {@link SelfCheck#TOLERANCE}: on the bundled checkpoints clean llama.cpp's worst
  * decode-vs-prefill cell is 3.0e-4 (gemma4-tiny) and 4.4e-4 (gemma4-tiny-moe), chunked prefill at most 2e-5, while a
  * decode-only bug is two orders above (porting bug 09: 0.13 at layers.2.attn.q).
+ *
+ * <p>On Qwen3.5 ({@link #qwen35}) the checks are about handing the conv and recurrent states over, as in
+ * {@link RecurrentSelfCheck}: every state a step reads is, bit for bit, the one the step before wrote
+ * ({@link StateAudit}); the prompt then one-token steps, every token its own step, the prompt in separate calls of 3
+ * and 65 tokens, and the whole sequence in one call that llama.cpp itself splits into ubatches of 3 and of 65 (n_ubatch
+ * smaller than the prompt; 65 crosses the delta rule's 64-token chunk boundary inside a ubatch) must each agree with
+ * one pass over all tokens.
  */
 public final class LlamaCppSelfCheck {
     /** 2^-10: one fp16 step of the GELU table's output, the coarsest rounding on llama.cpp's fp32 path. */
     public static final double TOLERANCE = 0x1p-10;
 
+    /** Qwen3.5's prompt: past the delta rule's first 64-token chunk (as {@link RecurrentSelfCheck}), then decode steps. */
+    public static final int QWEN35_PROMPT = 70, QWEN35_DECODE = 8;
+
     private final Path gguf;
     private final LlamaContext.Options options;
     private final Gemma4Config config;
+    /** Qwen3.5 (recurrent states) instead of Gemma 4: its vocabulary; 0 for Gemma 4. */
+    private final int recurrentVocab;
 
     public LlamaCppSelfCheck(Path gguf, LlamaContext.Options options, Gemma4Config config) {
+        this(gguf, options, config, 0);
+    }
+
+    private LlamaCppSelfCheck(Path gguf, LlamaContext.Options options, Gemma4Config config, int recurrentVocab) {
         this.gguf = gguf;
         this.options = options;
         this.config = config;
+        this.recurrentVocab = recurrentVocab;
     }
+
+    /** The checks of a Qwen3.5 GGUF (vocabulary {@code vocab}): state hand-over along every split llama.cpp offers. */
+    public static LlamaCppSelfCheck qwen35(Path gguf, LlamaContext.Options options, int vocab) {
+        return new LlamaCppSelfCheck(gguf, options, null, vocab);
+    }
+
+    public int promptLength() { return config == null ? QWEN35_PROMPT : defaultPromptLength(config); }
+
+    public int tokenCount() { return config == null ? QWEN35_PROMPT + QWEN35_DECODE : defaultTokenCount(config); }
 
     /** As {@link SelfCheck#defaultPromptLength()}: longer than the sliding window. */
     public static int defaultPromptLength(Gemma4Config config) { return Math.min(2 * config.slidingWindow() + 3, 64); }
@@ -47,8 +74,8 @@ public final class LlamaCppSelfCheck {
 
     /** SelfCheck's prompt pattern, continued by llama.cpp's own greedy choices. */
     public int[] defaultTokens() {
-        int vocab = config.vocabSize(), prompt = defaultPromptLength(config);
-        int[] all = new int[defaultTokenCount(config)];
+        int vocab = config == null ? recurrentVocab : config.vocabSize(), prompt = promptLength();
+        int[] all = new int[tokenCount()];
         all[0] = Math.min(2, vocab - 1);
         for (int i = 1; i < prompt; i++) all[i] = 4 + (int) ((i * 7919L) % Math.max(1, vocab - 4));
         try (var r = LlamaCppRunner.open(gguf, options, null)) {
@@ -62,6 +89,7 @@ public final class LlamaCppSelfCheck {
     }
 
     public List<SelfCheckResult> runAll(int[] tokens, int promptLength) {
+        if (config == null) return runRecurrent(tokens, promptLength);
         var plan = new ArrayList<Supplier<SelfCheckResult>>();
         plan.add(() -> decodeVsPrefill(tokens, promptLength));
         int window = config.slidingWindow();
@@ -78,18 +106,65 @@ public final class LlamaCppSelfCheck {
     }
 
     /** Every per-position point of llama.cpp's graph, the tokens fed in steps of {@code splits}. */
-    private RowRecorder record(int[] tokens, int[] splits) {
-        var rec = new RowRecorder();
-        try (var r = LlamaCppRunner.open(gguf, options, rec::wants)) {
+    private RowRecorder record(int[] tokens, int[] splits) { return record(tokens, splits, null, new RowRecorder()); }
+
+    /** The tokens fed in steps of {@code splits}, each step's captures handed to {@code probe}; {@code layout}: null for one ubatch per step. */
+    private <P extends Probe> P record(int[] tokens, int[] splits, LlamaContext.Layout layout, P probe) {
+        try (var r = LlamaCppRunner.open(gguf, options, layout, probe::wants)) {
             int pos = 0, step = 0;
             for (int len : splits) {
                 var s = r.step(Arrays.copyOfRange(tokens, pos, pos + len), pos, List.of());
-                rec.beginStep(step++, pos, len);
-                for (var c : s.tensors().values()) rec.capture(c.point(), c.shape(), c.data());
+                probe.beginStep(step++, pos, len);
+                for (var c : s.tensors().values()) probe.capture(c.point(), c.shape(), c.data());
                 pos += len;
             }
         }
-        return rec;
+        return probe;
+    }
+
+    /**
+     * Qwen3.5's checks, each against one pass over all tokens (one ubatch): the state audit first, since a state
+     * handed over wrong is named there, at the read, before anything computed from it.
+     */
+    private List<SelfCheckResult> runRecurrent(int[] tokens, int promptLength) {
+        var plan = new ArrayList<Supplier<SelfCheckResult>>();
+        plan.add(() -> stateReadsMatchWrites(tokens, promptLength));
+        plan.add(() -> decodeVsPrefill(tokens, promptLength));
+        plan.add(() -> SelfCheck.firstDisagreement("one-token-steps", "every token its own step vs one pass over all " + tokens.length + " tokens",
+                onePass(tokens), record(tokens, RecurrentSelfCheck.chunks(tokens.length, 1)), TOLERANCE));
+        for (int chunk : new int[]{3, 65}) plan.add(() -> chunkedVsOnePass(tokens, chunk));
+        for (int ubatch : new int[]{3, 65}) plan.add(() -> ubatchedVsOnePass(tokens, ubatch));
+        plan.add(() -> instrumentedVsPlain(tokens, promptLength));
+        return plan.stream().map(Supplier::get).toList();
+    }
+
+    /** All tokens in one llama_decode call that llama.cpp splits into ubatches of {@code ubatch} (one graph each). */
+    public SelfCheckResult ubatchedVsOnePass(int[] tokens, int ubatch) {
+        var layout = new LlamaContext.Layout(options.contextLength(), ubatch, 1, true);
+        return SelfCheck.firstDisagreement("ubatch-" + ubatch, "all " + tokens.length + " tokens in one call, computed by llama.cpp in ubatches of "
+                + ubatch + " (n_ubatch), vs one pass", onePass(tokens), record(tokens, new int[]{tokens.length}, layout, new RowRecorder()), TOLERANCE);
+    }
+
+    /**
+     * Every conv and recurrent state a step reads is the one the step before wrote, bit for bit, along three splits:
+     * one-token steps, the prompt then one-token steps, calls of 3 tokens.
+     */
+    public SelfCheckResult stateReadsMatchWrites(int[] tokens, int promptLength) {
+        String c = "state-reads-match-writes", d = "each step reads the conv and recurrent states the step before wrote (bit-identical)";
+        int reads = 0;
+        for (int[] splits : List.of(RecurrentSelfCheck.chunks(tokens.length, 1), SelfCheck.decodeSplits(tokens.length, promptLength),
+                RecurrentSelfCheck.chunks(tokens.length, 3))) {
+            var audit = record(tokens, splits, null, new StateAudit());
+            reads += audit.reads;
+            if (audit.first != null) {
+                var v = audit.first;
+                return new SelfCheckResult(c, d, false, v.position(), v.point(), v.relL2(), 0, dev.decodiff.harness.report.Fmt.format(
+                        "%d of %d state reads are not what the step before wrote; first at step %d (steps of %s), position %d, %s (rel L2 %.3g)",
+                        audit.violations, audit.reads, v.step(), splits.length == tokens.length ? "1 token" : splits[0] == promptLength
+                                ? "prompt then 1 token" : "3 tokens", v.position(), v.point(), v.relL2()));
+            }
+        }
+        return SelfCheckResult.pass(c, d, reads + " state reads equal the state written the step before");
     }
 
     public SelfCheckResult decodeVsPrefill(int[] tokens, int promptLength) {

@@ -52,7 +52,8 @@ public final class RecurrentSelfCheck {
     }
 
     /** Where prefix reuse splits a prompt of this length: past the first chunk boundary, not at a chunk edge. */
-    static int prefixLength(int promptLength) { return Math.max(1, promptLength * 4 / 7); }
+    /** Where prefix-reuse checkpoints a prompt of this length (and so where a wrong reuse first shows). */
+    public static int prefixLength(int promptLength) { return Math.max(1, promptLength * 4 / 7); }
 
     public List<SelfCheckResult> runAll(int[] tokens, int promptLength) {
         var plan = new ArrayList<Supplier<SelfCheckResult>>();

@@ -32,7 +32,8 @@ import java.util.stream.Stream;
  * The harness judged on itself: every catalog fault on every bundled checkpoint and every fp32 reference
  * case where it applies must be localized by compare (first divergence) and bisect (culprit) to the cell
  * {@link ExpectedCell} fixes from the math; every clean case must match; selfcheck must stay quiet on clean checkpoints
- * and raise an alarm on the faults it is required to catch. Each checkpoint is loaded once.
+ * and raise an alarm on the faults it is required to catch. Qwen3.5's catalog runs on its own checkpoints
+ * ({@link CatalogSelfTest}). Each checkpoint is loaded once.
  */
 public final class SelfTest {
     /** The faults selfcheck must catch with no reference at all (issue 4). */
@@ -40,11 +41,28 @@ public final class SelfTest {
 
     private final ToleranceProfile profile = ToleranceProfile.defaults();
 
+    /** Which halves run: Gemma 4's catalog and the other architectures' (Qwen3.5's); the command runs both. */
+    public enum Part { ALL, GEMMA4, OTHER_CATALOGS }
+
+    private final Part part;
+
+    public SelfTest() { this(Part.ALL); }
+
+    /** A self-test of one half only (each half has its own test class, so neither waits on the other). */
+    public SelfTest(Part part) { this.part = part; }
+
     /** A reference case: reference-dumps/CHECKPOINT/NAME, fp32, made from checkpoints/CHECKPOINT. */
     public record Case(String checkpoint, String name, Path dir, Path model) {}
 
     /** Every fp32 case under home/reference-dumps whose checkpoint is bundled under home/checkpoints, by checkpoint. */
-    public static Map<String, List<Case>> cases(Path home) {
+    public static Map<String, List<Case>> cases(Path home) { return cases(home, "gemma4_text"::equals, true); }
+
+    /** The fp32 cases of checkpoints whose engine has another architecture's catalog (Qwen3.5), by checkpoint. */
+    public static Map<String, List<Case>> catalogCases(Path home) {
+        return cases(home, t -> dev.decodiff.engine.qwen35.Qwen35Architecture.INSTANCE.modelTypes().contains(t), false);
+    }
+
+    private static Map<String, List<Case>> cases(Path home, java.util.function.Predicate<String> modelType, boolean required) {
         Path root = home.resolve("reference-dumps");
         if (!Files.isDirectory(root)) throw new BadInputException(root, "missing: the self-test needs the bundled reference dumps");
         var out = new LinkedHashMap<String, List<Case>>();
@@ -55,8 +73,8 @@ public final class SelfTest {
                 // The catalog faults are the engine's math, not its weights: the float checkpoints judge them (the
                 // quantized ones hold the same models again, dequantized; compare tests them against their references).
                 if (m.producer().quantization() != null) continue;
-                // the fault catalog is Gemma 4's engine's: other architectures' references are compared, not self-tested
-                if (m.model() == null || !"gemma4_text".equals(m.model().modelType())) continue;
+                // each architecture's catalog is self-tested on its own checkpoints' references
+                if (m.model() == null || !modelType.test(m.model().modelType())) continue;
                 String ckpt = dir.getParent().getFileName().toString();
                 Path model = home.resolve("checkpoints").resolve(ckpt);
                 if (!Files.isRegularFile(model.resolve("config.json"))) continue;
@@ -66,7 +84,7 @@ public final class SelfTest {
         } catch (IOException e) {
             throw new BadInputException(root, "cannot list: " + e.getMessage());
         }
-        if (out.isEmpty()) throw new BadInputException(root, "holds no fp32 case of a bundled checkpoint");
+        if (out.isEmpty() && required) throw new BadInputException(root, "holds no fp32 case of a bundled checkpoint");
         var sorted = new java.util.TreeMap<String, List<Case>>(out);
         out.clear();
         out.putAll(sorted);
@@ -82,10 +100,11 @@ public final class SelfTest {
 
     public SelfTestResult run(Path home, Consumer<String> progress) {
         long t0 = System.nanoTime();
-        var cases = cases(home);
+        var cases = part == Part.OTHER_CATALOGS ? Map.<String, List<Case>>of() : cases(home);
+        var catalogCases = part == Part.GEMMA4 ? Map.<String, List<Case>>of() : catalogCases(home);
         // One task per checkpoint; they share nothing (each loads its model), and the engine's results do not depend
         // on how its work is split over threads, so running them side by side changes no number.
-        int threads = Math.max(1, Math.min(cases.size(), Integer.getInteger("decodiff.selftest.threads", Runtime.getRuntime().availableProcessors())));
+        int threads = Math.max(1, Math.min(cases.size() + catalogCases.size(), Integer.getInteger("decodiff.selftest.threads", Runtime.getRuntime().availableProcessors())));
         var pool = java.util.concurrent.Executors.newFixedThreadPool(threads, r -> {
             var t = new Thread(r, "selftest");
             t.setDaemon(true);
@@ -93,29 +112,39 @@ public final class SelfTest {
         });
         try {
             var futures = new ArrayList<java.util.concurrent.Future<Checkpoint>>();
+            // the catalog checkpoints first: on few cores they would otherwise wait behind every Gemma 4 one
+            var catalogFutures = new ArrayList<java.util.concurrent.Future<List<SelfTestResult.CatalogOutcome>>>();
+            for (var e : catalogCases.entrySet())
+                catalogFutures.add(pool.submit(() -> new CatalogSelfTest(profile).checkpoint(e.getKey(), e.getValue(), progress)));
             for (var e : cases.entrySet()) futures.add(pool.submit(() -> checkpoint(e.getKey(), e.getValue(), progress)));
             var outcomes = new ArrayList<SelfTestResult.Outcome>();
             var checks = new ArrayList<SelfTestResult.SelfCheckOutcome>();
             var margins = new ArrayList<SelfTestResult.VariantMargin>();
             for (var f : futures) {
-                Checkpoint c;
-                try {
-                    c = f.get();
-                } catch (InterruptedException ex) {
-                    Thread.currentThread().interrupt();
-                    throw new IllegalStateException("self-test interrupted", ex);
-                } catch (java.util.concurrent.ExecutionException ex) {
-                    if (ex.getCause() instanceof RuntimeException re) throw re;
-                    if (ex.getCause() instanceof Error err) throw err;
-                    throw new IllegalStateException(ex.getCause());
-                }
+                Checkpoint c = get(f);
                 outcomes.addAll(c.outcomes());
                 checks.addAll(c.checks());
                 margins.addAll(c.margins());
             }
-            return new SelfTestResult(List.copyOf(cases.keySet()), outcomes, checks, margins, (System.nanoTime() - t0) / 1e9);
+            var catalog = new ArrayList<SelfTestResult.CatalogOutcome>();
+            for (var f : catalogFutures) catalog.addAll(get(f));
+            return new SelfTestResult(List.copyOf(cases.keySet()), outcomes, checks, margins, (System.nanoTime() - t0) / 1e9,
+                    List.copyOf(catalogCases.keySet()), catalog);
         } finally {
             pool.shutdownNow();
+        }
+    }
+
+    private static <T> T get(java.util.concurrent.Future<T> f) {
+        try {
+            return f.get();
+        } catch (InterruptedException ex) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("self-test interrupted", ex);
+        } catch (java.util.concurrent.ExecutionException ex) {
+            if (ex.getCause() instanceof RuntimeException re) throw re;
+            if (ex.getCause() instanceof Error err) throw err;
+            throw new IllegalStateException(ex.getCause());
         }
     }
 

@@ -131,6 +131,8 @@ public final class SelfTestReport {
                 sb.append(st.red(Fmt.wrap("✗ not named: " + o.fault().id() + " on " + o.checkpoint() + "/" + o.caseName() + ": " + o.detail(), 110, "  ").stripLeading())).append('\n');
         }
 
+        catalogTerminal(r, st, sb, fw);
+
         var misses = r.misses();
         var falseAlarms = r.outcomes().stream().filter(o -> o.clean() && !o.ok()).toList();
         for (var o : misses)
@@ -146,10 +148,86 @@ public final class SelfTestReport {
         if (!misses.isEmpty() || !falseAlarms.isEmpty()) sb.append('\n');
         String summary = r.localized() + " localized of " + r.applicable() + ", false alarms " + r.falseAlarms()
                 + ", named " + r.named() + " of " + r.namingRuns().size() + ", false names " + r.falseNames()
+                + (r.catalog().isEmpty() ? "" : "; Qwen3.5 " + catalogLocalized(r) + " localized of " + catalogApplicable(r)
+                   + ", named " + catalogNamed(r) + " of " + catalogNamingRuns(r) + ", false alarms " + catalogFalseAlarms(r))
                 + (r.selfCheckMisses().isEmpty() ? "" : ", selfcheck misses " + r.selfCheckMisses().size())
                 + String.format(Locale.ROOT, "  (%.1fs)", r.seconds());
         sb.append(r.passed() ? st.boldGreen("PASS  ") : st.boldRed("FAIL  ")).append(summary).append('\n');
         return sb.toString();
+    }
+
+    static long catalogApplicable(SelfTestResult r) { return r.catalog().stream().filter(o -> !o.clean() && o.applicable()).count(); }
+
+    static long catalogLocalized(SelfTestResult r) { return r.catalog().stream().filter(o -> !o.clean() && o.applicable() && o.localized()).count(); }
+
+    static long catalogNamingRuns(SelfTestResult r) { return r.catalog().stream().filter(o -> !o.clean() && o.namingRun()).count(); }
+
+    static long catalogNamed(SelfTestResult r) { return r.catalog().stream().filter(o -> !o.clean() && o.namingRun() && o.ok()).count(); }
+
+    static long catalogFalseAlarms(SelfTestResult r) { return r.catalog().stream().filter(o -> o.clean() && !o.ok()).count(); }
+
+    /** ✓ / ✗ / n-a for one catalog fault (null = clean) on one checkpoint, over its cases: localized and named. */
+    static String catalogMark(SelfTestResult r, String fault, String ckpt) {
+        var os = r.catalog().stream().filter(o -> java.util.Objects.equals(o.fault(), fault) && o.checkpoint().equals(ckpt)).toList();
+        if (os.isEmpty()) return "n-a";
+        long ok = os.stream().filter(SelfTestResult.CatalogOutcome::ok).count();
+        long shown = os.stream().filter(o -> o.clean() || o.applicable()).count();
+        return (ok == os.size() ? "✓" : "✗") + " " + ok + "/" + os.size() + (shown < os.size() ? " (" + (os.size() - shown) + " match)" : "");
+    }
+
+    private static void catalogTerminal(SelfTestResult r, Terminal.Style st, StringBuilder sb, int fw) {
+        if (r.catalog().isEmpty()) return;
+        sb.append(st.bold("Qwen3.5's catalog")).append(st.dim("  (k/n cases where compare's first divergence is the expected cell and bisect names"
+                + " the fault by replay; (m match): cases that cannot show it, where compare must match)")).append('\n');
+        int cw = Math.max(20, r.catalogCheckpoints().stream().mapToInt(String::length).max().orElse(20) + 2);
+        sb.append("  ").append(Fmt.pad("fault", 36));
+        for (String c : r.catalogCheckpoints()) sb.append(Fmt.pad(c, cw));
+        sb.append("expected cell\n");
+        var rows = new ArrayList<dev.decodiff.engine.qwen35.Qwen35Fault>(List.of(dev.decodiff.engine.qwen35.Qwen35Fault.values()));
+        rows.add(null);
+        for (var f : rows) {
+            String id = f == null ? null : f.id();
+            sb.append("  ").append(Fmt.pad(f == null ? "(clean)" : id, 36));
+            for (String c : r.catalogCheckpoints()) {
+                String m = catalogMark(r, id, c);
+                String padded = Fmt.pad(m, cw);
+                sb.append(m.startsWith("✓") ? st.green(padded) : m.startsWith("✗") ? st.boldRed(padded) : st.dim(padded));
+            }
+            sb.append(st.dim(f == null ? "compare matches, bisect names nothing" : f.expected().toString())).append('\n');
+        }
+        for (var o : r.catalogMisses())
+            sb.append(st.red(Fmt.wrap("✗ " + (o.clean() ? "false alarm" : o.fault()) + " on " + o.checkpoint() + "/" + o.caseName() + ": compare → "
+                    + o.compareGot() + ", named " + (o.namedFault() == null ? "nothing" : o.namedFault()) + "; " + o.detail(), 110, "  ").stripLeading())).append('\n');
+        sb.append('\n');
+    }
+
+    private static com.fasterxml.jackson.databind.JsonNode catalogJson(SelfTestResult r) {
+        var q = JSON.createObjectNode();
+        q.put("localized", catalogLocalized(r));
+        q.put("applicable", catalogApplicable(r));
+        q.put("named", catalogNamed(r));
+        q.put("naming_runs", catalogNamingRuns(r));
+        q.put("false_alarms", catalogFalseAlarms(r));
+        var ck = q.putArray("checkpoints");
+        r.catalogCheckpoints().forEach(ck::add);
+        var runs = q.putArray("runs");
+        for (var x : r.catalog()) {
+            var e = runs.addObject();
+            e.put("fault", x.fault() == null ? "clean" : x.fault());
+            e.put("checkpoint", x.checkpoint());
+            e.put("case", x.caseName());
+            e.set("expected", expected(x.expected(), x.clean()));
+            e.put("compare", x.compareGot());
+            if (x.namedFault() == null) e.putNull("named");
+            else e.put("named", x.namedFault());
+            if (x.proved() == null) e.putNull("proved");
+            else e.put("proved", x.proved());
+            e.put("status", x.clean() ? (x.ok() ? "clean" : "false_alarm") : !x.applicable() ? (x.ok() ? "n-a" : "missed")
+                    : x.ok() ? "localized" : "missed");
+            e.put("detail", x.detail());
+            e.put("seconds", x.seconds());
+        }
+        return q;
     }
 
     public static String json(SelfTestResult r) {
@@ -195,7 +273,7 @@ public final class SelfTestReport {
             e.put("fault", x.fault() == null ? "clean" : x.fault().id());
             e.put("checkpoint", x.checkpoint());
             e.put("case", x.caseName());
-            e.set("expected", expected(x));
+            e.set("expected", expected(x.expected(), x.clean()));
             if (x.compareGot() == null) e.putNull("compare");
             else e.put("compare", x.compareGot());
             if (x.bisectGot() == null) e.putNull("bisect");
@@ -224,6 +302,7 @@ public final class SelfTestReport {
             if (s.firstFailure() == null) e.putNull("first_failure");
             else e.put("first_failure", s.firstFailure());
         }
+        o.set("qwen35", catalogJson(r));
         o.put("seconds", r.seconds());
         try {
             return JSON.writeValueAsString(o);
@@ -232,13 +311,13 @@ public final class SelfTestReport {
         }
     }
 
-    private static ObjectNode expected(SelfTestResult.Outcome x) {
+    private static ObjectNode expected(ExpectedCell expected, boolean clean) {
         var e = JSON.createObjectNode();
-        if (x.clean()) {
+        if (clean) {
             e.put("kind", "no_alarm");
             return e;
         }
-        switch (x.expected()) {
+        switch (expected) {
             case ExpectedCell.Cell c -> {
                 e.put("kind", "cell");
                 e.put("step", c.step());

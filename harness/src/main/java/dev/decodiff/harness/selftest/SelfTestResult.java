@@ -12,7 +12,29 @@ import java.util.List;
  * selfcheck raised an alarm.
  */
 public record SelfTestResult(List<String> checkpoints, List<Outcome> outcomes, List<SelfCheckOutcome> selfChecks,
-                             List<VariantMargin> margins, double seconds) {
+                             List<VariantMargin> margins, double seconds, List<String> catalogCheckpoints, List<CatalogOutcome> catalog) {
+
+    /**
+     * One run of another architecture's catalog (Qwen3.5): {@code fault} null = the clean engine. {@code localized}:
+     * compare's first divergence is the expected cell (for a case that cannot show the fault: compare matches; for the
+     * restore fault: selfcheck's prefix-reuse fails at its cell); {@code named}: bisect named the fault itself by replay
+     * (on a clean run: named nothing); {@code proved}: a substitution at the culprit healed what it broke (null where
+     * bisect did not run, or nothing downstream was over tolerance).
+     */
+    public record CatalogOutcome(String architecture, String fault, String checkpoint, String caseName, ExpectedCell expected,
+                                 String compareGot, String namedFault, Boolean proved, boolean localized, boolean named,
+                                 String detail, double seconds) {
+        public boolean clean() { return fault == null; }
+
+        public boolean applicable() { return expected instanceof ExpectedCell.Cell || expected instanceof ExpectedCell.SelfCheckCell; }
+
+        /** Runs whose fault bisect must name: localized at a cell by compare. */
+        public boolean namingRun() { return expected instanceof ExpectedCell.Cell; }
+
+        public boolean ok() { return localized && named; }
+    }
+
+    public List<CatalogOutcome> catalogMisses() { return catalog.stream().filter(o -> !o.ok()).toList(); }
 
     /** An enumerated op variant's margin on one checkpoint's first layer (see {@code VariantMargins}). */
     public record VariantMargin(String checkpoint, VariantMargins.Margin margin) {}
@@ -88,6 +110,6 @@ public record SelfTestResult(List<String> checkpoints, List<Outcome> outcomes, L
 
     public boolean passed() {
         return localized() == applicable() && falseAlarms() == 0 && selfCheckMisses().isEmpty()
-                && named() == namingRuns().size() && falseNames() == 0;
+                && named() == namingRuns().size() && falseNames() == 0 && catalogMisses().isEmpty();
     }
 }

@@ -69,6 +69,22 @@ public record Qwen35GgufPlan(Map<String, GgufValue> metadata, List<Planned> tens
     private static final Pattern LAYER = Pattern.compile("layers\\.(\\d+)\\.(.+)");
     private static final Pattern EXPERT = Pattern.compile("mlp\\.experts\\.(\\d+)\\.(gate|up|down)_proj\\.weight");
 
+    /**
+     * The GGUF tensor a text checkpoint's tensor goes to ("layers.0.linear_attn.out_proj.weight" → "blk.0.ssm_out.weight";
+     * a per-expert "layers.1.mlp.experts.3.down_proj.weight" → its layer's stacked "blk.1.ffn_down_exps.weight"), or null.
+     */
+    public static String ggufTensorName(String hfTextName) {
+        if (hfTextName.equals("lm_head.weight")) return "output.weight";
+        if (GLOBAL.containsKey(hfTextName)) return GLOBAL.get(hfTextName);
+        var m = LAYER.matcher(hfTextName);
+        if (!m.matches()) return null;
+        String blk = "blk." + m.group(1) + ".";
+        var e = EXPERT.matcher(m.group(2));
+        if (e.matches()) return blk + "ffn_" + e.group(2) + "_exps.weight";
+        String g = PER_LAYER.get(m.group(2));
+        return g == null ? null : blk + g;
+    }
+
     /** Whether config.json describes a Qwen3.5 model (text or multimodal, dense or MoE). */
     public static boolean isQwen35(JsonNode root) {
         String t = root.path("model_type").asText("");

@@ -18,17 +18,17 @@ public record Attributed(Map<String, LocalError> cells, List<Effect> effects, bo
     /** One named precision effect: how many cells it explains, and the first and the largest of them. */
     public record Effect(String explanation, int cells, LocalError first, LocalError largest) {}
 
-    public static Attributed of(LocalAttribution a, LocalAttribution reference, List<CellStats> compared, boolean exact) {
+    public static Attributed of(OpAttribution a, OpAttribution reference, List<CellStats> compared, boolean exact) {
         var byCell = cells(a, compared);
         var refCells = reference == null ? Map.<String, LocalError>of() : cells(reference, compared);
         return new Attributed(byCell, effects(byCell.values()), exact, refCells, effects(refCells.values()), a.measuresEveryCell());
     }
 
-    private static Map<String, LocalError> cells(LocalAttribution a, List<CellStats> compared) {
+    private static Map<String, LocalError> cells(OpAttribution a, List<CellStats> compared) {
         var byCell = new LinkedHashMap<String, LocalError>();
         for (var c : compared) {
             var e = a.error(c.step(), c.point());
-            if (e != null) byCell.put(LocalAttribution.key(c.step(), c.point()), e);
+            if (e != null) byCell.put(OpAttribution.key(c.step(), c.point()), e);
         }
         return byCell;
     }
@@ -51,9 +51,9 @@ public record Attributed(Map<String, LocalError> cells, List<Effect> effects, bo
         return List.copyOf(list);
     }
 
-    public LocalError of(int step, String point) { return cells.get(LocalAttribution.key(step, point)); }
+    public LocalError of(int step, String point) { return cells.get(OpAttribution.key(step, point)); }
 
-    public LocalError ofReference(int step, String point) { return referenceCells.get(LocalAttribution.key(step, point)); }
+    public LocalError ofReference(int step, String point) { return referenceCells.get(OpAttribution.key(step, point)); }
 
     /** Whether any cell needed a precision hypothesis, on either side. */
     public boolean hasEffects() { return !effects.isEmpty() || !referenceEffects.isEmpty(); }

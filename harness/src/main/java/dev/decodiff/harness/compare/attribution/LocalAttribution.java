@@ -32,39 +32,21 @@ import java.util.function.Function;
  * measured on its own: the layer's out is then recomputed as a whole from the layer's input residual, with a shadow
  * KV cache built from the candidate's own layer inputs at every step, and the cell says so.
  */
-public final class LocalAttribution {
-    /** Local errors at or below this are fp32 noise: the fp32 defaults, whatever profile judges the accumulated error. */
-    private static final ToleranceProfile FP32 = ToleranceProfile.defaults();
+public final class LocalAttribution extends OpAttribution {
 
     private final Gemma4Ops ops;
     private final Gemma4Config cfg;
-    private final boolean everyCell;
-    /** The precision class the side states it computes in (its producer's dtype): F32, BF16, F16; null when unstated. */
-    private final Format stated;
-    /** This instance attributes the reference: only its stated precision may explain its ops. */
-    private final boolean reference;
-    /** The precision class whose envelope first judged a cell of this side (an unstated side keeps to it). */
-    private Format envelopeClass;
     /** The checkpoint has affine-quantized (MLX) matrices, whose dequantization an engine may round. */
     private final boolean affine;
-    private final Map<String, LocalError> errors = new LinkedHashMap<>();
 
-    private int step, start, T;
     private int[] stepTokens;
     private Map<String, float[]> have = new HashMap<>();
     private final Map<String, float[]> residuals = new HashMap<>();
-    /** The precision that explained each layer's cache reads (what the candidate's cache demonstrably stores), kept across steps. */
-    private final Map<String, Precision> readExplained = new HashMap<>();
     /** The rows each non-shared layer read at the previous step, by the read window's first position. */
     private final Map<String, Read> previousRead = new HashMap<>(), thisRead = new HashMap<>();
     /** Whole-layer attribution only: per precision, per layer, the K/V rows of every position so far. */
     private final Map<Precision, Map<Integer, Shadow>> shadows = new HashMap<>();
     private Boolean wholeLayers;
-    /** The op being judged hands back precomputed outcomes (the whole-layer shadows): it cannot be sampled again. */
-    private boolean precomputed;
-    /** The op being judged under a rewiring (its known porting variants), where the op has them; null otherwise. */
-    private java.util.function.BiFunction<Precision, Rewire, float[]> variants;
-    private Rewire.Op variantOp;
     /** Whole-layer mode: the current layer's out under each shadow precision (what its cell is judged against). */
     private Map<Precision, float[]> wholeOut = Map.of();
 
@@ -89,15 +71,14 @@ public final class LocalAttribution {
     }
 
     private LocalAttribution(Gemma4Ops ops, Gemma4Config cfg, boolean everyCell, Format stated, boolean reference) {
+        super(everyCell, stated, reference);
         this.ops = ops;
         this.cfg = cfg;
-        this.everyCell = everyCell;
-        this.stated = stated;
-        this.reference = reference;
         this.affine = ops.hasAffineMatrices();
     }
 
     /** This attribution for a candidate that states its dtype (a dump's producer.dtype; null or unknown: unstated). */
+    @Override
     public LocalAttribution stating(String dtype) { return new LocalAttribution(ops, cfg, everyCell, classOf(dtype), reference); }
 
     /**
@@ -106,24 +87,14 @@ public final class LocalAttribution {
      * only — means the reference and the description disagree. Only cells over tolerance are attributed (those are the
      * cells whose error must be accounted for).
      */
+    @Override
     public LocalAttribution forReference(String dtype) {
         var f = classOf(dtype);
         return new LocalAttribution(ops, cfg, false, f == null ? Format.F32 : f, true);
     }
 
-    public boolean measuresEveryCell() { return everyCell; }
 
-    /** The precision class a producer's dtype names: float32 → F32, bfloat16 → BF16, float16 → F16; else null. */
-    static Format classOf(String dtype) {
-        if (dtype == null) return null;
-        return switch (dtype.toLowerCase(java.util.Locale.ROOT)) {
-            case "float32", "fp32", "f32" -> Format.F32;
-            case "bfloat16", "bf16" -> Format.BF16;
-            case "float16", "fp16", "f16", "half" -> Format.F16;
-            default -> null;
-        };
-    }
-
+    @Override
     public void beginStep(int step, int start, int length, int[] tokens) {
         this.step = step;
         this.start = start;
@@ -135,6 +106,7 @@ public final class LocalAttribution {
     }
 
     /** The candidate's tensor of a point, in causal order; {@code failed}: its accumulated error is over tolerance. */
+    @Override
     public void accept(String point, TensorView t, boolean failed) {
         String kind = CapturePoints.kindOf(point);
         int layer = CapturePoints.layerOf(point);
@@ -160,6 +132,7 @@ public final class LocalAttribution {
     }
 
     /** Closes the step: this step's reads become the history the next step's reads must continue. */
+    @Override
     public void endStep() {
         // a step fed nothing (the reference side is fed only steps with cells over tolerance) leaves the older history,
         // whose rows are still the rows those positions hold
@@ -170,11 +143,6 @@ public final class LocalAttribution {
         have = new HashMap<>();
     }
 
-    public LocalError error(int step, String point) { return errors.get(key(step, point)); }
-
-    public Map<String, LocalError> errors() { return errors; }
-
-    static String key(int step, String point) { return step + "/" + point; }
 
     // ---- one cell ----------------------------------------------------------------------------------------------
 
@@ -245,232 +213,6 @@ public final class LocalAttribution {
         }
         return judge(point, kind, cand, tol, op, rowMask, from, granularity, hs);
     }
-
-    private LocalError judge(String point, String kind, float[] cand, double tol, Function<Precision, float[]> given, boolean[] rowMask,
-                             String from, String granularity, List<Precision> hypotheses) {
-        var every = hypotheses;
-        if (reference) hypotheses = hypotheses.stream().filter(h -> h.activations() == stated && stated != Format.F32 && onlyActivations(h)).toList();
-        float[] exact = given.apply(Precision.EXACT);
-        if (exact == null || exact.length != cand.length) return LocalError.unattributed(step, point, tol, "its inputs do not have the checkpoint's shapes");
-        double local = rel(cand, exact, rowMask);
-        if (local <= tol) return new LocalError(step, point, LocalError.Status.EXACT, local, tol, null, Double.NaN, from, granularity);
-        var plain = judgeWith(point, kind, cand, tol, given, rowMask, from, granularity, hypotheses, exact, local, null);
-        if (reference && plain.unexplained()) {
-            // not an explanation (the reference states what it computed in), but what a porter needs to know
-            for (var h : every) {
-                if (hypotheses.contains(h)) continue;
-                float[] out = given.apply(h);
-                if (out != null && out.length == cand.length && rel(cand, out, rowMask) <= tol)
-                    return new LocalError(step, point, LocalError.Status.UNEXPLAINED, local, tol, REPRODUCED_BY + h.describe(),
-                            rel(cand, out, rowMask), from, granularity);
-            }
-        }
-        if (plain.status() != LocalError.Status.UNEXPLAINED || precomputed) return plain;
-        // a discrete decision at a near-tie: an MoE router's k-th expert that a lower-precision engine picked otherwise
-        var flips = routingFlips(given, cand, rowMask, local);
-        if (flips.isEmpty()) return plain;
-        var flipped = java.util.Set.copyOf(flips.keySet());
-        Function<Precision, float[]> op = q -> Gemma4Ops.withRoutingFlipped(flipped, () -> given.apply(q));
-        float[] exactFlipped = op.apply(Precision.EXACT);
-        double localFlipped = rel(cand, exactFlipped, rowMask);
-        String routed = routingWords(flips, local);
-        if (localFlipped <= tol) return new LocalError(step, point, LocalError.Status.PRECISION, local, tol, routed, localFlipped, from, granularity);
-        var withFlips = judgeWith(point, kind, cand, tol, op, rowMask, from, granularity, hypotheses, exactFlipped, localFlipped, routed);
-        return withFlips.status() == LocalError.Status.PRECISION ? withFlips : plain;
-    }
-
-    /** The hypotheses, near-tie roundings and envelope for an op whose local error (against {@code exact}) is over noise. */
-    private LocalError judgeWith(String point, String kind, float[] cand, double tol, Function<Precision, float[]> op, boolean[] rowMask,
-                                 String from, String granularity, List<Precision> hypotheses, float[] exact, double local, String routedIn) {
-        String routed = routedIn;
-        record Tried(Precision h, double left) {}
-        var tried = new ArrayList<Tried>();
-        for (var h : hypotheses) {
-            float[] out = op.apply(h);
-            if (out == null || out.length != cand.length) continue;
-            tried.add(new Tried(h, rel(cand, out, rowMask)));
-        }
-        tried.sort(java.util.Comparator.comparingDouble(Tried::left));
-        Precision best = tried.isEmpty() ? null : tried.get(0).h();
-        double bestLeft = tried.isEmpty() ? Double.POSITIVE_INFINITY : tried.get(0).left();
-        String ties = null;
-        // roundings at a near-tie may go either way in the candidate: for the three closest hypotheses, keep each flip
-        // that brings it closer
-        for (int k = 0; k < Math.min(3, tried.size()) && bestLeft > tol; k++) {
-            var h = tried.get(k).h();
-            double left = tried.get(k).left();
-            var sites = Format.nearTies(() -> op.apply(h), MAX_TIES);
-            var tieFlips = new java.util.HashSet<Integer>();
-            for (int site : sites) {
-                tieFlips.add(site);
-                double l = rel(cand, Format.flipped(tieFlips, () -> op.apply(h)), rowMask);
-                if (l < left) left = l;
-                else tieFlips.remove(site);
-            }
-            if (left < bestLeft) {
-                bestLeft = left;
-                best = h;
-                ties = tieFlips.isEmpty() ? null : tieFlips.size() + (tieFlips.size() == 1 ? " rounding" : " roundings") + " at a near-tie taken the other way";
-            }
-        }
-        // the routing may also have gone the other way at a near-tie under a hypothesis (an MLX engine's router on its
-        // own dequantized weights): for each, keep the near-tie routing flips that bring it closer
-        for (int k = 0; k < tried.size() && bestLeft > tol && routed == null && !precomputed; k++) {
-            var h = tried.get(k).h();
-            var hf = routingFlips(q -> op.apply(h), cand, rowMask, rel(cand, op.apply(h), rowMask));
-            if (hf.isEmpty()) continue;
-            var f = java.util.Set.copyOf(hf.keySet());
-            double left = rel(cand, Gemma4Ops.withRoutingFlipped(f, () -> op.apply(h)), rowMask);
-            if (left < bestLeft) {
-                bestLeft = left;
-                best = h;
-                ties = null;
-                routed = routingWords(hf, Double.NaN);
-            }
-        }
-        if (best != null && bestLeft <= tol) {
-            if (CapturePoints.isCacheRead(kind)) readExplained.put(point, best);
-            return new LocalError(step, point, LocalError.Status.PRECISION, local, tol, best.describe() + (ties == null ? "" : " (" + ties + ")")
-                    + (routed == null ? "" : "; " + routed), bestLeft, from, granularity);
-        }
-        // no hypothesis reproduces it to fp32 noise: judge the local error against the envelope of the closest precision
-        // class whose outcome depends on its order of arithmetic (a whole half-precision chain)
-        Tried chain = null;
-        for (var t : tried) if (inStatedClass(t.h())) { chain = t; break; }
-        if (chain != null) {
-            var h = chain.h();
-            double floor = KAPPA * envelope(op, h, exact, rowMask, precomputed);
-            var variant = knownVariant(h, cand, rowMask, chain.left());
-            if (variant != null)
-                return new LocalError(step, point, LocalError.Status.UNEXPLAINED, local, tol, h.describe() + "; " + variant, chain.left(), from,
-                        granularity, floor, false);
-            if (local <= floor) {
-                if (envelopeClass == null) envelopeClass = classKey(h);
-                if (CapturePoints.isCacheRead(kind)) readExplained.put(point, h);
-                return new LocalError(step, point, LocalError.Status.PRECISION, local, tol, h.describe() + (routed == null ? "" : "; " + routed),
-                        chain.left(), from, granularity, floor, true);
-            }
-            return new LocalError(step, point, LocalError.Status.UNEXPLAINED, local, tol, h.describe(), chain.left(), from, granularity, floor, false);
-        }
-        return new LocalError(step, point, LocalError.Status.UNEXPLAINED, local, tol, best == null ? null : best.describe(), bestLeft, from, granularity);
-    }
-
-    /**
-     * A router's decision counts as a near-tie when its k-th and next expert's probabilities are within this fraction
-     * of each other: rounding the router's input and matrix in bf16 moves its probabilities by about that much.
-     */
-    static final double ROUTER_TIE = 0x1p-5;
-
-    /**
-     * The routing decisions at a near-tie that, taken the other way, bring the exact op closer to the candidate (each
-     * kept only if it does, and only if together they at least halve the local error): by routed-token count, its
-     * margin. Empty when the op routes nothing or no flip helps.
-     */
-    private java.util.Map<Integer, Double> routingFlips(Function<Precision, float[]> op, float[] cand, boolean[] rowMask, double local) {
-        var margins = Gemma4Ops.routingMargins(() -> op.apply(Precision.EXACT));
-        var kept = new java.util.LinkedHashMap<Integer, Double>();
-        double left = local;
-        for (var m : margins) {
-            if (m[1] > ROUTER_TIE || kept.size() >= 8) break;
-            int i = (int) m[0];
-            kept.put(i, m[1]);
-            double l = rel(cand, Gemma4Ops.withRoutingFlipped(kept.keySet(), () -> op.apply(Precision.EXACT)), rowMask);
-            if (l < left) left = l;
-            else kept.remove(i);
-        }
-        return left <= local / 2 ? kept : java.util.Map.of();
-    }
-
-    /** "2 MoE routing decisions at a near-tie taken the other way (… within 0.4%, 1.1% of each other; …)". */
-    private static String routingWords(java.util.Map<Integer, Double> flips, double before) {
-        return flips.size() + (flips.size() == 1 ? " MoE routing decision" : " MoE routing decisions")
-                + " at a near-tie taken the other way (the k-th and next expert's router probabilities within "
-                + flips.values().stream().map(Fmt::percent).collect(java.util.stream.Collectors.joining(", "))
-                + " of each other" + (Double.isNaN(before) ? "" : "; local error " + Fmt.sci(before) + " without") + ")";
-    }
-
-    /**
-     * What rounding does not produce, looked for inside an envelope: a known porting variant of this op (a norm left
-     * out, GELU's erf form, the routing not renormalised, …) that, computed under the same hypothesis, brings the
-     * recomputation to half the leftover or less. Rounding scatters around the hypothesis; a variant that takes most of
-     * the leftover away is structure, and names the bug even below the detection floor. Null when none does.
-     */
-    private String knownVariant(Precision h, float[] cand, boolean[] rowMask, double leftover) {
-        if (variants == null || precomputed) return null;
-        String best = null;
-        double bestLeft = leftover / 2;
-        for (var w : Rewire.Wire.values()) {
-            if (w.op() != variantOp) continue;
-            float[] out;
-            try {
-                out = variants.apply(h, Rewire.of(w));
-            } catch (RuntimeException notApplicable) {
-                continue;
-            }
-            if (out == null || out.length != cand.length) continue;
-            double l = rel(cand, out, rowMask);
-            if (l < bestLeft) {
-                bestLeft = l;
-                best = "the leftover is the known variant \"" + w.words() + "\" (it leaves " + Fmt.sci(l) + " of " + Fmt.sci(leftover) + ")";
-            }
-        }
-        return best;
-    }
-
-    /** Samples of an envelope: enough to find its edge at one op, few enough to keep attribution cheap. */
-    private static final int SAMPLES = 3;
-    /** The margin over the largest sampled local error within which a local error is that class's rounding. */
-    static final double KAPPA = 1.5;
-
-    /**
-     * The largest local error the precision class of h produces at this op: its round-to-nearest outcome and
-     * {@link #SAMPLES} outcomes with stochastic rounding ({@link Format#sampled}), each against the exact op. A whole
-     * layer recomputed from precomputed shadows has only its round-to-nearest outcome.
-     */
-    private double envelope(Function<Precision, float[]> op, Precision h, float[] exact, boolean[] rowMask, boolean precomputed) {
-        double e = rel(op.apply(h), exact, rowMask);
-        if (precomputed) return e;
-        for (int s = 0; s < SAMPLES; s++) {
-            long seed = 0x5EEDL * 31 + s * 7919L + step * 104729L;
-            float[] out = Format.sampled(seed, () -> op.apply(h));
-            if (out != null && out.length == exact.length) e = Math.max(e, rel(out, exact, rowMask));
-        }
-        return e;
-    }
-
-    /**
-     * Whether h is a chain hypothesis this side may be judged by: a side that states bf16 or fp16 by that class only;
-     * one that states fp32, or nothing, by any (an engine's own rounding, such as an fp16 flash attention, is not in
-     * its producer's dtype); the reference, which states what it computed in, by nothing finer than its dtype.
-     */
-    private boolean inStatedClass(Precision h) {
-        if (!isChain(h)) return false;
-        if (stated == Format.BF16 || stated == Format.F16) return h.activations() == stated;
-        // an engine that does not state its class has one all the same: the first envelope it was judged by
-        return !reference && (envelopeClass == null || classKey(h) == envelopeClass);
-    }
-
-    /** A chain hypothesis's class: its activations' format, or fp16 for ggml's flash attention on fp32 activations. */
-    private static Format classKey(Precision h) {
-        return h.activations() != Format.F32 ? h.activations() : Format.F16;
-    }
-
-    /** Whether h changes nothing but the activations' format (and, for attention, the cache's stores it read). */
-    private static boolean onlyActivations(Precision h) {
-        var base = Precision.EXACT.withKeys(h.keys()).withValues(h.values()).withActivations(h.activations());
-        return h.equals(base);
-    }
-
-    /** A hypothesis that runs a whole chain of half-precision roundings, whose outcome depends on its order of arithmetic. */
-    static boolean isChain(Precision h) {
-        return h.activations() != Format.F32 || h.attention() == Precision.Attention.GGML_FLASH;
-    }
-
-    /** The explanation of a reference op that only a precision its stated dtype does not cover reproduces. */
-    public static final String REPRODUCED_BY = "reproduced only by ";
-
-    /** At most this many near-tie roundings are tried the other way per cell (the first met). */
-    private static final int MAX_TIES = 48;
 
     /** The precision hypotheses that can touch an op of this kind (attention's: see {@link #attentionHypotheses}). */
     static List<Precision> hypotheses(String kind) {
@@ -741,18 +483,6 @@ public final class LocalAttribution {
         return m;
     }
 
-    /** rel L2 of {@code got} against {@code want} over the elements of mask (all when null). */
-    static double rel(float[] got, float[] want, boolean[] mask) {
-        double n = 0, d = 0;
-        for (int i = 0; i < got.length; i++) {
-            if (mask != null && !mask[i]) continue;
-            double w = want[i], e = got[i] - w;
-            n += e * e;
-            d += w * w;
-        }
-        if (Double.isNaN(n)) return Double.POSITIVE_INFINITY;
-        return d == 0 ? (n == 0 ? 0 : Double.POSITIVE_INFINITY) : Math.sqrt(n / d);
-    }
 
     private static float[] concat(float[] a, float[] b) {
         float[] c = java.util.Arrays.copyOf(a, a.length + b.length);
