@@ -28,7 +28,7 @@ import java.util.function.Consumer;
  * greedy decode at contexts 128 / 512 / 2048 of both models, one step of each of the six sessions in turn, a read
  * pass over the bf16 weights after each round (the host's bandwidth drifts over minutes: each step is also paired
  * with the pass of its own round); per step, the time the Gated DeltaNet layers spent between their projections (the
- * conv, gates, the delta rule's state update and read, the gated norm), which the session clocks itself; and the
+ * conv, gates, the delta rule's state update and read; not the gated norm and out_proj), which the session clocks itself; and the
  * process's peak resident set.
  */
 final class QwenBench {
