@@ -293,16 +293,30 @@ def convert(sdir, odir, bits, group, overrides):
         shutil.rmtree(odir)
     os.makedirs(odir)
     write_safetensors(os.path.join(odir, "model.safetensors"), out, {"format": "mlx"})
-    cfg = {
-        "architectures": ["Gemma4ForConditionalGeneration"],
-        "model_type": "gemma4",
-        "text_config": text_cfg,
-        "vision_config": {"model_type": "gemma4_vision"},
-        "audio_config": {"model_type": "gemma4_audio"},
-        "tie_word_embeddings": text_cfg.get("tie_word_embeddings", True),
-        "quantization": quant,
-        "quantization_config": quant,
-    }
+    if text_cfg.get("model_type", "").startswith("qwen3_5"):
+        # Qwen3.5's multimodal wrapper (the text model under "language_model", as mlx-vlm names it); the tensors keep
+        # transformers' layout and values (conv1d [C, 1, K], the (1+w) norm offsets as stored)
+        wrapper = text_cfg["model_type"][: -len("_text")] if text_cfg["model_type"].endswith("_text") else text_cfg["model_type"]
+        cfg = {
+            "architectures": ["Qwen3_5MoeForConditionalGeneration" if "moe" in wrapper else "Qwen3_5ForConditionalGeneration"],
+            "model_type": wrapper,
+            "text_config": text_cfg,
+            "vision_config": {"model_type": wrapper},
+            "tie_word_embeddings": text_cfg.get("tie_word_embeddings", False),
+            "quantization": quant,
+            "quantization_config": quant,
+        }
+    else:
+        cfg = {
+            "architectures": ["Gemma4ForConditionalGeneration"],
+            "model_type": "gemma4",
+            "text_config": text_cfg,
+            "vision_config": {"model_type": "gemma4_vision"},
+            "audio_config": {"model_type": "gemma4_audio"},
+            "tie_word_embeddings": text_cfg.get("tie_word_embeddings", True),
+            "quantization": quant,
+            "quantization_config": quant,
+        }
     with open(os.path.join(odir, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
         f.write("\n")
@@ -321,7 +335,7 @@ def cmd_models(_):
 
 
 def cmd_convert(args):
-    """Any float Gemma4ForCausalLM folder (weights under "model.") -> the MLX layout at --bits / --group-size."""
+    """Any float Gemma4ForCausalLM or Qwen3_5ForCausalLM folder (weights under "model.") -> the MLX layout at --bits / --group-size."""
     convert(args.src, args.out, args.bits, args.group_size, {})
 
 

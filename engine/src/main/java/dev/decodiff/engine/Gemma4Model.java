@@ -14,7 +14,7 @@ public final class Gemma4Model implements AutoCloseable {
     private final Rope fullRope;
     private String weightsSha256;
 
-    private Gemma4Model(Path dir, Gemma4Config config, CheckpointFiles files, WeightResidency.Placed placed) {
+    private Gemma4Model(Path dir, Gemma4Config config, CheckpointFiles files, WeightResidency.Placed<ModelWeights> placed) {
         this.dir = dir;
         this.config = config;
         this.files = files;

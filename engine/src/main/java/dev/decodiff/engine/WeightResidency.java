@@ -77,12 +77,21 @@ public final class WeightResidency implements AutoCloseable {
      * tokens (-1: unknown; under auto, fewer than {@link #COPY_FROM_DECODE_TOKENS} keep the mapping); the result lives
      * until {@link #close}.
      */
-    public static Placed place(ModelWeights mapped, Mode mode, long decodeTokens) {
+    public static Placed<ModelWeights> place(ModelWeights mapped, Mode mode, long decodeTokens) {
+        return place(mapped, mapped::withStreamedMatrices, mode, decodeTokens);
+    }
+
+    /**
+     * {@link #place(ModelWeights, Mode, long)} for any architecture's weights {@code mapped}, whose streamed matrices
+     * {@code withStreamed} replaces (each distinct matrix once, a tied head staying tied).
+     */
+    public static <W> Placed<W> place(W mapped, java.util.function.Function<java.util.function.UnaryOperator<dev.decodiff.metal.WeightMatrix>, W> withStreamed,
+                                      Mode mode, long decodeTokens) {
         // the mapped matrices' bytes, the slab they fill (each starting on ALIGN), and the bytes
         // already in anonymous memory (quantized weights dequantized, or their codes blocked, at load): those stay where they are,
         // never copied twice
         long[] sizes = new long[3];
-        mapped.withStreamedMatrices(m -> {
+        withStreamed.apply(m -> {
             if (m.data().isMapped()) {
                 sizes[0] += m.dataBytes();
                 sizes[1] += align(m.dataBytes());
@@ -91,28 +100,28 @@ public final class WeightResidency implements AutoCloseable {
         });
         long bytes = sizes[0];
         if (bytes == 0 && sizes[2] > 0)
-            return new Placed(mapped, new WeightResidency(null, true, String.format(Locale.ROOT,
+            return new Placed<>(mapped, new WeightResidency(null, true, String.format(Locale.ROOT,
                     "resident in anonymous memory (%.2f GB made at load: quantized weights dequantized or their codes blocked%s)", sizes[2] / 1e9, HugePageMemory.available() ? ", on huge pages" : "")));
         String gb = String.format(Locale.ROOT, "%.2f GB", bytes / 1e9);
-        if (mode == Mode.MAPPED) return new Placed(mapped, new WeightResidency(null, false, "mapped from the checkpoint files (" + gb + ", as asked)"));
+        if (mode == Mode.MAPPED) return new Placed<>(mapped, new WeightResidency(null, false, "mapped from the checkpoint files (" + gb + ", as asked)"));
         var why = HugePageMemory.unavailableReason();
         if (why.isPresent()) {
             if (mode == Mode.RESIDENT)
                 throw new IllegalStateException("-Ddecodiff.weights=resident needs transparent huge pages: " + why.get());
-            return new Placed(mapped, new WeightResidency(null, false, "mapped from the checkpoint files (" + gb + "; no huge pages: " + why.get() + ")"));
+            return new Placed<>(mapped, new WeightResidency(null, false, "mapped from the checkpoint files (" + gb + "; no huge pages: " + why.get() + ")"));
         }
         if (mode == Mode.AUTO && decodeTokens >= 0 && decodeTokens < COPY_FROM_DECODE_TOKENS)
-            return new Placed(mapped, new WeightResidency(null, false, String.format(Locale.ROOT,
+            return new Placed<>(mapped, new WeightResidency(null, false, String.format(Locale.ROOT,
                     "mapped from the checkpoint files (%s; %,d decode tokens to run: the huge-page copy pays from %d on)", gb, decodeTokens, COPY_FROM_DECODE_TOKENS)));
         long available = availableMemory();
         if (mode == Mode.AUTO && available >= 0 && bytes > available - Math.max(MIN_FREE, available / 4))
-            return new Placed(mapped, new WeightResidency(null, false,
+            return new Placed<>(mapped, new WeightResidency(null, false,
                     String.format(Locale.ROOT, "mapped from the checkpoint files (%s would leave too little of the %.1f GB available)", gb, available / 1e9)));
         var arena = Arena.ofShared();
         try {
             MemorySegment slab = HugePageMemory.allocate(Math.max(sizes[1], 1), arena);
             long[] next = {0};
-            var placed = mapped.withStreamedMatrices(m -> {
+            var placed = withStreamed.apply(m -> {
                 if (!m.data().isMapped()) return m;
                 MemorySegment dst = slab.asSlice(next[0], m.dataBytes());
                 MemorySegment.copy(m.data(), 0, dst, 0, m.dataBytes());
@@ -122,16 +131,16 @@ public final class WeightResidency implements AutoCloseable {
                 next[0] += align(m.dataBytes());
                 return m.withData(dst);
             });
-            return new Placed(placed, new WeightResidency(arena, true, "resident in anonymous memory on huge pages (" + gb + " copied from the checkpoint files)"));
+            return new Placed<>(placed, new WeightResidency(arena, true, "resident in anonymous memory on huge pages (" + gb + " copied from the checkpoint files)"));
         } catch (RuntimeException | OutOfMemoryError e) {
             arena.close();
             if (mode == Mode.RESIDENT) throw e;
-            return new Placed(mapped, new WeightResidency(null, false, "mapped from the checkpoint files (" + gb + "; the copy failed: " + e.getMessage() + ")"));
+            return new Placed<>(mapped, new WeightResidency(null, false, "mapped from the checkpoint files (" + gb + "; the copy failed: " + e.getMessage() + ")"));
         }
     }
 
     /** The weights as placed, and the placement (which owns the copy). */
-    public record Placed(ModelWeights weights, WeightResidency residency) {}
+    public record Placed<W>(W weights, WeightResidency residency) {}
 
     public boolean resident() { return resident; }
 

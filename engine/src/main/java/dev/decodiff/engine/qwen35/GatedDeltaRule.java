@@ -1,5 +1,9 @@
 package dev.decodiff.engine.qwen35;
 
+import dev.decodiff.metal.Parallel;
+import jdk.incubator.vector.FloatVector;
+import jdk.incubator.vector.VectorSpecies;
+
 /**
  * The gated delta rule of one value head, in fp32, in the two forms transformers 5.17 runs
  * (torch_chunk_gated_delta_rule and torch_recurrent_gated_delta_rule). The state S is dk × dv (row = key dim),
@@ -46,6 +50,64 @@ final class GatedDeltaRule {
         }
     }
 
+    private static final VectorSpecies<Float> F = FloatVector.SPECIES_PREFERRED;
+
+    /**
+     * One decode token of {@link #recurrent} for every value head at once, in place on the whole state S [hv][dk][dv]
+     * (q and k [hv][dk], v and out [hv][dv], beta and g [hv]), the heads shared out over the threads. The same
+     * operations on each element in the same order as the one-head form, so the same bits; but two passes over each
+     * head's state instead of four, only the second writing (Sᵀk over the decayed state; the decay and the correction
+     * with Sᵀq), and no copy of it in or out:
+     * decode reads the state of every Gated DeltaNet layer once per token, and at dk = dv = 128 that is 1 MB a layer.
+     * Vectors run along dv, where every lane is its own output, with a multiply and an add rounded apart as the scalar
+     * loop's {@code acc += a * b} is (never a fused multiply-add).
+     */
+    static void recurrentStep(float[] q, float[] k, float[] v, float[] beta, float[] g, int hv, int dk, int dv, float[] S, float[] out) {
+        float sqrtDk = (float) Math.sqrt(dk);
+        Parallel.forRange(hv, 1, (h0, h1) -> {
+            var kv = new float[dv];
+            var o = new float[dv];
+            for (int h = h0; h < h1; h++) head(q, k, v, beta[h], g[h], h, dk, dv, sqrtDk, S, out, kv, o);
+        });
+    }
+
+    private static void head(float[] q, float[] k, float[] v, float beta, float g, int h, int dk, int dv, float sqrtDk, float[] S, float[] out,
+                             float[] kv, float[] o) {
+        int L = F.length(), bound = dv - dv % L, base = h * dk * dv, qo = h * dk, vo = h * dv;
+        float decay = (float) Math.exp(g);
+        java.util.Arrays.fill(kv, 0f);
+        java.util.Arrays.fill(o, 0f);
+        // kv = Sᵀk over the decayed rows S·exp(g), row by row in key order; read only: the second pass decays each
+        // element again (the same product, the same bits) where it writes it, so the state is read twice and written
+        // once per token instead of read and written twice
+        for (int a = 0; a < dk; a++) {
+            float ka = k[qo + a];
+            int row = base + a * dv, b = 0;
+            for (; b < bound; b += L) {
+                var s = FloatVector.fromArray(F, S, row + b).mul(decay);
+                FloatVector.fromArray(F, kv, b).add(s.mul(ka)).intoArray(kv, b);
+            }
+            for (; b < dv; b++) kv[b] += (S[row + b] * decay) * ka;
+        }
+        for (int b = 0; b < dv; b++) kv[b] = (v[vo + b] - kv[b]) * beta;
+        // S ← S·exp(g) + k⊗δ, and o = Sᵀ(q/√dk) over the corrected rows
+        for (int a = 0; a < dk; a++) {
+            float ka = k[qo + a], qa = q[qo + a] / sqrtDk;
+            int row = base + a * dv, b = 0;
+            for (; b < bound; b += L) {
+                var s = FloatVector.fromArray(F, S, row + b).mul(decay).add(FloatVector.fromArray(F, kv, b).mul(ka));
+                s.intoArray(S, row + b);
+                FloatVector.fromArray(F, o, b).add(s.mul(qa)).intoArray(o, b);
+            }
+            for (; b < dv; b++) {
+                float s = S[row + b] * decay + ka * kv[b];
+                S[row + b] = s;
+                o[b] += s * qa;
+            }
+        }
+        System.arraycopy(o, 0, out, vo, dv);
+    }
+
     /**
      * The chunked form over 64-token chunks (the WY / UT-transform algebra of torch_chunk_gated_delta_rule): inside
      * a chunk with cumulative log decay G, A = (βK·Kᵀ)⊙exp(G_i − G_j) strictly below the diagonal, U = (I+A)⁻¹ βV and
@@ -67,6 +129,8 @@ final class GatedDeltaRule {
         var kd = new float[C * dk];
         var vNew = new float[C * dv];
         var qs = new float[C * dk];
+        var rowAcc = new float[dv];
+        var rowAcc2 = new float[dv];
         for (int c0 = 0; c0 < T; c0 += C) {
             int n = Math.min(C, T - c0);
             float acc = 0f;
@@ -116,33 +180,46 @@ final class GatedDeltaRule {
                     kd[i * dk + a] = k[t * dk + a] * el;
                 }
             }
+            // Each sum below runs over its index in order for every output element, as the plain triple loop does (the
+            // same bits); the output elements are the innermost loop, so the JIT's vectors run along a row.
             // V' = U − W·S
             for (int i = 0; i < n; i++) {
-                for (int b = 0; b < dv; b++) {
-                    float s = 0f;
-                    for (int a = 0; a < dk; a++) s += W[i * dk + a] * S[a * dv + b];
-                    vNew[i * dv + b] = U[i * dv + b] - s;
+                java.util.Arrays.fill(rowAcc, 0f);
+                for (int a = 0; a < dk; a++) {
+                    float w = W[i * dk + a];
+                    int sa = a * dv;
+                    for (int b = 0; b < dv; b++) rowAcc[b] += w * S[sa + b];
                 }
+                for (int b = 0; b < dv; b++) vNew[i * dv + b] = U[i * dv + b] - rowAcc[b];
             }
             // O = (Q⊙exp G)·S + intra·V'
             for (int i = 0; i < n; i++) {
                 int t = c0 + i;
-                for (int b = 0; b < dv; b++) {
-                    float inter = 0f;
-                    for (int a = 0; a < dk; a++) inter += qd[i * dk + a] * S[a * dv + b];
-                    float local = 0f;
-                    for (int j = 0; j <= i; j++) local += intra[i * C + j] * vNew[j * dv + b];
-                    out[t * dv + b] = inter + local;
+                java.util.Arrays.fill(rowAcc, 0f);
+                java.util.Arrays.fill(rowAcc2, 0f);
+                for (int a = 0; a < dk; a++) {
+                    float w = qd[i * dk + a];
+                    int sa = a * dv;
+                    for (int b = 0; b < dv; b++) rowAcc[b] += w * S[sa + b];
                 }
+                for (int j = 0; j <= i; j++) {
+                    float w = intra[i * C + j];
+                    int vj = j * dv;
+                    for (int b = 0; b < dv; b++) rowAcc2[b] += w * vNew[vj + b];
+                }
+                for (int b = 0; b < dv; b++) out[t * dv + b] = rowAcc[b] + rowAcc2[b];
             }
             // S ← exp(G_last)·S + (K⊙exp(G_last − G))ᵀ·V'
             float ed = (float) Math.exp(gl);
             for (int a = 0; a < dk; a++) {
-                for (int b = 0; b < dv; b++) {
-                    float s = 0f;
-                    for (int i = 0; i < n; i++) s += kd[i * dk + a] * vNew[i * dv + b];
-                    S[a * dv + b] = S[a * dv + b] * ed + s;
+                java.util.Arrays.fill(rowAcc, 0f);
+                for (int i = 0; i < n; i++) {
+                    float w = kd[i * dk + a];
+                    int vi = i * dv;
+                    for (int b = 0; b < dv; b++) rowAcc[b] += w * vNew[vi + b];
                 }
+                int sa = a * dv;
+                for (int b = 0; b < dv; b++) S[sa + b] = S[sa + b] * ed + rowAcc[b];
             }
         }
     }

@@ -28,7 +28,11 @@ public final class Qwen35Architecture implements Architecture {
 
     @Override public List<String> modelTypes() { return List.of(Qwen35Config.DENSE, Qwen35Config.MOE); }
 
-    @Override public LoadedModel load(Path dir) { return new Loaded(Qwen35Model.load(dir)); }
+    /**
+     * Loads for the harness's runs (dumps, compares, sweeps), which decode a few steps: the weights stay in the file
+     * mapping, as Gemma 4's do for such runs (the huge-page copy pays only over a long decode; see WeightResidency).
+     */
+    @Override public LoadedModel load(Path dir) { return new Loaded(Qwen35Model.load(dir, 0)); }
 
     @Override
     public List<String> layerPointKinds() {

@@ -3,6 +3,7 @@ package dev.decodiff.engine.qwen35;
 import dev.decodiff.engine.ops.Format;
 import dev.decodiff.engine.ops.Gemma4Ops;
 import dev.decodiff.engine.ops.Precision;
+import dev.decodiff.metal.Parallel;
 import dev.decodiff.metal.WeightMatrix;
 
 import java.util.Arrays;
@@ -86,8 +87,8 @@ public final class Qwen35Ops {
 
     public Projections projections(int layer, float[] normed, int T, Precision p) {
         var lw = linearWeights(layer);
-        return new Projections(linear(lw.inProjQkv(), normed, T, p), linear(lw.inProjZ(), normed, T, p),
-                linear(lw.inProjB(), normed, T, p), linear(lw.inProjA(), normed, T, p));
+        var y = linearAll(normed, T, p, lw.inProjQkv(), lw.inProjZ(), lw.inProjB(), lw.inProjA());
+        return new Projections(y[0], y[1], y[2], y[3]);
     }
 
     /** What the causal conv makes: the conv state it leaves (K−1 rows of C, oldest first) and q, k, v per value head. */
@@ -174,24 +175,45 @@ public final class Qwen35Ops {
         float[] S = stateRead == null ? new float[hv * dk * dv] : stateRead.clone();
         boolean decayAfter = faults.contains(Qwen35Fault.DECODE_DECAY_AFTER_UPDATE), betaMissing = faults.contains(Qwen35Fault.BETA_MISSING);
         float[] core = new float[T * hv * dv];
-        float[] qh = new float[T * dk], kh = new float[T * dk], vh = new float[T * dv], bh = new float[T], gh = new float[T];
-        float[] oh = new float[T * dv], sh = new float[dk * dv];
-        for (int h = 0; h < hv; h++) {
-            for (int t = 0; t < T; t++) {
-                System.arraycopy(q, (t * hv + h) * dk, qh, t * dk, dk);
-                System.arraycopy(k, (t * hv + h) * dk, kh, t * dk, dk);
-                System.arraycopy(v, (t * hv + h) * dv, vh, t * dv, dv);
-                bh[t] = betaMissing ? 1f : beta[t * hv + h];
-                gh[t] = g[t * hv + h];
+        // value heads are independent: shared out over the threads, each with its own gathered rows
+        dev.decodiff.metal.Parallel.forRange(hv, 1, (h0, h1) -> {
+            float[] qh = new float[T * dk], kh = new float[T * dk], vh = new float[T * dv], bh = new float[T], gh = new float[T];
+            float[] oh = new float[T * dv], sh = new float[dk * dv];
+            for (int h = h0; h < h1; h++) {
+                for (int t = 0; t < T; t++) {
+                    System.arraycopy(q, (t * hv + h) * dk, qh, t * dk, dk);
+                    System.arraycopy(k, (t * hv + h) * dk, kh, t * dk, dk);
+                    System.arraycopy(v, (t * hv + h) * dv, vh, t * dv, dv);
+                    bh[t] = betaMissing ? 1f : beta[t * hv + h];
+                    gh[t] = g[t * hv + h];
+                }
+                System.arraycopy(S, h * dk * dv, sh, 0, dk * dv);
+                if (recurrent) GatedDeltaRule.recurrent(qh, kh, vh, bh, gh, T, dk, dv, sh, oh, decayAfter);
+                else GatedDeltaRule.chunked(qh, kh, vh, bh, gh, T, dk, dv, sh, oh);
+                System.arraycopy(sh, 0, S, h * dk * dv, dk * dv);
+                for (int t = 0; t < T; t++) System.arraycopy(oh, t * dv, core, (t * hv + h) * dv, dv);
             }
-            System.arraycopy(S, h * dk * dv, sh, 0, dk * dv);
-            if (recurrent) GatedDeltaRule.recurrent(qh, kh, vh, bh, gh, T, dk, dv, sh, oh, decayAfter);
-            else GatedDeltaRule.chunked(qh, kh, vh, bh, gh, T, dk, dv, sh, oh);
-            System.arraycopy(sh, 0, S, h * dk * dv, dk * dv);
-            for (int t = 0; t < T; t++) System.arraycopy(oh, t * dv, core, (t * hv + h) * dv, dv);
-        }
+        });
         if (faults.contains(Qwen35Fault.STATE_KEPT_IN_BF16)) Format.BF16.round(S);
         return new Core(act(core, p), S);
+    }
+
+    /** Whether {@link #deltaRuleStep} gives a decode token what {@link #deltaRule} gives it under these faults (none of them touches the step). */
+    public boolean stepsInPlace(Set<Qwen35Fault> faults) {
+        return !faults.contains(Qwen35Fault.DECODE_DECAY_AFTER_UPDATE) && !faults.contains(Qwen35Fault.BETA_MISSING)
+                && !faults.contains(Qwen35Fault.STATE_KEPT_IN_BF16);
+    }
+
+    /**
+     * {@link #deltaRule} of one decode token, exact, with the state S [Hv, dk, dv] updated in place (a session's own
+     * state: no copy of it in or out, 1 MB a layer at dk = dv = 128): every value head at once, the heads shared out
+     * over the threads, the bits of the one-head recurrent form ({@link GatedDeltaRule#recurrentStep}). Returns the output.
+     */
+    public float[] deltaRuleStep(float[] S, float[] q, float[] k, float[] v, float[] beta, float[] g) {
+        int hv = cfg.linearValueHeads(), dk = cfg.linearKeyDim(), dv = cfg.linearValueDim();
+        float[] core = new float[hv * dv];
+        GatedDeltaRule.recurrentStep(q, k, v, beta, g, hv, dk, dv, S, core);
+        return core;
     }
 
     /** The recurrent state as a store of {@code f} keeps it between steps (the bug class "recurrent state kept in bf16"). */
@@ -230,9 +252,8 @@ public final class Qwen35Ops {
         boolean whole = faults.contains(Qwen35Fault.PARTIAL_ROPE_WHOLE_HEAD), halves = faults.contains(Qwen35Fault.QUERY_GATE_SPLIT_HALVES);
         int R = whole ? d : cfg.rotaryDim(), half = R / 2;
         float[] inv = whole ? dev.decodiff.engine.Rope.inverseFrequencies(dev.decodiff.engine.RopeSpec.defaultRope(cfg.ropeTheta()), d) : model.invFreq();
-        float[] qg = linear(aw.q(), normed, T, p);
-        float[] kx = linear(aw.k(), normed, T, p);
-        float[] vx = linear(aw.v(), normed, T, p);
+        var qkv = linearAll(normed, T, p, aw.q(), aw.k(), aw.v());
+        float[] qg = qkv[0], kx = qkv[1], vx = qkv[2];
         float[] q = new float[T * nh * d], gate = new float[T * nh * d];
         float[] cos = new float[half], sin = new float[half];
         for (int t = 0; t < T; t++) {
@@ -271,6 +292,16 @@ public final class Qwen35Ops {
         float scale = (float) Math.pow(d, -0.5);
         int group = nh / nkv;
         float[] att = new float[T * nh * d];
+        if (f == Format.F32) {
+            // fp32 probabilities and outputs: every (token, KV head) on its own, the heads of a group sharing each key and
+            // value read, vectorized with the loop's bits (Qwen35Attention)
+            Parallel.forRange(T * nkv, 1, (p0, p1) -> {
+                float[][] sc = new float[group][start + T];
+                for (int i = p0; i < p1; i++) Qwen35Attention.group(q, keys, values, i / nkv, i % nkv, start + i / nkv + 1, nh, nkv, d, stride, sc, att);
+            });
+            if (!faults.contains(Qwen35Fault.ATTN_OUTPUT_GATE_MISSING)) for (int j = 0; j < att.length; j++) att[j] = f.round(att[j] * gate[j]);
+            return att;
+        }
         float[] scores = new float[start + T];
         for (int t = 0; t < T; t++) {
             int n = start + t + 1;
@@ -332,6 +363,14 @@ public final class Qwen35Ops {
 
     private float[] mlp(Qwen35Weights.Dense d, float[] x, int T, Precision p) {
         var f = p.activations();
+        if (T == 1 && plain(p, d.gate(), d.up()) && d.gate().rows() == d.up().rows()) {
+            // gate and up read the same activations: one parallel call, the gated activation on each piece as it is done
+            float[] g = new float[d.gate().rows()], u = new float[d.up().rows()];
+            WeightMatrix.matvecPaired(d.gate(), d.up(), x, g, u, (from, to) -> {
+                for (int j = from; j < to; j++) g[j] = silu(g[j]) * u[j];
+            });
+            return linear(d.down(), g, T, p);
+        }
         float[] g = linear(d.gate(), x, T, p), u = linear(d.up(), x, T, p);
         for (int j = 0; j < g.length; j++) g[j] = f.round(f.round(silu(g[j])) * u[j]);
         return linear(d.down(), g, T, p);
@@ -398,6 +437,32 @@ public final class Qwen35Ops {
      * stores it with its input converted to the type's vec-dot type; under matmulInput every input rounded; the
      * output rounded to the activations' format.
      */
+    /**
+     * Whether these matrices run as the engine's own kernels on fp32 inputs and outputs (no stored GGUF matrices, no
+     * rounding) and can share a decode matvec call.
+     */
+    private boolean plain(Precision p, WeightMatrix... ms) {
+        if (p.matmulInput() != Format.F32 || p.activations() != Format.F32) return false;
+        for (var m : ms) {
+            if (p.storedMatrices() && stored != null && stored.get(m) != null) return false;
+            if (!WeightMatrix.canShareMatvec(ms[0], m)) return false;
+        }
+        return true;
+    }
+
+    /**
+     * {@link #linear} of x by each matrix (all with x's columns). A decode token's plain matvecs share one parallel call
+     * ({@link WeightMatrix#matvecAll}: the bits of separate calls, one fork and join instead of one each).
+     */
+    private float[][] linearAll(float[] x, int T, Precision p, WeightMatrix... ms) {
+        var ys = new float[ms.length][];
+        if (T == 1 && plain(p, ms)) {
+            for (int j = 0; j < ms.length; j++) ys[j] = new float[ms[j].rows()];
+            WeightMatrix.matvecAll(ms, x, ys);
+        } else for (int j = 0; j < ms.length; j++) ys[j] = linear(ms[j], x, T, p);
+        return ys;
+    }
+
     private float[] linear(WeightMatrix m, float[] x, int T, Precision p) {
         float[] y = new float[T * m.rows()];
         var s = p.storedMatrices() && stored != null ? stored.get(m) : null;

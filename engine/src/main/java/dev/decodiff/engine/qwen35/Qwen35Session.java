@@ -66,6 +66,16 @@ public final class Qwen35Session implements ModelSession {
 
     @Override public int position() { return position; }
 
+    /**
+     * Wall time this session spent in its Gated DeltaNet layers' own work between their input projections and the
+     * gated norm: the causal conv, the q/k norms and gates, the delta rule's state update and read; summed over its
+     * steps. What a bench reads to tell the recurrent step's cost from the weights' streaming.
+     */
+    public long linearMixerNanos() { return linearMixerNanos; }
+
+    /** Nanoseconds spent inside the Gated DeltaNet layers between their projections (see {@link #linearMixerNanos}). */
+    private long linearMixerNanos;
+
     @Override public void setProbe(Probe probe) { this.probe = probe; }
 
     /** Feeds tokens (a prefill, a continuation or one decode token) and returns the last position's logits. */
@@ -107,6 +117,7 @@ public final class Qwen35Session implements ModelSession {
     private float[] linear(int i, float[] x, int T) {
         int C = cfg.convDim(), K = cfg.convKernel(), hv = cfg.linearValueHeads(), dk = cfg.linearKeyDim(), dv = cfg.linearValueDim();
         var pr = ops.projections(i, x, T, EXACT);
+        long t0 = System.nanoTime();
         // a state is read only once one was written: on the first step the points are absent, not zeros
         boolean warm = position > 0;
         boolean decode = warm && T == 1;
@@ -134,11 +145,17 @@ public final class Qwen35Session implements ModelSession {
         }
         if (warm) capture(CapturePoints.layer(i, CapturePoints.LINEAR_STATE_READ), new int[]{hv, dk, dv}, S);
         // the kernel transformers would run for this call: the recurrent one for a one-token decode, else the chunked one
-        var core = ops.deltaRule(S, q, k, v, beta, g, T, decode, EXACT, faults);
-        System.arraycopy(core.state(), 0, S, 0, S.length);
-        capture(CapturePoints.layer(i, CapturePoints.LINEAR_CORE_OUT), new int[]{T, hv, dv}, core.out());
+        float[] coreOut;
+        if (decode && ops.stepsInPlace(faults)) coreOut = ops.deltaRuleStep(S, q, k, v, beta, g); // no copy of the state in or out
+        else {
+            var core = ops.deltaRule(S, q, k, v, beta, g, T, decode, EXACT, faults);
+            System.arraycopy(core.state(), 0, S, 0, S.length);
+            coreOut = core.out();
+        }
+        linearMixerNanos += System.nanoTime() - t0;
+        capture(CapturePoints.layer(i, CapturePoints.LINEAR_CORE_OUT), new int[]{T, hv, dv}, coreOut);
         capture(CapturePoints.layer(i, CapturePoints.LINEAR_STATE), new int[]{hv, dk, dv}, S);
-        float[] out = ops.gatedOut(i, core.out(), pr.z(), T, EXACT, faults);
+        float[] out = ops.gatedOut(i, coreOut, pr.z(), T, EXACT, faults);
         capture(CapturePoints.layer(i, CapturePoints.LINEAR_OUT), new int[]{T, cfg.hidden()}, out);
         return out;
     }
@@ -156,8 +173,13 @@ public final class Qwen35Session implements ModelSession {
         capture(CapturePoints.layer(i, CapturePoints.K), new int[]{T, nkv, d}, kx);
         capture(CapturePoints.layer(i, CapturePoints.V), new int[]{T, nkv, d}, vx);
         int stride = nkv * d, total = position + T;
-        keys[i] = Arrays.copyOf(keys[i], total * stride);
-        values[i] = Arrays.copyOf(values[i], total * stride);
+        // grown by doubling, not to the exact length: a copy of the whole cache at every decode step is a read and a
+        // write of all of it per token (8 MB a layer at 2,048 positions of this shape)
+        if (keys[i].length < total * stride) {
+            int cap = Math.max(total * stride, Math.min(2 * keys[i].length, Integer.MAX_VALUE - 16));
+            keys[i] = Arrays.copyOf(keys[i], cap);
+            values[i] = Arrays.copyOf(values[i], cap);
+        }
         System.arraycopy(kx, 0, keys[i], position * stride, T * stride);
         System.arraycopy(vx, 0, values[i], position * stride, T * stride);
         capture(CapturePoints.layer(i, CapturePoints.K_READ), new int[]{total, nkv, d}, keys[i]);

@@ -33,6 +33,63 @@ public record Qwen35Weights(WeightMatrix embed, WeightMatrix lmHead, float[] fin
     public record Moe(WeightMatrix router, WeightMatrix[] gate, WeightMatrix[] up, WeightMatrix[] down,
                       Dense shared, float[] sharedGate) implements Ffn {}
 
+    /** Every matrix a forward pass streams (the head, each layer's projections, MLP or experts), each once. */
+    public java.util.List<WeightMatrix> streamedMatrices() {
+        var out = new java.util.ArrayList<WeightMatrix>();
+        out.add(lmHead);
+        for (var l : layers) {
+            switch (l.mixer()) {
+                case Linear lin -> out.addAll(List.of(lin.inProjQkv(), lin.inProjZ(), lin.inProjB(), lin.inProjA(), lin.outProj()));
+                case Full f -> out.addAll(List.of(f.q(), f.k(), f.v(), f.o()));
+            }
+            switch (l.ffn()) {
+                case Dense d -> out.addAll(List.of(d.gate(), d.up(), d.down()));
+                case Moe m -> {
+                    out.addAll(List.of(m.router(), m.shared().gate(), m.shared().up(), m.shared().down()));
+                    for (int e = 0; e < m.gate().length; e++) out.addAll(List.of(m.gate()[e], m.up()[e], m.down()[e]));
+                }
+            }
+        }
+        return out;
+    }
+
+    /**
+     * The same weights with every streamed matrix replaced by {@code place}'s result, each distinct matrix once (the
+     * tied head stays the embedding); norms and the other vectors stay as they are.
+     */
+    public Qwen35Weights withStreamedMatrices(java.util.function.UnaryOperator<WeightMatrix> place) {
+        var placed = new java.util.IdentityHashMap<WeightMatrix, WeightMatrix>();
+        java.util.function.UnaryOperator<WeightMatrix> p = m -> placed.computeIfAbsent(m, place);
+        var out = new ArrayList<Layer>(layers.size());
+        for (var l : layers) {
+            Mixer mixer = switch (l.mixer()) {
+                case Linear a -> new Linear(p.apply(a.inProjQkv()), p.apply(a.inProjZ()), p.apply(a.inProjB()), p.apply(a.inProjA()), a.conv(),
+                        a.dtBias(), a.aLog(), a.norm(), p.apply(a.outProj()));
+                case Full f -> new Full(p.apply(f.q()), p.apply(f.k()), p.apply(f.v()), p.apply(f.o()), f.qNorm(), f.kNorm());
+            };
+            Ffn ffn = switch (l.ffn()) {
+                case Dense d -> dense(d, p);
+                case Moe m -> {
+                    var gate = new WeightMatrix[m.gate().length];
+                    var up = new WeightMatrix[m.up().length];
+                    var down = new WeightMatrix[m.down().length];
+                    for (int e = 0; e < gate.length; e++) {
+                        gate[e] = p.apply(m.gate()[e]);
+                        up[e] = p.apply(m.up()[e]);
+                        down[e] = p.apply(m.down()[e]);
+                    }
+                    yield new Moe(p.apply(m.router()), gate, up, down, dense(m.shared(), p), m.sharedGate());
+                }
+            };
+            out.add(new Layer(l.inputNorm(), l.postAttentionNorm(), mixer, ffn));
+        }
+        return new Qwen35Weights(p.apply(embed), p.apply(lmHead), finalNorm, List.copyOf(out));
+    }
+
+    private static Dense dense(Dense d, java.util.function.UnaryOperator<WeightMatrix> p) {
+        return new Dense(p.apply(d.gate()), p.apply(d.up()), p.apply(d.down()));
+    }
+
     public static Qwen35Weights load(CheckpointFiles f, Qwen35Config c) {
         int H = c.hidden(), V = c.vocabSize();
         var embed = f.matrix("embed_tokens.weight", V, H);

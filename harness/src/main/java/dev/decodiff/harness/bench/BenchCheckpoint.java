@@ -42,18 +42,26 @@ public final class BenchCheckpoint {
 
     /** The cached checkpoint folder for spec under root, synthesized first if absent. */
     public static Path ensure(BenchSpec spec, Path root, Consumer<String> log) {
-        Path dir = root.resolve(spec.key());
+        return ensure(root, spec.key(), spec.describe(), config(spec), tensors(spec), spec.seed(), log);
+    }
+
+    /**
+     * The cached checkpoint folder {@code key} under root (config.json and one bf16 model.safetensors of these tensors,
+     * drawn from the seed), synthesized first if absent.
+     */
+    static Path ensure(Path root, String key, String describe, ObjectNode config, List<Tensor> tensors, long seed, Consumer<String> log) {
+        Path dir = root.resolve(key);
         if (Files.isRegularFile(dir.resolve("config.json")) && Files.isRegularFile(dir.resolve("model.safetensors"))) return dir;
         if (Files.exists(dir))
             throw new UncheckedIOException(new IOException(dir + " exists but is not a complete bench checkpoint; remove it or choose another --cache"));
         try {
             Files.createDirectories(root);
-            Path tmp = Files.createTempDirectory(root, spec.key() + ".partial-");
+            Path tmp = Files.createTempDirectory(root, key + ".partial-");
             try {
-                log.accept("synthesizing " + spec.describe() + " into " + dir);
+                log.accept("synthesizing " + describe + " into " + dir);
                 long t0 = System.nanoTime();
-                Files.write(tmp.resolve("config.json"), JSON.writeValueAsBytes(config(spec)));
-                writeWeights(spec, tmp.resolve("model.safetensors"));
+                Files.write(tmp.resolve("config.json"), JSON.writeValueAsBytes(config));
+                writeWeights(tensors, key, seed, tmp.resolve("model.safetensors"));
                 try {
                     Files.move(tmp, dir, StandardCopyOption.ATOMIC_MOVE);
                 } catch (FileAlreadyExistsException | AtomicMoveNotSupportedException e) {
@@ -173,17 +181,18 @@ public final class BenchCheckpoint {
         return out;
     }
 
-    private static float fanIn(int n) { return (float) Math.sqrt(3.0 / n); } // uniform with variance 1/n
+    static float fanIn(int n) { return (float) Math.sqrt(3.0 / n); } // uniform with variance 1/n
 
-    private static Tensor rand(String name, float scale, long... shape) { return new Tensor(name, shape, scale, false); }
+    static Tensor rand(String name, float scale, long... shape) { return new Tensor(name, shape, scale, false); }
 
-    private static Tensor one(String name, long n) { return new Tensor(name, new long[]{n}, 1f, true); }
+    static Tensor one(String name, long n) { return new Tensor(name, new long[]{n}, 1f, true); }
 
     /** Writes the tensors as bf16 safetensors, streaming: the header first, then each tensor's values as drawn. */
-    static void writeWeights(BenchSpec s, Path file) throws IOException {
-        var list = tensors(s);
+    static void writeWeights(BenchSpec s, Path file) throws IOException { writeWeights(tensors(s), s.key(), s.seed(), file); }
+
+    static void writeWeights(List<Tensor> list, String key, long seed, Path file) throws IOException {
         var header = JSON.createObjectNode();
-        header.putObject("__metadata__").put("format", "pt").put("decodiff_bench", s.key());
+        header.putObject("__metadata__").put("format", "pt").put("decodiff_bench", key);
         long offset = 0;
         for (var t : list) {
             var o = header.putObject(t.name());
@@ -201,7 +210,7 @@ public final class BenchCheckpoint {
         try (var ch = FileChannel.open(file, StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE)) {
             buf.putLong(padded).put(h);
             for (int i = h.length; i < padded; i++) buf.put((byte) ' ');
-            long rng = s.seed() * 0x9E3779B97F4A7C15L + 0x632BE59BD9B4E5F5L;
+            long rng = seed * 0x9E3779B97F4A7C15L + 0x632BE59BD9B4E5F5L;
             for (var t : list) {
                 short c = bf16(t.scale());
                 long n = t.elements();

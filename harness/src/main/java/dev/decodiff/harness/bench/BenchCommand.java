@@ -30,12 +30,14 @@ import java.util.function.Consumer;
                 + "and what a one-shot `decodiff run` costs (a fresh JVM's prefill against the same prefill warm, and its wall time), "
                 + "on a random Gemma 4 checkpoint synthesized once and cached (default: a 1.06 B-parameter model, 2.1 GB in bf16)."},
         footer = {"", "Examples:", "  decodiff bench", "  decodiff bench --size small --json", "  decodiff bench --size default,layers=6",
-                "  decodiff bench --size e2b --core", "  decodiff bench --against llama.cpp", "  decodiff bench --quantized 4,8 --decode-steps 16", "  decodiff bench --size e2b --compare-rss 4096",
+                "  decodiff bench --size e2b --core", "  decodiff bench --size qwen35-0.8b --json", "  decodiff bench --against llama.cpp", "  decodiff bench --quantized 4,8 --decode-steps 16", "  decodiff bench --size e2b --compare-rss 4096",
                 "  decodiff bench --size e2b --compare-time 4096 --keep-reference"})
 public final class BenchCommand implements Callable<Integer> {
     @Option(names = "--size", paramLabel = "SPEC", defaultValue = "default",
             description = "Preset (default = 1.06 B params/2.1 GB, small ≈ 100 MB; e2b = Gemma 4 E2B's geometry with PLE and KV sharing, ≈ 4.6 B "
-                    + "params/9.2 GB; 26b-a4b = Gemma 4 26B-A4B's width with 128 experts, two layers deep, 2.3 B/4.7 GB) with optional overrides, "
+                    + "params/9.2 GB; 26b-a4b = Gemma 4 26B-A4B's width with 128 experts, two layers deep, 2.3 B/4.7 GB; qwen35-0.8b = Qwen3.5-0.8B's "
+                    + "text decoder, measured in bf16 and as its MLX 4-bit conversion: decode at 128/512/2048 against the read ceiling, the recurrent "
+                    + "step's own cost, a 512-token prefill and the peak RSS; qwen35-tiny = a few MB of the same kinds of layer) with optional overrides, "
                     + "e.g. 'default,layers=12' (keys: hidden, layers, heads, kv, head_dim, global_head_dim, ffn, vocab, window, seed, "
                     + "period, global_kv, ple, kv_shared, experts, top_k, moe_ffn).")
     String size;
@@ -100,6 +102,7 @@ public final class BenchCommand implements Callable<Integer> {
         if (decodeSteps < 2 || repeats < 1) throw new BadInputException("--decode-steps must be ≥ 2 and --repeats ≥ 1");
         if (against != null && !against.equalsIgnoreCase("llama.cpp") && !against.equalsIgnoreCase("llamacpp"))
             throw new BadInputException("--against takes llama.cpp, got '" + against + "'");
+        if (QwenBenchSpec.names(size)) return qwen();
         BenchSpec bs = BenchSpec.parse(size);
         if (cache != null) OutputPaths.refuseOverlap("--cache", cache, OutputPaths.withBundledData());
         PrintWriter err = spec.commandLine().getErr();
@@ -155,6 +158,29 @@ public final class BenchCommand implements Callable<Integer> {
         } finally {
             deleteTree(work);
         }
+        return 0;
+    }
+
+    /** The Qwen3.5 bench: its own phases, on its own checkpoints (see {@link QwenBench}). */
+    private Integer qwen() throws IOException {
+        if (against != null || quantized != null || compareRss != null || compareTime != null || keepReference)
+            throw new BadInputException("--size " + size.strip() + " measures the Qwen3.5 engine in bf16 and MLX 4-bit on its own; --against, --quantized, "
+                    + "--compare-rss, --compare-time and --keep-reference go with the Gemma 4 presets");
+        var qs = QwenBenchSpec.parse(size);
+        if (cache != null) OutputPaths.refuseOverlap("--cache", cache, OutputPaths.withBundledData());
+        PrintWriter err = spec.commandLine().getErr();
+        long began = System.nanoTime();
+        Consumer<String> log = s -> {
+            err.print(Fmt.format("bench [%5.1f s] %s%n", BenchSetup.secondsSince(began), s));
+            err.flush();
+        };
+        Path root = cache != null ? cache : BenchCheckpoint.defaultCacheRoot();
+        Path dir = BenchCheckpoint.ensure(root, qs.key(), qs.describe(), qs.config(), qs.tensors(), qs.seed(), log);
+        var r = QwenBench.measure(qs, dir, decodeSteps, repeats, log);
+        var out = spec.commandLine().getOut();
+        if (json) out.println(new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT).writeValueAsString(QwenBenchReport.json(r)));
+        else QwenBenchReport.print(r, out);
+        out.flush();
         return 0;
     }
 

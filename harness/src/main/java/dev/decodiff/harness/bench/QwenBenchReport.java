@@ -1,0 +1,97 @@
+package dev.decodiff.harness.bench;
+
+import com.fasterxml.jackson.databind.node.JsonNodeFactory;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.decodiff.harness.report.Fmt;
+
+import java.io.PrintWriter;
+
+/** How {@code bench --size qwen35-…} prints its {@link QwenBench.Result}: as text, or as JSON (medians, with each figure's spread). */
+final class QwenBenchReport {
+    private QwenBenchReport() {}
+
+    /** The decode target: a step's weight traffic at least this share of the best read pass. */
+    static final double TARGET = 0.9;
+
+    static void print(QwenBench.Result r, PrintWriter out) {
+        double best = r.bestReadGbs();
+        out.println("model    " + r.spec().describe());
+        out.println("machine  " + r.machine().cpu() + ", " + r.machine().threads() + " threads, kernels: " + r.machine().kernels());
+        out.println(Fmt.format("read     best pass %.1f GB/s (weights where the engine reads them: median %.1f; anonymous%s: median %.1f; between decode rounds: median %.1f)",
+                best, r.weightsReadGbs().median(), r.anonymousHugePages() ? " on huge pages" : "", r.anonymousReadGbs().median(), r.roundReadGbs().median()));
+        for (var m : r.models()) {
+            out.println(Fmt.format("%-6s   %.3f GB/token, load added %.2f GB RSS; prefill %d: %.1f tok/s", m.name(), m.bytesPerToken() / 1e9,
+                    m.rssAddedBytes() / 1e9, QwenBench.PREFILL, m.prefillTokensPerS().median()));
+            out.println("         weights " + m.placement());
+            for (int c : QwenBench.CONTEXTS) {
+                double tps = m.decodeTokensPerS().get(c).median(), gbs = m.bytesPerToken() / 1e9 * tps;
+                out.println(Fmt.format("  decode @%-4d %6.2f tok/s  %5.1f GB/s = %.2f of the best read pass, %.2f of its round's  recurrent step %.2f ms/token (%.0f%% of it)",
+                        c, tps, gbs, gbs / best, m.overRoundPass().get(c).median(), m.recurrentMsPerToken().get(c).median(),
+                        100 * m.recurrentShare().get(c).median()));
+            }
+        }
+        out.println(Fmt.format("state    the Gated DeltaNet layers' recurrent state: %.1f MB, read twice and written once per decode token (not in the weight traffic above)",
+                r.spec().recurrentStateBytes() / 1e6));
+        out.println(Fmt.format("peak RSS %.2f GB (the whole bench process: both models, six sessions)", r.peakRssBytes() / 1e9));
+        for (var m : r.models()) {
+            double gbs = m.bytesPerToken() / 1e9 * m.decodeTokensPerS().get(QwenBench.CONTEXTS[0]).median();
+            out.println(Fmt.format("target   %s decode @%d ≥ %.1f of the best read pass: %s (%.2f)", m.name(), QwenBench.CONTEXTS[0], TARGET,
+                    gbs / best >= TARGET ? "met" : "not met", gbs / best));
+        }
+    }
+
+    static ObjectNode json(QwenBench.Result r) {
+        var o = JsonNodeFactory.instance.objectNode();
+        double best = r.bestReadGbs();
+        o.put("model", r.spec().describe());
+        o.put("model_key", r.spec().key());
+        o.put("parameters", r.spec().parameters());
+        o.put("cpu", r.machine().cpu());
+        o.put("threads", r.machine().threads());
+        o.put("kernels", r.machine().kernels());
+        o.put("decode_steps", r.steps());
+        o.put("read_bandwidth_best_gbs", best);
+        o.put("read_bandwidth_weights_gbs", r.weightsReadGbs().median());
+        o.put("read_bandwidth_anonymous_gbs", r.anonymousReadGbs().median());
+        o.put("read_bandwidth_anonymous_huge_pages", r.anonymousHugePages());
+        o.put("read_bandwidth_during_decode_gbs", r.roundReadGbs().median());
+        o.put("peak_rss_bytes", r.peakRssBytes());
+        o.put("recurrent_state_bytes", r.spec().recurrentStateBytes());
+        var ms = o.putArray("models");
+        var targets = o.putObject("targets");
+        var figures = o.putObject("figures");
+        put(figures, "read_bandwidth_weights_gbs", r.weightsReadGbs());
+        put(figures, "read_bandwidth_anonymous_gbs", r.anonymousReadGbs());
+        put(figures, "read_bandwidth_during_decode_gbs", r.roundReadGbs());
+        for (var m : r.models()) {
+            var j = ms.addObject();
+            j.put("name", m.name()).put("checkpoint", m.directory()).put("weights_placement", m.placement()).put("bytes_per_token", m.bytesPerToken())
+                    .put("rss_added_by_load_bytes", m.rssAddedBytes()).put("prefill_tokens_per_s", m.prefillTokensPerS().median());
+            put(figures, m.name() + "_prefill_tokens_per_s", m.prefillTokensPerS());
+            var tps = j.putObject("decode_tokens_per_s");
+            var gbs = j.putObject("decode_weight_gbs");
+            var over = j.putObject("decode_over_best_read_pass");
+            var paired = j.putObject("decode_over_round_read_pass");
+            var rec = j.putObject("recurrent_ms_per_token");
+            var share = j.putObject("recurrent_share_of_step");
+            for (int c : QwenBench.CONTEXTS) {
+                String k = Integer.toString(c);
+                double t = m.decodeTokensPerS().get(c).median(), g = m.bytesPerToken() / 1e9 * t;
+                tps.put(k, t);
+                gbs.put(k, g);
+                over.put(k, g / best);
+                paired.put(k, m.overRoundPass().get(c).median());
+                rec.put(k, m.recurrentMsPerToken().get(c).median());
+                share.put(k, m.recurrentShare().get(c).median());
+                put(figures, m.name() + "_decode_" + k + "_tokens_per_s", m.decodeTokensPerS().get(c));
+                put(figures, m.name() + "_recurrent_" + k + "_ms_per_token", m.recurrentMsPerToken().get(c));
+            }
+            targets.put(m.name() + "_decode_128_ge_0.9_of_best_read_pass", over.get("128").asDouble() >= TARGET);
+        }
+        return o;
+    }
+
+    private static void put(ObjectNode figures, String name, Figure f) {
+        figures.putObject(name).put("median", f.median()).put("min", f.min()).put("max", f.max()).put("samples", f.samples());
+    }
+}

@@ -1,0 +1,83 @@
+package dev.decodiff.tests;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import dev.decodiff.harness.cli.Main;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import java.io.PrintWriter;
+import java.io.StringWriter;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assumptions.assumeThat;
+
+/**
+ * `decodiff bench --size qwen35-tiny --json` end to end: it synthesizes the tiny Qwen3.5 checkpoint into the given
+ * cache, converts it to MLX 4-bit (python3 with NumPy, as `bench --quantized` does), and prints every figure of both
+ * models. No timing is asserted; only the report's structure, and that each figure is finite and positive.
+ */
+class QwenBenchSmokeTest {
+    @Test
+    void tinyQwenBenchPrintsEveryFigure(@TempDir Path cache) throws Exception {
+        assumeThat(numpy()).as("python3 with NumPy (the MLX conversion)").isTrue();
+        var out = new StringWriter();
+        var err = new StringWriter();
+        int code = Main.commandLine(new PrintWriter(out, true), new PrintWriter(err, true))
+                .execute("bench", "--size", "qwen35-tiny", "--json", "--cache", cache.toString(), "--decode-steps", "2", "--repeats", "1");
+        assertThat(code).as(err.toString()).isZero();
+        JsonNode j = new ObjectMapper().readTree(out.toString());
+        for (String k : List.of("read_bandwidth_best_gbs", "read_bandwidth_weights_gbs", "read_bandwidth_anonymous_gbs", "read_bandwidth_during_decode_gbs",
+                "peak_rss_bytes", "parameters"))
+            assertPositive(j, k);
+        assertThat(j.get("model").asText()).contains("qwen35-tiny");
+        for (String k : List.of("read_bandwidth_weights_gbs", "read_bandwidth_anonymous_gbs", "read_bandwidth_during_decode_gbs"))
+            assertThat(j.get("read_bandwidth_best_gbs").asDouble()).as(k).isGreaterThanOrEqualTo(j.get("figures").get(k).get("max").asDouble());
+        assertThat(j.get("models")).hasSize(2);
+        assertThat(j.get("models").get(0).get("name").asText()).isEqualTo("bf16");
+        assertThat(j.get("models").get(1).get("name").asText()).isEqualTo("4-bit");
+        // the 4-bit conversion reads fewer bytes a token than bf16
+        assertThat(j.get("models").get(1).get("bytes_per_token").asLong()).isLessThan(j.get("models").get(0).get("bytes_per_token").asLong());
+        for (var m : j.get("models")) {
+            assertPositive(m, "bytes_per_token");
+            assertPositive(m, "prefill_tokens_per_s");
+            for (String c : List.of("128", "512", "2048")) {
+                for (String k : List.of("decode_tokens_per_s", "decode_weight_gbs", "decode_over_best_read_pass", "decode_over_round_read_pass",
+                        "recurrent_ms_per_token", "recurrent_share_of_step"))
+                    assertPositive(m.get(k), c);
+                // the recurrent step is part of the step; the ratio is the step's traffic over the best pass
+                assertThat(m.get("recurrent_share_of_step").get(c).asDouble()).isLessThanOrEqualTo(1.0);
+                assertThat(m.get("decode_over_best_read_pass").get(c).asDouble()).isCloseTo(
+                        m.get("decode_weight_gbs").get(c).asDouble() / j.get("read_bandwidth_best_gbs").asDouble(),
+                        org.assertj.core.data.Percentage.withPercentage(1e-6));
+            }
+            assertThat(j.get("targets").has(m.get("name").asText() + "_decode_128_ge_0.9_of_best_read_pass")).isTrue();
+        }
+        assertThat(j.get("figures").get("bf16_decode_2048_tokens_per_s").get("samples").asInt()).isEqualTo(2);
+        // the checkpoint and its conversion are cached under the spec key, complete, with no temporary leftovers
+        try (var s = Files.list(cache)) {
+            var entries = s.map(p -> p.getFileName().toString()).sorted().toList();
+            assertThat(entries).hasSize(2);
+            assertThat(entries.get(1)).isEqualTo(entries.get(0) + ".mlx4");
+            assertThat(entries).noneMatch(e -> e.contains("partial"));
+        }
+    }
+
+    private static void assertPositive(JsonNode j, String key) {
+        assertThat(j.has(key)).as(key).isTrue();
+        double v = j.get(key).asDouble();
+        assertThat(Double.isFinite(v) && v > 0).as(key + " = " + v).isTrue();
+    }
+
+    private static boolean numpy() {
+        try {
+            var p = new ProcessBuilder("python3", "-c", "import numpy").redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
+            return p.waitFor() == 0;
+        } catch (Exception e) {
+            return false;
+        }
+    }
+}
