@@ -92,7 +92,10 @@ public final class SweepReport {
 
     private static void outcome(ObjectNode p, Outcome o) {
         switch (o) {
-            case Outcome.Pass pass -> p.put("cells", pass.cells()).put("worst_rel_l2", pass.worstRelL2());
+            case Outcome.Pass pass -> {
+                p.put("cells", pass.cells()).put("worst_rel_l2", pass.worstRelL2());
+                if (pass.precision() != null) p.put("precision", pass.precision());
+            }
             case Outcome.Fail f -> p.put("schedule", f.schedule()).put("step", f.step()).put("sequence", f.seq()).put("position", f.position())
                     .put("point", f.point()).put("rel_l2", Double.isFinite(f.relL2()) ? f.relL2() : -1).put("kind", f.kind()).put("detail", f.detail());
             case Outcome.Refused ref -> p.put("op", ref.op()).put("message", ref.message()).put("by_design", ref.byDesign());
