@@ -28,6 +28,7 @@ public final class ReproFixture {
             cell.put("schedule", String.valueOf((char) ('A' + fail.schedule())));
             cell.put("step", fail.step()).put("sequence", fail.seq()).put("position", fail.position()).put("point", fail.point());
             cell.put("kind", fail.kind()).put("detail", fail.detail());
+            if (engine instanceof LlamaCppScenarios l) cell.put("model_file", l.gguf().toAbsolutePath().toString());
             cell.put("rel_l2", Double.isFinite(fail.relL2()) ? fail.relL2() : -1).put("tolerance", fail.tolerance());
             var toks = cell.putArray("tokens");
             int[] stream = sc.stream(fail.seq());
@@ -171,8 +172,13 @@ public final class ReproFixture {
                     llama_batch_free(b); llama_free(ctx);
                 }
 
+                static void quiet(enum ggml_log_level level, const char *text, void *data) {
+                    (void) data; if (level == GGML_LOG_LEVEL_ERROR) fputs(text, stderr);
+                }
+
                 int main(int argc, char **argv) {
                     if (argc < 2) { fprintf(stderr, "usage: %%s MODEL.gguf\\n", argv[0]); return 2; }
+                    llama_log_set(quiet, NULL);
                     llama_backend_init();
                     struct llama_model *model = llama_model_load_from_file(argv[1], llama_model_default_params());
                     if (!model) { fprintf(stderr, "cannot load %%s\\n", argv[1]); return 2; }

@@ -60,6 +60,12 @@ public final class SweepReport {
         root.put("seconds", r.seconds());
         var bs = root.putArray("boundaries");
         for (var b : r.boundaries()) bs.addObject().put("length", b.length()).put("label", b.label()).put("why", b.why());
+        var ff = r.firstFailing();
+        if (ff != null) {
+            var o = root.putObject("first_failing");
+            o.put("family", ff.family()).put("settings", ff.settings().describe()).put("boundary", ff.failingBoundary().length())
+                    .put("label", ff.failingBoundary().label()).put("seconds", ff.seconds());
+        }
         var edges = root.putArray("layer_edges");
         r.layerEdges().forEach(edges::add);
         var fams = root.putArray("families");
