@@ -109,5 +109,38 @@ public final class SweepReport {
         }
     }
 
+    /** A self-contained HTML page: every family in every setting with its verdict, then the minimized first failure. */
+    public static String html(Sweep.Result r, String model) {
+        var s = new StringBuilder("<!doctype html><html><head><meta charset=\"utf-8\"><title>decodiff sweep</title><style>"
+                + "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}"
+                + ".fail{background:#fdd}.pass{background:#dfd}.refused-as-designed,.refused{background:#ffd}pre{background:#f4f4f4;padding:8px}"
+                + "</style></head><body><h1>decodiff sweep</h1>");
+        s.append("<p>Engine: ").append(esc(r.engine())).append("<br>Model: ").append(esc(model)).append("<br>Boundaries: ")
+                .append(esc(r.boundaries().stream().map(Boundary::toString).collect(Collectors.joining(", "))))
+                .append(Fmt.format("<br>%d families, %.1fs</p>", r.families().size(), r.seconds()));
+        s.append("<p><b>").append(r.passed() ? "PASS: every family passes at every boundary" : "FAIL: first " + esc(r.firstFailing().family())
+                + " at " + esc(r.firstFailing().failingBoundary().toString())).append("</b></p>");
+        s.append("<table><tr><th>family</th><th>settings</th><th>verdict</th><th>boundary</th><th>first cell</th></tr>");
+        for (var f : r.families()) {
+            var fail = f.firstFailure();
+            String word = f.verdict().startsWith("pass, refused-as-designed") ? "refused-as-designed" : f.verdict().startsWith("pass, refused") ? "refused"
+                    : f.verdict().equals("fail") ? "fail" : f.verdict().equals("n/a") ? "na" : "pass";
+            s.append("<tr class=\"").append(word).append("\"><td>").append(esc(f.family())).append("</td><td>").append(esc(f.settings().describe()))
+                    .append("</td><td>").append(esc(f.verdict() + counts(f))).append("</td><td>").append(fail == null ? "" : esc(f.failingBoundary().toString()))
+                    .append("</td><td>").append(fail == null ? "" : esc(fail.cell())).append("</td></tr>");
+        }
+        s.append("</table>");
+        var first = r.firstFailing();
+        if (first != null && first.minimized() != null) {
+            var m = first.minimized();
+            s.append("<h2>First failure, minimized</h2><p>").append(esc(first.family())).append(" (").append(esc(first.settings().describe()))
+                    .append(Fmt.format(") in %d operations:</p><pre>", m.scenario().size())).append(esc(m.scenario().describeSchedules()))
+                    .append("</pre><p>First cell: ").append(esc(m.outcome().cell())).append(" — ").append(esc(m.outcome().detail())).append("</p>");
+        }
+        return s.append("</body></html>\n").toString();
+    }
+
+    private static String esc(String x) { return x.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;"); }
+
     static List<String> lines(String s) { return s.lines().toList(); }
 }
