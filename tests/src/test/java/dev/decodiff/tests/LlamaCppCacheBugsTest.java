@@ -20,12 +20,12 @@ import static org.assertj.core.api.Assertions.assertThat;
  * Three of llamacpp/cache-bugs/, built into llama.cpp natively (scripts/llamacpp-native.sh --patch) and swept on
  * gemma4-tiny: the sweep's first failure is in the family and at the boundary manifest.tsv names (read off the
  * patched code, not off a run), its first cell is the one named there, and the repro folder's C program, built with gcc
- * against the patched library and run on its own, prints the disagreement. One bug in the sliding-window mask (seen
- * at W−1), one in seq_rm (a cut), one in the K-shift (context shift). Skipped unless the native build is already made.
+ * against the patched library and run on its own, prints the disagreement. Two bugs in the sliding-window mask (seen
+ * at W−1: a one-token step, a multi-token ubatch), one in the K-shift (context shift). Skipped unless the native build is already made.
  * Each llama.cpp runs in a JVM of its own (a JVM loads one llama.cpp).
  */
 class LlamaCppCacheBugsTest {
-    static final List<String> BUGS = List.of("31-swa-mask-decode-left-inclusive", "33-seq-rm-keeps-p0", "36-k-shift-not-applied");
+    static final List<String> BUGS = List.of("31-swa-mask-decode-left-inclusive", "32-swa-mask-batch-rows-keep-left-edge", "36-k-shift-not-applied");
     static Path root;
 
     @TempDir
