@@ -6,7 +6,7 @@ and the length it was shrunk to), the first cell that differs, the time the swee
 program is built with gcc against the patched library and run on its own: it must print the disagreement (DISAGREE).
 
 Prints the table bug -> family, boundary, minimized schedule, first cell, time, repro; exit 0 when every bug is found in
-its expected family at its expected boundary and its repro disagrees, and the clean library passes every family; 1
+its expected family at its expected boundary, its minimized first cell is manifest.tsv's and its repro disagrees, and the clean library passes every family; 1
 otherwise.
 
   llamacpp/cache-bugs/run.py [--only NAME[,NAME...]] [--model DIR] [--no-clean] [--work DIR] [--json FILE]
@@ -127,11 +127,12 @@ def main():
         replayed = replay(lib, repro) if (repro / "repro.c").exists() else "no repro.c"
         hit = ff["family"] == bug["family"] and ff["boundary"] == bug["boundary"] and ff["settings"] == bug["setting"]
         disagrees = replayed.startswith("DISAGREE")
-        ok = ok and hit and disagrees
+        cell_ok = cell_text(first) == bug["cell"]
+        ok = ok and hit and disagrees and cell_ok
         row.update(found=True, family=ff["family"], settings=ff["settings"], boundary=f"{ff['boundary']} ({ff['label']})",
                    operations=m.get("operations"), schedules=[" ".join(f"{o['op']}" for o in s) for s in scen.get("schedules", [])],
                    cell=cell_text(first), rel_l2=first.get("rel_l2"), repro=replayed, at_expected=hit, family_seconds=ff["seconds"],
-                   cell_as_expected=cell_text(first) == bug["cell"])
+                   cell_as_expected=cell_ok)
         rows.append(row)
         print(f"  {bug['name']}: {ff['family']} @ {ff['boundary']} ({took:.0f}s){'' if hit else '  <- expected ' + row['expected']}", file=sys.stderr)
 
@@ -144,7 +145,9 @@ def main():
         table.append((r["bug"], f"{r['family']} ({r['settings']})", r["boundary"], f"{r['operations']} ops",
                       r["cell"] + (f" (rel L2 {r['rel_l2']:.3g})" if r.get("rel_l2") is not None else ""),
                       f"{r['family_seconds']:.1f}s of {r['seconds']:.0f}s", r["repro"][:60],
-                      "ok" if r["at_expected"] and r["repro"].startswith("DISAGREE") else "MISSED: expected " + r["expected"]))
+                      "ok" if r["at_expected"] and r["repro"].startswith("DISAGREE") and r["cell_as_expected"]
+                      else "MISSED: expected " + r["expected"] if not r["at_expected"]
+                      else "cell expected: " + r["expected_cell"] if not r["cell_as_expected"] else "repro agrees"))
     widths = [max(len(str(row[i])) for row in table) for i in range(len(head))]
     for i, row in enumerate(table):
         print("| " + " | ".join(str(c).ljust(w) for c, w in zip(row, widths)) + " |")

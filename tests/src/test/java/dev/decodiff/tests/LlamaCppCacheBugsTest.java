@@ -17,15 +17,17 @@ import java.util.Map;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /**
- * Three of llamacpp/cache-bugs/, built into llama.cpp natively (scripts/llamacpp-native.sh --patch) and swept on
+ * Six of llamacpp/cache-bugs/, built into llama.cpp natively (scripts/llamacpp-native.sh --patch) and swept on
  * gemma4-tiny: the sweep's first failure is in the family and at the boundary manifest.tsv names (read off the
  * patched code, not off a run), its first cell is the one named there, and the repro folder's C program, built with gcc
  * against the patched library and run on its own, prints the disagreement. Two bugs in the sliding-window mask (seen
- * at W−1: a one-token step, a multi-token ubatch), one in the K-shift (context shift). Skipped unless the native build is already made.
+ * at W−1: a one-token step, a multi-token ubatch), seq_rm's position index and the cells' sequence bits parting (prefix
+ * reuse), the batch splitter at a ubatch edge (n_ubatch 4), the K-shift (context shift), the mask of a two-sequence batch. Skipped unless the native build is already made.
  * Each llama.cpp runs in a JVM of its own (a JVM loads one llama.cpp).
  */
 class LlamaCppCacheBugsTest {
-    static final List<String> BUGS = List.of("31-swa-mask-decode-left-inclusive", "32-swa-mask-batch-rows-keep-left-edge", "36-k-shift-not-applied");
+    static final List<String> BUGS = List.of("31-swa-mask-decode-left-inclusive", "32-swa-mask-batch-rows-keep-left-edge",
+            "33-seq-rm-shared-cell-keeps-owner", "35-ubatch-edge-repeats-token", "36-k-shift-not-applied", "39-mask-sequence-of-first-token");
     static Path root;
 
     @TempDir

@@ -16,7 +16,14 @@ import java.util.List;
 public final class Judge {
     private Judge() {}
 
+    /** The verdict, a failure localized to its first cell ({@link ScenarioEngine#localize}). */
     public static Outcome judge(ScenarioEngine engine, Scenario scenario) {
+        var o = verdict(engine, scenario);
+        return o instanceof Outcome.Fail f && !f.kind().startsWith("kv rule") && !f.kind().equals("engine threw") ? engine.localize(scenario, f) : o;
+    }
+
+    /** Pass, fail, refused or n/a, with a failure's cell as the engine's runs give it (not localized on demand). */
+    static Outcome verdict(ScenarioEngine engine, Scenario scenario) {
         var runs = new ArrayList<ScheduleRun>();
         for (var schedule : scenario.schedules()) {
             var run = engine.run(scenario, schedule);

@@ -36,10 +36,14 @@ public final class LlamaCppScenarios implements ScenarioEngine {
     private final int threads;
     private final LlamaModel model;
     private final int capacity;
-    /** Whether every step's per-layer rows are captured through the eval callback (else its logits only). */
+    /**
+     * Whether every run captures its steps' per-layer rows through the eval callback; else a scenario is judged on its
+     * logits (which decide it) and only a failing one is run again with its rows, to localize its first cell.
+     */
     private final boolean captureLayers;
 
-    public LlamaCppScenarios(Path gguf, Gemma4Config config, int threads) { this(gguf, config, threads, true); }
+    /** Per-layer rows only when a failing scenario is run again to localize it. */
+    public LlamaCppScenarios(Path gguf, Gemma4Config config, int threads) { this(gguf, config, threads, false); }
 
     public LlamaCppScenarios(Path gguf, Gemma4Config config, int threads, boolean captureLayers) {
         this.captureLayers = captureLayers;
@@ -124,16 +128,30 @@ public final class LlamaCppScenarios implements ScenarioEngine {
     }
 
     @Override
-    public ScheduleRun run(Scenario sc, List<Op> schedule) {
-        String k = key(sc, schedule);
+    public ScheduleRun run(Scenario sc, List<Op> schedule) { return run(sc, schedule, captureLayers); }
+
+    private ScheduleRun run(Scenario sc, List<Op> schedule, boolean rows) {
+        String k = key(sc, schedule) + (rows ? "|rows" : "");
         var done = runs.get(k);
         if (done != null) return done;
-        var r = runFresh(sc, schedule);
+        var r = runFresh(sc, schedule, rows);
         runs.put(k, r);
         return r;
     }
 
-    private ScheduleRun runFresh(Scenario sc, List<Op> schedule) {
+    /**
+     * A failure judged on the logits alone, judged again on runs that capture every step's per-layer rows (the logits
+     * are the same bits, so it fails the same way): its first cell is then the first row over the tolerance in causal order.
+     */
+    @Override
+    public Outcome.Fail localize(Scenario sc, Outcome.Fail fail) {
+        if (captureLayers) return fail;
+        var withRows = new ArrayList<ScheduleRun>();
+        for (var schedule : sc.schedules()) withRows.add(run(sc, schedule, true));
+        return Judge.judge(withRows, sc, tolerance(sc.settings()), logitsDecide()) instanceof Outcome.Fail f ? f : fail;
+    }
+
+    private ScheduleRun runFresh(Scenario sc, List<Op> schedule, boolean rows) {
         var s = sc.settings();
         int nCtx = s.nCtx() > 0 ? s.nCtx() : capacity;
         int nBatch = s.nBatch() > 0 ? s.nBatch() : nCtx;
@@ -144,7 +162,7 @@ public final class LlamaCppScenarios implements ScenarioEngine {
         var lengths = new HashMap<Integer, Integer>();
         // a sequence's position = its length in the stream + its offset (Op.Offset, Op.Shift)
         var offsets = new HashMap<Integer, Integer>();
-        var tap = captureLayers ? new RowCapture() : null;
+        var tap = rows ? new RowCapture() : null;
         var saved = new HashMap<String, Saved>();
         int step = 0;
         try (var ctx = new LlamaContext(model, options, new LlamaContext.Layout(nBatch, nUbatch, SEQUENCES, s.swaFull()), tap)) {
@@ -269,7 +287,7 @@ public final class LlamaCppScenarios implements ScenarioEngine {
         if (!s.flashAttention() || s.typeV().startsWith("q")) return fail;
         var off = new Scenario.Settings(s.typeK(), s.typeV(), false, s.swaFull(), s.nBatch(), s.nUbatch(), s.nCtx());
         var without = new Scenario(sc.name(), sc.family(), sc.boundary(), sc.streams(), sc.schedules(), off, sc.undefinedWhy());
-        if (!(Judge.judge(this, without) instanceof Outcome.Pass p)) return fail;
+        if (!(Judge.verdict(this, without) instanceof Outcome.Pass p)) return fail;
         return new Outcome.Pass(p.cells(), fail.relL2(), String.format(java.util.Locale.ROOT,
                 "flash attention's one-row kernel accumulates P·V in f16: %s of schedule %c parts by rel L2 %.3g with it and the schedules agree without it (worst %.3g)",
                 fail.cell(), (char) ('A' + fail.schedule()), fail.relL2(), p.worstRelL2()));

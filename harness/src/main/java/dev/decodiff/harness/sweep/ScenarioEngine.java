@@ -32,6 +32,12 @@ public interface ScenarioEngine extends AutoCloseable {
      */
     default Outcome precision(Scenario scenario, Outcome.Fail fail) { return fail; }
 
+    /**
+     * A failure found without per-layer rows (an engine that captures them only on demand), localized to its first
+     * cell by running the scenario again with them. By default it already is.
+     */
+    default Outcome.Fail localize(Scenario scenario, Outcome.Fail fail) { return fail; }
+
     /** The identity of the weights, for a repro: "gguf sha256 …" or "checkpoint config sha256 …, weights sha256 …". */
     String weightsIdentity();
 
