@@ -7,6 +7,7 @@ import dev.decodiff.llamacpp.ffi.LlamaContext;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import java.util.Set;
 
 /**
  * The eval-callback side of one llama_decode of an explicit batch, for the cache sweep: every named per-row graph
@@ -22,18 +23,34 @@ public final class RowCapture implements LlamaContext.Tap {
     public record Row(int entry, String point, float[] data) {}
 
     private final List<Row> rows = new ArrayList<>();
+    /** Graph tensors captured besides the capture points, by base name: their rows' point is the graph name ("ffn_moe_logits-4"). */
+    private final Set<String> extra;
+
+    public RowCapture() { this(Set.of()); }
+
+    /** @param extra graph tensors of one row per token (base names, e.g. "ffn_moe_logits") captured too, under their graph name */
+    public RowCapture(Set<String> extra) { this.extra = Set.copyOf(extra); }
     /** Batch entries covered by the graphs before the current one, and the current graph's token count. */
     private int base, current;
 
     @Override
     public boolean wants(GgmlTensor t) {
         var p = GraphNames.parse(t.name());
+        if (extra.contains(p.base())) return true;
         return GraphNames.entry(p).filter(e -> e.shape() != GraphNames.Shape.LAST_ROW).isPresent();
     }
 
     @Override
     public void take(GgmlTensor t) {
         var p = GraphNames.parse(t.name());
+        if (extra.contains(p.base())) {
+            long[] ne = t.ne();
+            int tokens = (int) (ne[1] * ne[2] * ne[3]);
+            float[] data = t.toFloats();
+            int width = data.length / Math.max(1, tokens);
+            for (int r = 0; r < tokens; r++) rows.add(new Row(base + r, t.name(), Arrays.copyOfRange(data, r * width, (r + 1) * width)));
+            return;
+        }
         var e = GraphNames.entry(p).orElse(null);
         if (e == null || e.shape() == GraphNames.Shape.LAST_ROW) return;
         long[] ne = t.ne();
