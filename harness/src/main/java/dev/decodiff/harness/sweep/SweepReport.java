@@ -25,6 +25,12 @@ public final class SweepReport {
             s.append(String.format("%-28s %-44s %-26s %-14s %s%n", f.family(), f.settings().describe(), f.verdict() + counts(f),
                     fail == null ? "" : f.failingBoundary().toString(), fail == null ? "" : fail.cell()));
         }
+        // disagreements the engine's own arithmetic accounts for, shown by a re-run: passes, with their reason
+        for (var f : r.families())
+            for (var a : f.outcomes())
+                if (a.outcome() instanceof Outcome.Pass p && p.precision() != null)
+                    s.append("\nprecision ").append(f.family()).append(" (").append(f.settings().describe()).append(") at ").append(a.boundary())
+                            .append(": ").append(p.precision()).append('\n');
         for (var f : r.families()) {
             var fail = f.firstFailure();
             if (fail == null) continue;
