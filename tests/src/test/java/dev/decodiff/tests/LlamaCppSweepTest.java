@@ -56,4 +56,28 @@ class LlamaCppSweepTest {
             assertThat(run.out()).contains("agree: ");
         }
     }
+
+    /**
+     * gemma4-tiny-moe: layer 4's router scores experts 0 and 1 within a few ulps at position 187, so a prefill of 252
+     * placed 11 positions on (context-shift) picks the other one and moe.out parts by rel L2 0.66 — far over the
+     * tolerance, and no cache bug. The sweep names it as precision: the router's logits agree, its top-2 differs.
+     */
+    @Test
+    void aMoeRouterTieIsNamedAsPrecisionNotReportedAsACacheBug() throws Exception {
+        Path root = LlamaCppSetUp.repoRootAsHome();
+        Path ck = root.resolve("checkpoints/gemma4-tiny-moe");
+        var cfg = Gemma4Config.read(ck.resolve("config.json"));
+        var gguf = GgufCache.of(ck, GgufOutputType.parse("f32"));
+        try (var eng = new LlamaCppScenarios(gguf, cfg, 1)) {
+            var exact = new Scenario.Settings("f32", "f32", false, true, 0, 0, 0);
+            var fam = Families.all(cfg).stream().filter(f -> f.name().equals("context-shift")).findFirst().orElseThrow();
+            var sc = fam.builder().build(fam, cfg, new Boundary(eng.capacity() - 4, "capacity−4", "test"), exact, true);
+            var o = new Sweep(eng).one(sc);
+            assertThat(o).isInstanceOf(Outcome.Pass.class);
+            var p = (Outcome.Pass) o;
+            // the schedules do part: over the tolerance, at the router's layer
+            assertThat(p.worstRelL2()).isGreaterThan(0.1);
+            assertThat(p.precision()).contains("layer 4's router ties").contains("position 187").contains("layers.4.moe.out");
+        }
+    }
 }

@@ -57,6 +57,9 @@ final class SweepCommand implements Callable<Integer> {
     @Option(names = "--repro", paramLabel = "DIR", description = "Write the first failure, minimized, as a repro folder there.")
     Path repro;
 
+    @Option(names = "--html", paramLabel = "FILE", description = "Also write a self-contained HTML report (every family in every setting, pass / fail / refused-as-designed).")
+    Path html;
+
     @Option(names = "--no-minimize", description = "Report each family's first failure as found, without shrinking it.")
     boolean noMinimize;
 
@@ -106,6 +109,13 @@ final class SweepCommand implements Callable<Integer> {
             if (pb[0] != null) pb[0].close();
             if (json.on()) out.println(SweepReport.json(result, dir.toString()));
             else out.print(SweepReport.terminal(result, describeModel(dir, config)));
+            if (html != null) {
+                try {
+                    java.nio.file.Files.writeString(html, SweepReport.html(result, describeModel(dir, config)));
+                } catch (java.io.IOException e) {
+                    throw new BadInputException(html, "cannot write the HTML report (" + e.getMessage() + ")");
+                }
+            }
             if (repro != null && result.firstFailing() != null) {
                 var f = result.firstFailing();
                 var m = f.minimized();

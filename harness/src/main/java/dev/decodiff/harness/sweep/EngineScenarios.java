@@ -113,6 +113,8 @@ public final class EngineScenarios implements ScenarioEngine {
                         s.session.forward(tokens(scenario, f.seq(), pos, f.n()));
                     }
                     case Op.Batch b -> { return ScheduleRun.unsupported("decodiff's engine feeds one sequence per step (" + Op.describe(b) + ")"); }
+                    case Op.Offset x -> { return ScheduleRun.unsupported("decodiff's engine starts every sequence at position 0 (" + Op.describe(x) + ")"); }
+                    case Op.Shift x -> { return ScheduleRun.unsupported("decodiff's engine does not move cached positions (" + Op.describe(x) + ")"); }
                     case Op.Snapshot sn -> {
                         var s = existing(seqs, sn.seq(), op);
                         saved.put(sn.name(), new Saved(s.session.snapshot(), s.integrity.copy()));

@@ -17,6 +17,8 @@ public final class Families {
     static final int DECODE = 2;
     /** How far a source sequence runs past the prefix that is reused or cut back to. */
     static final int ADVANCE = 3;
+    /** Where the context-shift family places its sequence before moving it back to 0: past a whole window. */
+    static int shiftOffset(Gemma4Config c) { return Math.max(2, c.slidingWindow()) + ADVANCE; }
 
     /**
      * @param exactOnly its schedules split the same rows into different steps, which only exact (f32) K/V caches owe
@@ -56,6 +58,12 @@ public final class Families {
         out.add(new Family("truncate-continue", "a sequence of L+3 cut back to L and decoded on, vs decoding from L directly", false, false,
                 (f, c, b, s, k) -> cut(f, c, b, s, k, b.length() + ADVANCE, b.length(), concat(List.of(feed(b.length())), ones(DECODE)),
                         concat(List.of(feed(b.length() + ADVANCE), new Op.Truncate(0, b.length())), ones(DECODE)))));
+        // Attention depends on positions only through their differences (RoPE, the window): a sequence computed D
+        // positions on holds the same rows as one from 0, except its rotated q/k; moving it back by D re-rotates the
+        // cached keys (the K-shift), after which every row of the steps that follow must be the cold run's.
+        out.add(new Family("context-shift", "a sequence placed " + shiftOffset(cfg) + " positions on, moved back to 0 by llama_memory_seq_add (keys re-rotated) and decoded on, vs it run from 0", true, false,
+                (f, c, b, s, k) -> pair(f, c, b, s, concat(List.of(feed(b.length())), ones(DECODE)),
+                        concat(List.of(new Op.Offset(0, shiftOffset(c)), feed(b.length()), new Op.Shift(0, -shiftOffset(c))), ones(DECODE)))));
         out.add(new Family("multi-sequence-batch", "two sequences fed in one batch (prefills, then one token each per step) vs each on its own", false, true,
                 (f, c, b, s, k) -> {
                     var streams = Map.of(0, stream(c, 0, b.length() + DECODE), 1, stream(c, 1, b.length() + DECODE));

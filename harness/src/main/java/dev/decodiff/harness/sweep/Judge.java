@@ -16,14 +16,23 @@ import java.util.List;
 public final class Judge {
     private Judge() {}
 
+    /** The verdict, a failure localized to its first cell ({@link ScenarioEngine#localize}). */
     public static Outcome judge(ScenarioEngine engine, Scenario scenario) {
+        var o = verdict(engine, scenario);
+        return o instanceof Outcome.Fail f && !f.kind().startsWith("kv rule") && !f.kind().equals("engine threw") ? engine.localize(scenario, f) : o;
+    }
+
+    /** Pass, fail, refused or n/a, with a failure's cell as the engine's runs give it (not localized on demand). */
+    static Outcome verdict(ScenarioEngine engine, Scenario scenario) {
         var runs = new ArrayList<ScheduleRun>();
         for (var schedule : scenario.schedules()) {
             var run = engine.run(scenario, schedule);
             if (run.unsupported() != null) return new Outcome.NotApplicable(run.unsupported());
             runs.add(run);
         }
-        return judge(runs, scenario, engine.tolerance(scenario.settings()));
+        var o = judge(runs, scenario, engine.tolerance(scenario.settings()), engine.logitsDecide());
+        // rows that disagree may be the engine's own rounding between two kernels: the engine may show that they are
+        return o instanceof Outcome.Fail f && !f.kind().startsWith("kv rule") && !f.kind().equals("engine threw") ? engine.precision(scenario, f) : o;
     }
 
     private record Key(int seq, int position, String point) {}
@@ -40,7 +49,15 @@ public final class Judge {
         return List.copyOf(last.values());
     }
 
-    static Outcome judge(List<ScheduleRun> runs, Scenario scenario, double tolerance) {
+    static Outcome judge(List<ScheduleRun> runs, Scenario scenario, double tolerance) { return judge(runs, scenario, tolerance, false); }
+
+    /**
+     * @param logitsDecide the tolerance is known for the logits only (an engine whose rounding differs between its
+     *                     kernels: a small intermediate such as attn.out carries a relative error no bound is known
+     *                     for): a scenario fails on the logits, and the other rows localize — the first cell is the
+     *                     first one over the tolerance, in causal order, among the rows whose logits disagree
+     */
+    static Outcome judge(List<ScheduleRun> runs, Scenario scenario, double tolerance, boolean logitsDecide) {
         // A KV rule broken comes first: it is where the cache went wrong, before any row computed from it.
         ScheduleRun.Violation firstViolation = null;
         int violationSchedule = -1;
@@ -64,9 +81,15 @@ public final class Judge {
                 cells++;
                 double rel = r.length == c.data().length ? CellStats.relL2(c.data(), r) : Double.POSITIVE_INFINITY;
                 if (Double.isNaN(rel)) rel = Double.POSITIVE_INFINITY;
-                worst = Math.max(worst, rel);
+                if (!logitsDecide || c.point().equals(CapturePoints.LOGITS)) worst = Math.max(worst, rel);
                 if (!(rel <= tolerance)) bad.add(new Bad(s, c, rel, r));
             }
+        }
+        if (logitsDecide) {
+            record Row(int schedule, int seq, int position) {}
+            var failing = new java.util.HashSet<Row>();
+            for (var b : bad) if (b.cell().point().equals(CapturePoints.LOGITS)) failing.add(new Row(b.schedule(), b.cell().seq(), b.cell().position()));
+            bad.removeIf(b -> !failing.contains(new Row(b.schedule(), b.cell().seq(), b.cell().position())));
         }
         if (firstViolation != null) {
             var v = firstViolation;

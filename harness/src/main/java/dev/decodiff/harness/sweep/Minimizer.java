@@ -57,6 +57,8 @@ public final class Minimizer {
                 }
             }
         }
+        // trials were judged on what decides them; the smallest failing one is localized
+        if (!bestOutcome.kind().startsWith("kv rule") && !bestOutcome.kind().equals("engine threw")) bestOutcome = engine.localize(best, bestOutcome);
         return new Minimized(best.trimStreams().withName(failing.family() + "-minimized"), bestOutcome, trials);
     }
 
@@ -64,7 +66,7 @@ public final class Minimizer {
     private Outcome.Fail tryJudge(Scenario s) {
         trials++;
         try {
-            return Judge.judge(engine, s) instanceof Outcome.Fail f ? f : null;
+            return Judge.verdict(engine, s) instanceof Outcome.Fail f ? f : null;
         } catch (BadScheduleException e) {
             return null;
         }

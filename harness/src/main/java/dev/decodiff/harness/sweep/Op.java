@@ -35,6 +35,15 @@ public sealed interface Op {
     /** Sequence {@code to} becomes the first {@code length} positions of sequence {@code from} (llama_memory_seq_cp, then seq_rm). */
     record Copy(int from, int to, int length) implements Op {}
 
+    /**
+     * The sequence's next positions start {@code n} further on: its stream's next token goes to position length + n
+     * (llama.cpp takes any first position for an empty sequence). Rows are compared at their place in the stream.
+     */
+    record Offset(int seq, int n) implements Op {}
+
+    /** Moves every position of the sequence by {@code delta} (llama_memory_seq_add: a context shift, keys re-rotated). */
+    record Shift(int seq, int delta) implements Op {}
+
     /** A short text for reports: "feed 0×12", "truncate 0→9", "copy 0[:9]→1", "batch(0×1, 1×1)". */
     static String describe(Op op) {
         return switch (op) {
@@ -44,6 +53,8 @@ public sealed interface Op {
             case Restore r -> "restore " + r.seq() + " from " + r.name();
             case Truncate t -> "truncate " + t.seq() + "→" + t.length();
             case Copy c -> "copy " + c.from() + "[:" + c.length() + "]→" + c.to();
+            case Offset o -> "offset " + o.seq() + "+" + o.n();
+            case Shift s -> "shift " + s.seq() + (s.delta() < 0 ? "" : "+") + s.delta();
         };
     }
 }

@@ -5,7 +5,9 @@ public sealed interface Outcome {
     String word();
 
     /** Every schedule agrees with the first on every shared cell and no KV rule broke. */
-    record Pass(int cells, double worstRelL2) implements Outcome {
+    record Pass(int cells, double worstRelL2, String precision) implements Outcome {
+        public Pass(int cells, double worstRelL2) { this(cells, worstRelL2, null); }
+
         public String word() { return "pass"; }
     }
 

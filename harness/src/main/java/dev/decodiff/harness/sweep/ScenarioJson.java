@@ -105,7 +105,9 @@ public final class ScenarioJson {
             case "restore" -> new Op.Restore(num(n, "seq"), need(n, "name").asText());
             case "truncate" -> new Op.Truncate(num(n, "seq"), num(n, "length"));
             case "copy" -> new Op.Copy(num(n, "from"), num(n, "to"), num(n, "length"));
-            default -> throw new IllegalArgumentException("unknown op \"" + kind + "\" (feed, batch, snapshot, restore, truncate, copy)");
+            case "offset" -> new Op.Offset(num(n, "seq"), num(n, "n"));
+            case "shift" -> new Op.Shift(num(n, "seq"), num(n, "delta"));
+            default -> throw new IllegalArgumentException("unknown op \"" + kind + "\" (feed, batch, snapshot, restore, truncate, copy, offset, shift)");
         };
     }
 
@@ -154,6 +156,8 @@ public final class ScenarioJson {
             case Op.Restore r -> n.put("op", "restore").put("seq", r.seq()).put("name", r.name());
             case Op.Truncate t -> n.put("op", "truncate").put("seq", t.seq()).put("length", t.length());
             case Op.Copy c -> n.put("op", "copy").put("from", c.from()).put("to", c.to()).put("length", c.length());
+            case Op.Offset o -> n.put("op", "offset").put("seq", o.seq()).put("n", o.n());
+            case Op.Shift s -> n.put("op", "shift").put("seq", s.seq()).put("delta", s.delta());
         }
         return n;
     }

@@ -58,13 +58,20 @@ public final class Sweep {
         int total = settings.size() * families.size() * boundaries.size(), done = 0;
         var out = new ArrayList<FamilyResult>();
         for (var s : settings) {
-            for (var f : families) {
-                long f0 = System.nanoTime();
-                var outcomes = new ArrayList<AtBoundary>();
-                Scenario failing = null;
-                Outcome.Fail fail = null;
-                for (var b : boundaries) {
+            // length by length, every family at each: the families' plain schedules at one length are the same runs,
+            // which the engine keeps (LlamaCppScenarios) instead of computing them again
+            int n = families.size();
+            var outcomes = new ArrayList<List<AtBoundary>>();
+            var failing = new Scenario[n];
+            var fail = new Outcome.Fail[n];
+            var seconds = new double[n];
+            for (int i = 0; i < n; i++) outcomes.add(new ArrayList<>());
+            for (var b : boundaries) {
+                for (int i = 0; i < n; i++) {
+                    var f = families.get(i);
                     progress.step(done++, total, f.name() + " @ " + b.length() + " (" + s.describe() + ")");
+                    if (fail[i] != null) continue;
+                    long f0 = System.nanoTime();
                     Outcome o;
                     Scenario sc = null;
                     if (f.exactOnly() && !s.exactKv()) o = new Outcome.NotApplicable("its schedules split rows into different steps, which a rounding K/V cache does not owe the same bits");
@@ -77,21 +84,27 @@ public final class Sweep {
                             o = new Outcome.NotApplicable("does not fit the engine at this length: " + e.getMessage());
                         }
                     }
-                    outcomes.add(new AtBoundary(b, o));
+                    outcomes.get(i).add(new AtBoundary(b, o));
                     if (o instanceof Outcome.Fail ff) {
-                        failing = sc;
-                        fail = ff;
-                        done += boundaries.size() - outcomes.size();
-                        break;
+                        failing[i] = sc;
+                        fail[i] = ff;
                     }
+                    seconds[i] += (System.nanoTime() - f0) / 1e9;
                 }
-                Minimizer.Minimized min = null;
-                if (fail != null && minimize) {
-                    progress.step(done, total, "minimizing " + f.name());
-                    min = new Minimizer(engine).minimize(f, failing, fail);
-                }
-                out.add(new FamilyResult(f.name(), f.description(), s, outcomes, failing, min, (System.nanoTime() - f0) / 1e9));
             }
+            for (int i = 0; i < n; i++)
+                out.add(new FamilyResult(families.get(i).name(), families.get(i).description(), s, outcomes.get(i), failing[i], null, seconds[i]));
+        }
+        // the first failure (smallest boundary) is the one minimized and written as a repro: one bookkeeping bug
+        // usually breaks many families in many settings, and shrinking each would cost more than the sweep
+        var first = new Result(engine.describe(), boundaries, List.of(), out, 0).firstFailing();
+        if (first != null && minimize) {
+            var f = families.stream().filter(x -> x.name().equals(first.family())).findFirst().orElseThrow();
+            progress.step(total, total, "minimizing " + f.name());
+            long f0 = System.nanoTime();
+            var min = new Minimizer(engine).minimize(f, first.failing(), first.firstFailure());
+            out.set(out.indexOf(first), new FamilyResult(first.family(), first.description(), first.settings(), first.outcomes(), first.failing(), min,
+                    first.seconds() + (System.nanoTime() - f0) / 1e9));
         }
         progress.step(total, total, "done");
         return new Result(engine.describe(), boundaries, Boundaries.layerEdges(engine.config()), out, (System.nanoTime() - t0) / 1e9);

@@ -379,6 +379,15 @@ public final class LlamaContext implements AutoCloseable {
         }
     }
 
+    /** llama_memory_can_shift: whether this context's memory takes llama_memory_seq_add (it aborts the process on the next decode otherwise). */
+    public boolean canShift() {
+        try {
+            return (boolean) lib.memoryCanShift.invokeExact(memory());
+        } catch (Throwable t) {
+            throw new LlamaCppException("llama_memory_can_shift failed: " + t, t);
+        }
+    }
+
     /** llama_memory_seq_pos_min / _max of a sequence (-1 when empty). */
     public int seqPosMin(int seq) {
         try {

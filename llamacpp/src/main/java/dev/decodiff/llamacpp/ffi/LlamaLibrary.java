@@ -34,7 +34,7 @@ public final class LlamaLibrary {
             logitsIth, tensorSet, getMemory, memoryClear, memorySeqRm, modelGetVocab, vocabNTokens, modelNEmbd, modelNLayer,
             modelMetaValStr, tensorGet, devCount, devGet, devDescription, systemInfo, devByType, devBackendReg, regProcAddress,
             threadpoolParamsInit, attachThreadpool, quantizeDefaultParams, modelQuantize, memorySeqCp, memorySeqAdd, memorySeqPosMin,
-            memorySeqPosMax, stateSeqGetSize, stateSeqGetData, stateSeqSetData;
+            memorySeqPosMax, memoryCanShift, stateSeqGetSize, stateSeqGetData, stateSeqSetData;
 
     private LlamaLibrary(LlamaCppHome home) {
         this.home = home;
@@ -68,6 +68,7 @@ public final class LlamaLibrary {
         memorySeqAdd = h.get("llama_memory_seq_add", FunctionDescriptor.ofVoid(ADDRESS, JAVA_INT, JAVA_INT, JAVA_INT, JAVA_INT));
         memorySeqPosMin = h.get("llama_memory_seq_pos_min", FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_INT));
         memorySeqPosMax = h.get("llama_memory_seq_pos_max", FunctionDescriptor.of(JAVA_INT, ADDRESS, JAVA_INT));
+        memoryCanShift = h.get("llama_memory_can_shift", FunctionDescriptor.of(JAVA_BOOLEAN, ADDRESS));
         stateSeqGetSize = h.get("llama_state_seq_get_size", FunctionDescriptor.of(JAVA_LONG, ADDRESS, JAVA_INT));
         stateSeqGetData = h.get("llama_state_seq_get_data", FunctionDescriptor.of(JAVA_LONG, ADDRESS, ADDRESS, JAVA_LONG, JAVA_INT));
         stateSeqSetData = h.get("llama_state_seq_set_data", FunctionDescriptor.of(JAVA_LONG, ADDRESS, ADDRESS, JAVA_LONG, JAVA_INT));
