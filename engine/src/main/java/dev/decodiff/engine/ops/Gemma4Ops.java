@@ -493,8 +493,19 @@ public final class Gemma4Ops {
     }
 
     private static void q8_1MinimumTerm(WeightMatrix m, float[] x, int T, float[] y) {
+        q8_1MinimumTerm(m.rows(), m.cols(), (r, row) -> m.row(r, row, 0), x, T, y);
+    }
+
+    /** {@link #q8_1MinimumTerm} for a matrix given as row-major dequantized weights [rows, cols]. */
+    public static void q8_1MinimumTerm(float[] weights, int rows, int cols, float[] x, int T, float[] y) {
+        q8_1MinimumTerm(rows, cols, (r, row) -> System.arraycopy(weights, r * cols, row, 0, cols), x, T, y);
+    }
+
+    private interface RowReader { void read(int r, float[] row); }
+
+    private static void q8_1MinimumTerm(int rows, int cols, RowReader rowOf, float[] x, int T, float[] y) {
         final int QK = dev.decodiff.engine.KvType.BLOCK;
-        int cols = m.cols(), rows = m.rows(), nb = cols / QK;
+        int nb = cols / QK;
         if (cols % QK != 0) return;
         float[] delta = new float[T * nb];
         for (int t = 0; t < T; t++)
@@ -510,7 +521,7 @@ public final class Gemma4Ops {
             }
         float[] row = new float[cols];
         for (int r = 0; r < rows; r++) {
-            m.row(r, row, 0);
+            rowOf.read(r, row);
             for (int b = 0; b < nb; b++) {
                 float min = Float.POSITIVE_INFINITY;
                 for (int i = 0; i < QK; i++) min = Math.min(min, row[b * QK + i]);

@@ -28,7 +28,7 @@ public final class Qwen35Ops {
     private final Map<WeightMatrix, Stored> stored;
 
     /** How ggml converts a matmul's input before its dot products with a matrix of some type (its vec_dot_type). */
-    public enum InputConversion { NONE, BF16, F16, Q8_0, Q8_K }
+    public enum InputConversion { NONE, BF16, F16, Q8_0, Q8_1, Q8_K }
 
     /**
      * A matrix as a GGUF stores it: its weights dequantized to fp32 (null where they are the checkpoint's, exactly:
@@ -481,6 +481,8 @@ public final class Qwen35Ops {
                     for (int c = 0; c < Cc; c++) acc += weights[r * Cc + c] * in[t * Cc + c];
                     y[t * R + r] = acc;
                 }
+            // Q4_1/Q5_1 meet their q8_1 input's fp16 block sum through the weights' block minimum
+            if (s.input() == InputConversion.Q8_1) Gemma4Ops.q8_1MinimumTerm(weights, R, Cc, x, T, y);
         }
         return act(y, p);
     }
@@ -490,7 +492,7 @@ public final class Qwen35Ops {
             case NONE -> x;
             case BF16 -> Format.BF16.round(x.clone());
             case F16 -> Format.F16.round(x.clone());
-            case Q8_0 -> Gemma4Ops.q8Activations(x, cols);
+            case Q8_0, Q8_1 -> Gemma4Ops.q8Activations(x, cols);
             case Q8_K -> Gemma4Ops.q8KActivations(x, cols);
         };
     }

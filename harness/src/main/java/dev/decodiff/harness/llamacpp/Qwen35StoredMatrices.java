@@ -120,14 +120,15 @@ public final class Qwen35StoredMatrices {
 
     /**
      * ggml-cpu's vec_dot_type per weight type: the input is rounded to f16/bf16, or quantized to q8_0 blocks (Q8_0, Q4_0,
-     * Q5_0) or q8_K super-blocks (the K-quants). Q4_1/Q5_1 take q8_1 inputs, whose fp16 block sum meets the weights'
-     * minimum: not modelled for Qwen3.5, so those matrices are left out and their cells stay unexplained.
+     * Q5_0), q8_1 blocks (Q4_1, Q5_1: q8_0's values plus an fp16 block sum that meets the weights' minimum) or q8_K
+     * super-blocks (the K-quants).
      */
     private static Qwen35Ops.InputConversion conversion(GgmlType type) {
         return switch (type) {
             case BF16 -> Qwen35Ops.InputConversion.BF16;
             case F16 -> Qwen35Ops.InputConversion.F16;
             case Q8_0, Q4_0, Q5_0 -> Qwen35Ops.InputConversion.Q8_0;
+            case Q4_1, Q5_1 -> Qwen35Ops.InputConversion.Q8_1;
             case Q4_K, Q5_K, Q6_K -> Qwen35Ops.InputConversion.Q8_K;
             default -> null;
         };
