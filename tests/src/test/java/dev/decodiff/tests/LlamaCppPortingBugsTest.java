@@ -107,6 +107,41 @@ class LlamaCppPortingBugsTest {
         }
     }
 
+    /**
+     * bisect --engine llama.cpp on Qwen3.5: the reference's conv and recurrent states written into the patched graph,
+     * the culprit is the manifest's cell (a decode-only delta rule at core_out, a transposed state read at the read
+     * itself), named by decodiff's catalog where one of its faults is the same bug; clean llama.cpp has no culprit.
+     */
+    @Test
+    void bisectOnPatchedQwen35NamesTheManifestsCellAndTheCatalogFaultWhereOneFits() throws Exception {
+        var expected = manifest();
+        Path ref = root.resolve("reference-dumps/qwen35-tiny-llamacpp/long");
+        var cleanRun = bisect(clean, ref);
+        assertThat(cleanRun.get("culprit").isNull()).as("clean llama.cpp: " + cleanRun).isTrue();
+        for (var bug : List.of(List.of("26-decode-decay-after-update", "decode-decay-after-update"), List.of("16-recurrent-state-read-transposed", ""))) {
+            String name = bug.get(0);
+            var built = Exec.run(root, List.of(root.resolve("scripts/llamacpp-native.sh").toString(), "--patch",
+                    root.resolve("llamacpp/porting-bugs/" + name + ".patch").toString()));
+            assertThat(built.code()).as(name + ": " + built.err()).isZero();
+            var j = bisect(Path.of(built.out().strip()), ref);
+            var c = j.get("culprit");
+            assertThat(c.isNull()).as(name).isFalse();
+            assertThat(c.get("step").asInt() + " " + c.get("point").asText()).as(name).isEqualTo(expected.get(name + " qwen35-tiny-llamacpp"));
+            if (bug.get(1).isEmpty()) assertThat(c.has("variant")).as(name + ": no catalog fault is this bug").isFalse();
+            else assertThat(c.get("variant").get("name").asText()).as(name).isEqualTo(bug.get(1));
+        }
+    }
+
+    /** `decodiff bisect REF --engine llama.cpp --json` on qwen35-tiny-llamacpp with llama.cpp from {@code lib}, in a JVM of its own. */
+    private static JsonNode bisect(Path lib, Path ref) throws Exception {
+        var java = Path.of(System.getProperty("java.home"), "bin", "java").toString();
+        var r = Exec.run(root, List.of(java, "--add-modules", "jdk.incubator.vector", "--enable-native-access=ALL-UNNAMED",
+                "-D" + LlamaCppHome.PROPERTY + "=" + lib, "-Ddecodiff.home=" + root, "-cp", System.getProperty("java.class.path"),
+                "dev.decodiff.harness.cli.Main", "bisect", ref.toString(), "--engine", "llama.cpp", "--json"));
+        assertThat(r.out()).as(r.toString()).startsWith("{");
+        return JSON.readTree(r.out());
+    }
+
     /** manifest.tsv: "patch checkpoint" → "step point" (a patch has one row per checkpoint where its cell differs). */
     private static java.util.Map<String, String> manifest() throws IOException {
         var m = new java.util.HashMap<String, String>();

@@ -120,49 +120,11 @@ public final class CatalogBisector {
                     notes, secs(t0), null, null);
         }
 
-        // (1) naming by replay; distances are measured on the reference's scale, as compare's are (a candidate's
-        // tensor may be all zeros: a dropped state)
-        double tol = profile.tolerance(point);
-        double scale;
-        try (var refs = new ReferenceTensors(ref)) {
-            float[] r = refs.floats(s, point);
-            scale = r == null || r.length != cand.length ? norm(cand) : norm(r);
-        }
-        float[] clean = replays.at(List.of(), s, point);
-        double cleanRel = clean == null || clean.length != cand.length ? Double.POSITIVE_INFINITY : relTo(clean, cand, scale);
-        var tried = new ArrayList<BisectResult.Tried>();
-        for (String f : model.architecture().faultNames()) {
-            float[] t = replays.at(List.of(f), s, point);
-            if (t == null || t.length != cand.length || clean != null && java.util.Arrays.equals(t, clean)) continue;
-            tried.add(new BisectResult.Tried(f, relTo(t, cand, scale)));
-        }
-        tried.sort(Comparator.comparingDouble(BisectResult.Tried::relL2));
-        Finding.Variant variant = null;
-        String named = null, diagnosis;
-        if (tried.isEmpty()) {
-            diagnosis = "no catalog fault changes " + point + " at step " + s + ": the bug is not one the catalog holds";
-        } else {
-            var best = tried.get(0);
-            String runnerUp = tried.size() > 1 && tried.get(1).relL2() < cleanRel ? tried.get(1).fault() : "the clean engine";
-            double runnerRel = tried.size() > 1 ? Math.min(tried.get(1).relL2(), cleanRel) : cleanRel;
-            variant = new Finding.Variant("catalog fault", best.fault(), best.relL2(), runnerUp, runnerRel);
-            String what = model.architecture().faultDescription(best.fault());
-            boolean reproduces = best.relL2() <= tol, clear = runnerRel >= NAMING_MARGIN * best.relL2() && runnerRel > tol;
-            if (reproduces && clear) {
-                named = best.fault();
-                diagnosis = "decodiff's engine with " + best.fault() + " planted reproduces the candidate's " + point
-                        + (best.relL2() == 0 ? " bit for bit" : " to rel L2 " + Bisector.sci(best.relL2())) + (what == null ? "" : " — " + what)
-                        + "; the runner-up, " + runnerUp + ", is " + Bisector.sci(runnerRel) + " from it"
-                        + (runnerRel == cleanRel ? "" : ", the clean engine " + Bisector.sci(cleanRel));
-            } else {
-                variant = null;
-                diagnosis = reproduces
-                        ? "two catalog faults fit " + point + ": " + best.fault() + " (rel L2 " + Bisector.sci(best.relL2()) + ") and "
-                          + runnerUp + " (" + Bisector.sci(runnerRel) + ")"
-                        : "no catalog fault reproduces the candidate's " + point + ": the closest, " + best.fault() + ", is "
-                          + Bisector.sci(best.relL2()) + " from it (tolerance " + Bisector.sci(tol) + "), the clean engine " + Bisector.sci(cleanRel);
-            }
-        }
+        // (1) naming by replay
+        var byReplay = name(s, point, cand);
+        Finding.Variant variant = byReplay.variant();
+        String named = byReplay.named(), diagnosis = byReplay.diagnosis();
+        var tried = byReplay.tried();
 
         // (2) proof by substitution, in the candidate's own engine or the named fault's stand-in
         List<String> engineFaults = liveFaults != null ? liveFaults : named != null ? List.of(named) : null;
@@ -173,7 +135,7 @@ public final class CatalogBisector {
         if (engineFaults == null) notes.add("no substitution: the candidate is a dump, and no catalog fault reproduces it to stand in for its engine");
         else proved = prove(cmp, s, point, engineFaults, subs, notes);
 
-        var naming = new BisectResult.CatalogNaming(s, point, List.copyOf(tried), cleanRel, named, engine, proved);
+        var naming = new BisectResult.CatalogNaming(s, point, List.copyOf(tried), byReplay.cleanRel(), named, engine, proved);
         String conclusion = conclusion(fd, tried.size(), named, variant, subs, proved, engine);
         return new BisectResult(cmp, culprit, List.of(), List.of(), List.copyOf(subs), List.of(), null, diagnosis, variant, conclusion,
                 List.copyOf(notes), secs(t0), null, naming);
@@ -228,6 +190,59 @@ public final class CatalogBisector {
             rows.add(all);
             return all.healed();
         }
+    }
+
+    /** What replaying the catalog says of a candidate's tensor at a cell: the fault named (or null), why, and every fault tried. */
+    public record Naming(Finding.Variant variant, String named, String diagnosis, List<BisectResult.Tried> tried, double cleanRel) {}
+
+    /**
+     * Names the catalog fault whose replay (the engine with that fault alone, teacher-forced on the reference) reproduces
+     * {@code cand} at (s, point), with a clear margin over the runner-up; distances are measured on the reference's
+     * scale, as compare's are (a candidate's tensor may be all zeros: a dropped state).
+     */
+    public Naming name(int s, String point, float[] cand) {
+        double tol = profile.tolerance(point);
+        double scale;
+        try (var refs = new ReferenceTensors(ref)) {
+            float[] r = refs.floats(s, point);
+            scale = r == null || r.length != cand.length ? norm(cand) : norm(r);
+        }
+        float[] clean = replays.at(List.of(), s, point);
+        double cleanRel = clean == null || clean.length != cand.length ? Double.POSITIVE_INFINITY : relTo(clean, cand, scale);
+        var tried = new ArrayList<BisectResult.Tried>();
+        for (String f : model.architecture().faultNames()) {
+            float[] t = replays.at(List.of(f), s, point);
+            if (t == null || t.length != cand.length || clean != null && java.util.Arrays.equals(t, clean)) continue;
+            tried.add(new BisectResult.Tried(f, relTo(t, cand, scale)));
+        }
+        tried.sort(Comparator.comparingDouble(BisectResult.Tried::relL2));
+        Finding.Variant variant = null;
+        String named = null, diagnosis;
+        if (tried.isEmpty()) {
+            diagnosis = "no catalog fault changes " + point + " at step " + s + ": the bug is not one the catalog holds";
+        } else {
+            var best = tried.get(0);
+            String runnerUp = tried.size() > 1 && tried.get(1).relL2() < cleanRel ? tried.get(1).fault() : "the clean engine";
+            double runnerRel = tried.size() > 1 ? Math.min(tried.get(1).relL2(), cleanRel) : cleanRel;
+            variant = new Finding.Variant("catalog fault", best.fault(), best.relL2(), runnerUp, runnerRel);
+            String what = model.architecture().faultDescription(best.fault());
+            boolean reproduces = best.relL2() <= tol, clear = runnerRel >= NAMING_MARGIN * best.relL2() && runnerRel > tol;
+            if (reproduces && clear) {
+                named = best.fault();
+                diagnosis = "decodiff's engine with " + best.fault() + " planted reproduces the candidate's " + point
+                        + (best.relL2() == 0 ? " bit for bit" : " to rel L2 " + Bisector.sci(best.relL2())) + (what == null ? "" : " — " + what)
+                        + "; the runner-up, " + runnerUp + ", is " + Bisector.sci(runnerRel) + " from it"
+                        + (runnerRel == cleanRel ? "" : ", the clean engine " + Bisector.sci(cleanRel));
+            } else {
+                variant = null;
+                diagnosis = reproduces
+                        ? "two catalog faults fit " + point + ": " + best.fault() + " (rel L2 " + Bisector.sci(best.relL2()) + ") and "
+                          + runnerUp + " (" + Bisector.sci(runnerRel) + ")"
+                        : "no catalog fault reproduces the candidate's " + point + ": the closest, " + best.fault() + ", is "
+                          + Bisector.sci(best.relL2()) + " from it (tolerance " + Bisector.sci(tol) + "), the clean engine " + Bisector.sci(cleanRel);
+            }
+        }
+        return new Naming(variant, named, diagnosis, tried, cleanRel);
     }
 
     private static String label(Set<String> points, String prefix) {

@@ -139,6 +139,13 @@ public final class LlamaCppLocalErrors {
                 variant = found.variant();
             }
         }
+        else if (culprit != null && checkpoint != null && culpritStep != null && culpritStep.containsKey(culprit.point())) {
+            var found = nameByCatalog(ref, culprit, culpritStep.get(culprit.point()).data(), checkpoint);
+            if (found != null) {
+                diagnosis = found.diagnosis();
+                variant = found.variant();
+            }
+        }
         return new Result(referenceDir.toString(), candidate, cells, culprit, worst, diagnosis, variant);
     }
 
@@ -154,6 +161,22 @@ public final class LlamaCppLocalErrors {
             return dev.decodiff.harness.compare.detect.Detectors.explain(Bisector.DETECTORS, ctx);
         } catch (RuntimeException e) {
             // a diagnosis is a bonus: its absence leaves the culprit as found
+            return null;
+        }
+    }
+
+    /**
+     * Another architecture's culprit named by its fault catalog: decodiff's engine replayed teacher-forced with each
+     * fault alone, the fault whose tensor at the culprit cell reproduces llama.cpp's local output (the catalog bisect's
+     * own naming rule).
+     */
+    private static CatalogBisector.Naming nameByCatalog(DumpReader ref, Cell culprit, float[] local, Path checkpoint) {
+        try (var model = dev.decodiff.engine.arch.Architectures.load(checkpoint)) {
+            if (model.architecture().faultNames().isEmpty()) return null;
+            var profile = dev.decodiff.harness.compare.ToleranceProfile.forReference(ref.manifest().producer());
+            return new CatalogBisector(model, ref, profile).name(culprit.step(), culprit.point(), local);
+        } catch (RuntimeException e) {
+            // a name is a bonus: its absence leaves the culprit as found
             return null;
         }
     }
