@@ -23,6 +23,10 @@ import java.util.Map;
  * weights quantized again, since llama_model_quantize picks its own types per matrix and quantizes the reordered rows,
  * whose blocks are not the checkpoint's. Each type's matmul input is converted as ggml-cpu does (its vec_dot_type).
  * A type whose input conversion is not modelled is left out, so its cells stay unexplained rather than excused.
+ * <p>The input's blocks of 32 (and a Q4_1/Q5_1 block's minimum) are taken along the checkpoint's columns. Only
+ * out_proj's columns are reordered by the converter, in whole value heads; where a head is a multiple of 32 wide (every
+ * released geometry) its blocks are ggml's, otherwise the hypothesis is off by that regrouping and the cell stays
+ * unexplained — an alarm, never a pass.
  */
 public final class Qwen35StoredMatrices {
     private Qwen35StoredMatrices() {}
