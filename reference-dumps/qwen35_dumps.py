@@ -424,9 +424,18 @@ def bug_applies(bug, moe):
     return bug != "shared-expert-gate-missing" or moe
 
 
+class _Undo:
+    """One undo callable and the phase its patch was installed in (outer patches come off before the recording's)."""
+
+    def __init__(self, fn, phase):
+        self.fn, self.phase = fn, phase
+
+    def __call__(self):
+        self.fn()
+
+
 def _undo(fn, phase):
-    fn.phase = phase
-    return fn
+    return _Undo(fn, phase)
 
 
 def _set_global(name, fn, phase):

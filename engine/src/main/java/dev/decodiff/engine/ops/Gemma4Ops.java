@@ -623,11 +623,11 @@ public final class Gemma4Ops {
     /** RoPE of {@code heads} vectors at x[off…]; a half-precision framework rounds cos/sin and each product. */
     private static void rope(Rope rope, float[] x, int off, int heads, int d, int pos, Precision p) {
         var f = p.activations();
-        if (f == Format.F32) {
+        if (f == Format.F32 && p.ropeFrequencies() == Format.F32) {
             rope.apply(x, off, heads, pos);
             return;
         }
-        float[] inv = rope.invFreq();
+        float[] inv = p.frequenciesAsHeld(rope.invFreq());
         int half = d / 2;
         float fp = (float) pos;
         for (int j = 0; j < half; j++) {

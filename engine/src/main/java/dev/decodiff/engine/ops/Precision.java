@@ -28,9 +28,10 @@ import java.util.ArrayList;
  *                    matrices untouched. Where the folder does not say the types, every matrix is taken as q8_0's
  */
 public record Precision(Format activations, Format matmulInput, boolean geluTable, KvStore keys, KvStore values, Attention attention,
-                        Format expertInput, Format pleGateInput, boolean q8Input, boolean scaleFormatDequant, boolean storedMatrices) {
+                        Format expertInput, Format pleGateInput, boolean q8Input, boolean scaleFormatDequant, boolean storedMatrices,
+                        Format ropeFrequencies) {
     public static final Precision EXACT = new Precision(Format.F32, Format.F32, false, KvStore.F32, KvStore.F32, Attention.EXACT, Format.F32,
-            Format.F32, false, false, false);
+            Format.F32, false, false, false, Format.F32);
 
     /**
      * @param scaleFormatDequant affine-quantized (MLX) matrices dequantized as MLX does, scale·q + bias computed in the
@@ -40,8 +41,17 @@ public record Precision(Format activations, Format matmulInput, boolean geluTabl
      *                           q8_0 … dequantized) and its input converted to that type's vec-dot type (rounded to
      *                           bf16/f16, quantized to q8_0/q8_K blocks; F32 matrices untouched) — the ops that know the
      *                           GGUF's types read them (Qwen3.5's); the others ignore it
+     * @param ropeFrequencies    the format RoPE's inverse frequencies are stored in before the fp32 angle
+     *                           position·inv_freq is formed: a framework that casts every buffer to the model's dtype
+     *                           (transformers' {@code model.to(torch.bfloat16)}) rounds them, and the angle error grows
+     *                           with the position
      */
     public Precision {}
+
+    public Precision(Format activations, Format matmulInput, boolean geluTable, KvStore keys, KvStore values, Attention attention,
+                     Format expertInput, Format pleGateInput, boolean q8Input, boolean scaleFormatDequant, boolean storedMatrices) {
+        this(activations, matmulInput, geluTable, keys, values, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant, storedMatrices, Format.F32);
+    }
 
     public Precision(Format activations, Format matmulInput, boolean geluTable, KvStore keys, KvStore values, Attention attention,
                      Format expertInput, Format pleGateInput, boolean q8Input, boolean scaleFormatDequant) {
@@ -54,11 +64,11 @@ public record Precision(Format activations, Format matmulInput, boolean geluTabl
     }
 
     public Precision withScaleFormatDequant(boolean d) {
-        return new Precision(activations, matmulInput, geluTable, keys, values, attention, expertInput, pleGateInput, q8Input, d, storedMatrices);
+        return new Precision(activations, matmulInput, geluTable, keys, values, attention, expertInput, pleGateInput, q8Input, d, storedMatrices, ropeFrequencies);
     }
 
     public Precision withStoredMatrices(boolean m) {
-        return new Precision(activations, matmulInput, geluTable, keys, values, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant, m);
+        return new Precision(activations, matmulInput, geluTable, keys, values, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant, m, ropeFrequencies);
     }
 
     /** How K/V rows come back from a cache: fp32, a float format, or one of llama.cpp's block quantizations. */
@@ -101,23 +111,32 @@ public record Precision(Format activations, Format matmulInput, boolean geluTabl
 
     public boolean exact() { return equals(EXACT); }
 
-    public Precision withActivations(Format f) { return new Precision(f, matmulInput, geluTable, keys, values, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant, storedMatrices); }
+    public Precision withActivations(Format f) { return new Precision(f, matmulInput, geluTable, keys, values, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant, storedMatrices, ropeFrequencies); }
 
-    public Precision withMatmulInput(Format f) { return new Precision(activations, f, geluTable, keys, values, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant, storedMatrices); }
+    public Precision withMatmulInput(Format f) { return new Precision(activations, f, geluTable, keys, values, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant, storedMatrices, ropeFrequencies); }
 
-    public Precision withGeluTable(boolean t) { return new Precision(activations, matmulInput, t, keys, values, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant, storedMatrices); }
+    public Precision withGeluTable(boolean t) { return new Precision(activations, matmulInput, t, keys, values, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant, storedMatrices, ropeFrequencies); }
 
-    public Precision withKeys(KvStore s) { return new Precision(activations, matmulInput, geluTable, s, values, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant, storedMatrices); }
+    public Precision withKeys(KvStore s) { return new Precision(activations, matmulInput, geluTable, s, values, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant, storedMatrices, ropeFrequencies); }
 
-    public Precision withValues(KvStore s) { return new Precision(activations, matmulInput, geluTable, keys, s, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant, storedMatrices); }
+    public Precision withValues(KvStore s) { return new Precision(activations, matmulInput, geluTable, keys, s, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant, storedMatrices, ropeFrequencies); }
 
-    public Precision withAttention(Attention a) { return new Precision(activations, matmulInput, geluTable, keys, values, a, expertInput, pleGateInput, q8Input, scaleFormatDequant, storedMatrices); }
+    public Precision withAttention(Attention a) { return new Precision(activations, matmulInput, geluTable, keys, values, a, expertInput, pleGateInput, q8Input, scaleFormatDequant, storedMatrices, ropeFrequencies); }
 
-    public Precision withExpertInput(Format f) { return new Precision(activations, matmulInput, geluTable, keys, values, attention, f, pleGateInput, q8Input, scaleFormatDequant, storedMatrices); }
+    public Precision withExpertInput(Format f) { return new Precision(activations, matmulInput, geluTable, keys, values, attention, f, pleGateInput, q8Input, scaleFormatDequant, storedMatrices, ropeFrequencies); }
 
-    public Precision withPleGateInput(Format f) { return new Precision(activations, matmulInput, geluTable, keys, values, attention, expertInput, f, q8Input, scaleFormatDequant, storedMatrices); }
+    public Precision withPleGateInput(Format f) { return new Precision(activations, matmulInput, geluTable, keys, values, attention, expertInput, f, q8Input, scaleFormatDequant, storedMatrices, ropeFrequencies); }
 
-    public Precision withQ8Input(boolean q) { return new Precision(activations, matmulInput, geluTable, keys, values, attention, expertInput, pleGateInput, q, scaleFormatDequant, storedMatrices); }
+    public Precision withQ8Input(boolean q) { return new Precision(activations, matmulInput, geluTable, keys, values, attention, expertInput, pleGateInput, q, scaleFormatDequant, storedMatrices, ropeFrequencies); }
+
+    public Precision withRopeFrequencies(Format f) {
+        return new Precision(activations, matmulInput, geluTable, keys, values, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant, storedMatrices, f);
+    }
+
+    /** RoPE's inverse frequencies as this engine holds them (rounded to {@link #ropeFrequencies}). */
+    public float[] frequenciesAsHeld(float[] invFreq) {
+        return ropeFrequencies == Format.F32 ? invFreq : ropeFrequencies.round(invFreq.clone());
+    }
 
     /** The format the per-layer-input gate's matmul input is converted to. */
     public Format pleGate() { return pleGateInput != Format.F32 ? pleGateInput : matmulInput; }
@@ -139,6 +158,8 @@ public record Precision(Format activations, Format matmulInput, boolean geluTabl
         if (storedMatrices) parts.add("ggml's matmuls on the GGUF's matrices as stored (each input converted to its matrix's vec-dot type: bf16/f16 rounded, q8_0/q8_K blocks)");
         if (q8Input) parts.add("matmul inputs quantized to the weights' vec-dot blocks (q8_0 for 32-value types, q8_K for K-quants)");
         if (geluTable) parts.add("GELU through an fp16 table");
+        if (ropeFrequencies != Format.F32)
+            parts.add("RoPE frequencies stored in " + ropeFrequencies.id() + " (every buffer cast to the model's dtype; the angle error grows with the position)");
         if (keys != KvStore.F32 && keys == values) parts.add("K/V stored as " + keys.id());
         else {
             if (keys != KvStore.F32) parts.add("keys stored as " + keys.id());

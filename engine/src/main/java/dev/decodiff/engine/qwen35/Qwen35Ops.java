@@ -251,7 +251,7 @@ public final class Qwen35Ops {
         int nh = cfg.numHeads(), nkv = cfg.numKvHeads(), d = cfg.headDim();
         boolean whole = faults.contains(Qwen35Fault.PARTIAL_ROPE_WHOLE_HEAD), halves = faults.contains(Qwen35Fault.QUERY_GATE_SPLIT_HALVES);
         int R = whole ? d : cfg.rotaryDim(), half = R / 2;
-        float[] inv = whole ? dev.decodiff.engine.Rope.inverseFrequencies(dev.decodiff.engine.RopeSpec.defaultRope(cfg.ropeTheta()), d) : model.invFreq();
+        float[] inv = p.frequenciesAsHeld(whole ? dev.decodiff.engine.Rope.inverseFrequencies(dev.decodiff.engine.RopeSpec.defaultRope(cfg.ropeTheta()), d) : model.invFreq());
         var qkv = linearAll(normed, T, p, aw.q(), aw.k(), aw.v());
         float[] qg = qkv[0], kx = qkv[1], vx = qkv[2];
         float[] q = new float[T * nh * d], gate = new float[T * nh * d];

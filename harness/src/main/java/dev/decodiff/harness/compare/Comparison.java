@@ -167,6 +167,7 @@ public final class Comparison {
                         if (attribution != null && !(cand instanceof StreamingCandidate)) attributeStep(c, stepCells, attribution);
                         // the reference is attributed where a cell is over tolerance: each such cell's error must be accounted for
                         if (attribution != null && stepCells.stream().anyMatch(CellStats::failed)) attributeStep(r, stepCells, refAttribution);
+                        else if (attribution != null) carryStep(r, refAttribution);
                     } catch (EngineThrewException e) {
                         failure = e.failure();
                         break;
@@ -389,6 +390,12 @@ public final class Comparison {
     }
 
     /** A whole candidate step fed to the attribution in causal order, each point with its cell's verdict. */
+    /** A step with nothing over tolerance: the reference side keeps only what a later step's ops read. */
+    private static void carryStep(StepTensors r, OpAttribution a) {
+        for (String p : sortedCausally(r.points()))
+            if (a.carriesAcrossSteps(CapturePoints.kindOf(p))) a.accept(p, r.tensor(p), false);
+    }
+
     private static void attributeStep(StepTensors c, List<CellStats> stepCells, dev.decodiff.harness.compare.attribution.OpAttribution a) {
         var failed = new HashMap<String, Boolean>();
         for (var cell : stepCells) failed.put(cell.point(), cell.failed());
@@ -508,8 +515,12 @@ public final class Comparison {
         if (sums.nonFiniteRef() > 0)
             throw new BadInputException(rOrigin + ": reference tensor '" + p + "' holds " + sums.nonFiniteRef()
                     + " NaN/Inf values; a reference must be finite — re-create it (float32)");
-        // rel L2 divides by ‖r‖: against zeros every candidate is "infinitely" wrong, or right when it is zero too.
-        if (sums.rr() == 0)
+        // rel L2 divides by ‖r‖: against zeros every candidate is "infinitely" wrong, or right when it is zero too. A
+        // state read of zeros is the one computed value that can be: a producer that dropped its state at a step's start
+        // reads zeros, and that is evidence to judge (its own state written at the step before says which side lost it).
+        String kindOfP = CapturePoints.kindOf(p);
+        boolean stateRead = kindOfP.equals(CapturePoints.LINEAR_CONV_STATE_READ) || kindOfP.equals(CapturePoints.LINEAR_STATE_READ);
+        if (sums.rr() == 0 && !stateRead)
             throw new BadInputException(rOrigin + ": reference tensor '" + p + "' is all zeros, which no computed activation is;"
                     + " its producer stored nothing there — re-create the reference (or leave the point out of it)");
         return CellStats.of(s, p, rt.shape(), sums, tol);

@@ -82,6 +82,8 @@ public final class ArchitectureCandidate implements StreamingCandidate {
         } catch (IllegalArgumentException e) {
             throw new BadInputException("reference step " + s + " cannot be fed to " + model.directory() + ": " + e.getMessage()
                     + "; is the reference from this checkpoint?", e);
+        } catch (BadInputException e) {
+            throw e;  // the comparison, fed inside the forward by the probe, refused the reference: not the engine's failure
         } catch (RuntimeException e) {
             throw new EngineThrewException(s, e);
         } finally {

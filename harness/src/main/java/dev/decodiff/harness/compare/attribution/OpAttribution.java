@@ -68,6 +68,13 @@ public abstract class OpAttribution {
     /** Closes the step. */
     public abstract void endStep();
 
+    /**
+     * Whether a point kind is an input of a later step's op (a state written, a cache read that the next read extends):
+     * the reference side is fed those on every step, not only on steps with a cell over tolerance, so the first step
+     * that goes wrong can be judged from the step before it.
+     */
+    public boolean carriesAcrossSteps(String kind) { return false; }
+
     public boolean measuresEveryCell() { return everyCell; }
 
     public LocalError error(int step, String point) { return errors.get(key(step, point)); }

@@ -93,6 +93,11 @@ public final class Qwen35Attribution extends OpAttribution {
     }
 
     @Override
+    public boolean carriesAcrossSteps(String kind) {
+        return kind.equals(CapturePoints.LINEAR_CONV_STATE) || kind.equals(CapturePoints.LINEAR_STATE) || CapturePoints.isCacheRead(kind);
+    }
+
+    @Override
     public void endStep() {
         // a step fed nothing (the reference side is fed only steps with cells over tolerance) keeps the older history
         previous.putAll(thisStep);
@@ -310,9 +315,18 @@ public final class Qwen35Attribution extends OpAttribution {
         return Qwen35Ops.add(have.get(in), mix, p);
     }
 
-    /** A framework running the whole model in bf16 or fp16 (its recurrent state in fp32, as transformers keeps it). */
+    /**
+     * A framework running the whole model in bf16 or fp16 (its recurrent state in fp32, as transformers keeps it), with
+     * RoPE's inverse frequencies kept in fp32 (transformers loading with dtype=) or cast with every other buffer
+     * (transformers' model.to(dtype)).
+     */
     private static List<Precision> activationHypotheses() {
-        return List.of(Precision.EXACT.withActivations(Format.BF16), Precision.EXACT.withActivations(Format.F16));
+        var out = new ArrayList<Precision>();
+        for (var f : List.of(Format.BF16, Format.F16)) {
+            out.add(Precision.EXACT.withActivations(f));
+            out.add(Precision.EXACT.withActivations(f).withRopeFrequencies(f));
+        }
+        return out;
     }
 
     /** Besides the framework classes: ggml's matmuls on the GGUF's own matrices where they are known, else uniform half-precision inputs. */
