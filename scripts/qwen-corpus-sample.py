@@ -55,7 +55,7 @@ def main():
     ap.add_argument("corpus")
     ap.add_argument("--out", default=os.path.join(REPO, "tests/src/test/resources/qwen-corpus-sample"))
     ap.add_argument("--config")
-    ap.add_argument("--max-bytes", type=int, default=1_500_000)
+    ap.add_argument("--max-bytes", type=int, default=4_500_000)
     args = ap.parse_args()
     doc = json.load(open(os.path.join(args.corpus, "corpus.json"), encoding="utf-8"))
     by_cfg = {}

@@ -16,48 +16,53 @@ import java.util.List;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /**
- * The committed sample of the foreign-candidate corpus (docs/corpus.md): each run's verdict class, compared dump to
- * dump with its checkpoint at hand ({@code compare REF CAND --model CKPT --json}), as scripts/corpus-rates.py does for
- * the whole corpus. A clean candidate must pass (exit 0, match or precision); a bug in the candidate must be a
- * divergence (exit 1); a bug in the reference must not pass (exit ≠ 0, neither match nor precision).
+ * The committed samples of the foreign-candidate corpora (docs/corpus.md), Gemma 4's and Qwen3.5's: each run's verdict
+ * class, compared dump to dump with its checkpoint at hand ({@code compare REF CAND --model CKPT --json}), or a
+ * reference against decodiff's live engine where the run names no candidate, as scripts/corpus-rates.py does for the
+ * whole corpus. A clean candidate must pass (exit 0, match or precision); a bug in the candidate must be a divergence
+ * (exit 1); a bug in the reference must not pass (exit ≠ 0, neither match nor precision).
  */
 class CorpusSampleTest {
-    static Path root, sample;
+    static final List<String> SAMPLES = List.of("corpus-sample", "qwen-corpus-sample");
 
     @BeforeAll
     static void home() {
-        root = ReferenceCases.repoRoot();
-        System.setProperty("decodiff.home", root.toString());
-        sample = root.resolve("tests/src/test/resources/corpus-sample");
+        System.setProperty("decodiff.home", ReferenceCases.repoRoot().toString());
     }
 
-    record Run(String id, String expected, String bug, Path checkpoint, Path reference, Path candidate) {
+    /** @param candidate null: the reference against decodiff's own engine, live */
+    record Run(String sample, String id, String expected, String bug, Path checkpoint, Path reference, Path candidate) {
         @Override
-        public String toString() { return id + " (" + expected + (bug == null ? "" : ", " + bug) + ")"; }
+        public String toString() { return sample + " " + id + " (" + expected + (bug == null ? "" : ", " + bug) + (candidate == null ? ", live" : "") + ")"; }
     }
 
     static List<Run> runs() throws IOException {
-        Path dir = ReferenceCases.repoRoot().resolve("tests/src/test/resources/corpus-sample");
-        JsonNode doc = new ObjectMapper().readTree(dir.resolve("corpus.json").toFile());
         List<Run> out = new ArrayList<>();
-        for (JsonNode e : doc.get("runs")) {
-            out.add(new Run(e.get("id").asText(), e.get("expected").asText(),
-                    e.get("bug").isNull() ? null : e.get("bug").asText(),
-                    dir.resolve(e.get("checkpoint").asText()).normalize(),
-                    dir.resolve(e.get("reference").asText()).normalize(),
-                    dir.resolve(e.get("candidate").asText()).normalize()));
+        for (String sample : SAMPLES) {
+            Path dir = ReferenceCases.repoRoot().resolve("tests/src/test/resources").resolve(sample);
+            JsonNode doc = new ObjectMapper().readTree(dir.resolve("corpus.json").toFile());
+            for (JsonNode e : doc.get("runs")) {
+                JsonNode cand = e.get("candidate");
+                out.add(new Run(sample, e.get("id").asText(), e.get("expected").asText(),
+                        e.get("bug").isNull() ? null : e.get("bug").asText(),
+                        dir.resolve(e.get("checkpoint").asText()).normalize(),
+                        dir.resolve(e.get("reference").asText()).normalize(),
+                        cand == null || cand.isNull() ? null : dir.resolve(cand.asText()).normalize()));
+            }
         }
         return out;
     }
 
     @Test
-    void theSampleHoldsEveryVerdictClass() throws IOException {
+    void eachSampleHoldsEveryVerdictClass() throws IOException {
         var runs = runs();
-        assertThat(runs).extracting(Run::expected).contains("clean", "bug", "reference-bug");
+        for (String sample : SAMPLES)
+            assertThat(runs).filteredOn(r -> r.sample().equals(sample)).as(sample)
+                    .extracting(Run::expected).contains("clean", "bug", "reference-bug");
         for (var r : runs) {
             assertThat(r.checkpoint().resolve("config.json")).as(r.toString()).isRegularFile();
             assertThat(r.reference().resolve("manifest.json")).as(r.toString()).isRegularFile();
-            assertThat(r.candidate().resolve("manifest.json")).as(r.toString()).isRegularFile();
+            if (r.candidate() != null) assertThat(r.candidate().resolve("manifest.json")).as(r.toString()).isRegularFile();
         }
     }
 
@@ -65,8 +70,9 @@ class CorpusSampleTest {
     @MethodSource("runs")
     void eachSampleRunGetsItsVerdictClass(Run run) throws Exception {
         assertThat(Files.isDirectory(run.reference())).as(run.toString()).isTrue();
-        var r = Cli.run("compare", run.reference().toString(), run.candidate().toString(),
-                "--model", run.checkpoint().toString(), "--json");
+        var r = run.candidate() == null
+                ? Cli.run("compare", run.reference().toString(), "--model", run.checkpoint().toString(), "--json")
+                : Cli.run("compare", run.reference().toString(), run.candidate().toString(), "--model", run.checkpoint().toString(), "--json");
         String verdict = r.out().startsWith("{") ? r.json().get("verdict").asText() : "(no JSON)";
         boolean passed = r.code() == 0 && (verdict.equals("match") || verdict.equals("precision"));
         switch (run.expected()) {
