@@ -417,6 +417,11 @@ BUGS = {
     "conv-state-zeroed": "the conv state zeroed at the prefill -> decode hand-over (the prefill's window lost)",
     "attn-gate-missing": "the gated attention's output not multiplied by sigmoid(gate)",
     "shared-expert-gate-missing": "the MoE shared expert added without its sigmoid(shared_expert_gate) weight",
+    "l2norm-mean-form": "the Gated DeltaNet's q/k l2 norm as x·rsqrt(mean(x²)+eps) (an RMSNorm) instead of the sum",
+    "decode-q-unscaled": "the recurrent (decode) kernel without the query's dk^-1/2 scale (prefill's chunked one keeps it)",
+    "conv-taps-reversed": "the causal conv's kernel taps applied in reverse order (prefill and decode)",
+    "dt-bias-missing": "the decay's softplus(a + dt_bias) without dt_bias",
+    "norm-eps-1e-5": "every RMSNorm (input, post-attention, q/k, gated, final) with eps 1e-5 instead of the config's 1e-6",
 }
 
 
@@ -451,6 +456,22 @@ def _set_global(name, fn, phase):
 
 def _recurrent_decay_after(orig, mod):
     """transformers' torch_recurrent_gated_delta_rule with the decay applied after the delta update."""
+    return _recurrent_variant(mod, decay_after=True, scale_q=True)
+
+
+def _recurrent_q_unscaled(orig, mod):
+    """transformers' torch_recurrent_gated_delta_rule without the query's dk^-1/2 scale."""
+    return _recurrent_variant(mod, decay_after=False, scale_q=False)
+
+
+def _l2norm_mean(orig, mod):
+    def l2norm(x, dim=-1, eps=1e-6):
+        return x * torch.rsqrt((x * x).mean(dim=dim, keepdim=True) + eps)  # BUG: the mean, not the sum
+    return l2norm
+
+
+def _recurrent_variant(mod, decay_after, scale_q):
+    """transformers 5.17's torch_recurrent_gated_delta_rule (the decode kernel), with one porting bug switched on."""
     def torch_recurrent_gated_delta_rule(query, key, value, g, beta, initial_state=None, output_final_state=False,
                                          use_qk_l2norm_in_kernel=False, **kwargs):
         initial_dtype = query.dtype
@@ -463,7 +484,8 @@ def _recurrent_decay_after(orig, mod):
         if use_qk_l2norm_in_kernel:
             query = mod.l2norm(query, dim=-1, eps=1e-6)
             key = mod.l2norm(key, dim=-1, eps=1e-6)
-        query = query / (query.shape[-1] ** 0.5)
+        if scale_q:
+            query = query / (query.shape[-1] ** 0.5)
         if initial_state is None:
             state = torch.zeros((batch_size, num_v_heads, k_head_dim, v_head_dim), dtype=value.dtype, device=value.device)
         else:
@@ -472,10 +494,13 @@ def _recurrent_decay_after(orig, mod):
         for i in range(sequence_length):
             q_t, k_t, v_t = query[:, :, i], key[:, :, i], value[:, :, i]
             beta_t = beta[:, :, i].unsqueeze(-1)
+            if not decay_after:
+                state = state * decay[:, :, i].exp()[..., None, None]
             kv_mem = (state * k_t.unsqueeze(-1)).sum(dim=-2)
             delta = (v_t - kv_mem) * beta_t
             state = state + k_t.unsqueeze(-1) * delta.unsqueeze(-2)
-            state = state * decay[:, :, i].exp()[..., None, None]  # BUG: the decay after the update
+            if decay_after:
+                state = state * decay[:, :, i].exp()[..., None, None]  # BUG: the decay after the update
             out[:, :, i] = (state * q_t.unsqueeze(-1)).sum(dim=-2)
         state = state if output_final_state else None
         return out.transpose(1, 2).contiguous().to(initial_dtype), state
@@ -599,6 +624,45 @@ def install_bug(model, name, phase):
             h = g.register_forward_hook(lambda m, a, out: torch.full_like(out, 1e4))  # BUG: weight 1
             undo.append(_undo(h.remove, phase))
             n += 1
+    elif name == "decode-q-unscaled" and phase == "inner":
+        undo += _set_global("torch_recurrent_gated_delta_rule", _recurrent_q_unscaled, phase)
+        n = len(undo)
+    elif name == "l2norm-mean-form" and phase == "inner":
+        undo += _set_global("l2norm", _l2norm_mean, phase)
+        n = len(undo)
+    elif name in ("conv-taps-reversed", "dt-bias-missing") and phase == "outer":
+        for i, layer in enumerate(inner_model.layers):
+            if cfg.layer_types[i] != "linear_attention":
+                continue
+            la = layer.linear_attn
+            target = (la.conv1d, "weight") if name == "conv-taps-reversed" else (la, "dt_bias")
+            saved = {}
+
+            def pre(m, args, kwargs, target=target, saved=saved, name=name):
+                mod_, attr = target
+                t = getattr(mod_, attr)
+                saved["data"] = t.data
+                t.data = t.data.flip(-1).contiguous() if name == "conv-taps-reversed" else torch.zeros_like(t.data)
+
+            def post(m, args, kwargs, out, target=target, saved=saved):
+                mod_, attr = target
+                getattr(mod_, attr).data = saved.pop("data")
+            h1 = la.register_forward_pre_hook(pre, with_kwargs=True, prepend=True)
+            h2 = la.register_forward_hook(post, with_kwargs=True)
+            undo.append(_undo(h1.remove, phase))
+            undo.append(_undo(h2.remove, phase))
+            n += 1
+    elif name == "norm-eps-1e-5" and phase == "outer":
+        for m in model.modules():
+            cls = type(m).__name__
+            if not (cls.endswith("RMSNorm") or cls.endswith("RMSNormGated")):
+                continue
+            for attr in ("eps", "variance_epsilon"):
+                if isinstance(getattr(m, attr, None), float):
+                    old_eps = getattr(m, attr)
+                    setattr(m, attr, 1e-5)  # BUG: not the config's rms_norm_eps
+                    undo.append(_undo(lambda m=m, attr=attr, old_eps=old_eps: setattr(m, attr, old_eps), phase))
+                    n += 1
     else:
         return []
     if n == 0:

@@ -56,10 +56,13 @@ sys.path.insert(0, os.path.join(REPO, "checkpoints"))
 
 LIN, FULL = "linear_attention", "full_attention"
 BUG_NAMES = ["state-kept-in-bf16", "gated-norm-no-gate", "decay-after-update", "beta-not-sigmoided",
-             "conv-state-zeroed", "attn-gate-missing", "shared-expert-gate-missing"]
+             "conv-state-zeroed", "attn-gate-missing", "shared-expert-gate-missing",
+             # added after the first seven were measured, never tuned on
+             "l2norm-mean-form", "decode-q-unscaled", "conv-taps-reversed", "dt-bias-missing", "norm-eps-1e-5"]
 BUG_SIZE = {"state-kept-in-bf16": "small", "gated-norm-no-gate": "large", "decay-after-update": "large",
             "beta-not-sigmoided": "large", "conv-state-zeroed": "large", "attn-gate-missing": "large",
-            "shared-expert-gate-missing": "large"}
+            "shared-expert-gate-missing": "large", "l2norm-mean-form": "large", "decode-q-unscaled": "large",
+            "conv-taps-reversed": "large", "dt-bias-missing": "large", "norm-eps-1e-5": "small"}
 CAND_CLASSES = ["fp32-cpu", "bf16-cpu", "fp16-cpu", "bf16-cuda"]
 CLASS_DTYPE = {"fp32-cpu": ("float32", "cpu"), "bf16-cpu": ("bfloat16", "cpu"), "fp16-cpu": ("float16", "cpu"),
                "bf16-cuda": ("bfloat16", "cuda")}
@@ -124,7 +127,10 @@ def assign(specs, seed):
     cand_n = {}
     for k, spec in enumerate(specs):
         ok = [b for b in BUG_NAMES if applies(b, spec)]
-        spec["cand_bugs"] = [(b, CAND_CLASSES[(k + j) % len(CAND_CLASSES)]) for j, b in enumerate(ok)]
+        # the five bugs added later step through the classes by the configuration's rank within its kind (k // 2: dense
+        # and MoE alternate): k + j would give each of them two classes only; the first seven keep k + j, so the corpora
+        # measured before they were added rebuild the same
+        spec["cand_bugs"] = [(b, CAND_CLASSES[((k if j < 7 else k // 2) + j) % len(CAND_CLASSES)]) for j, b in enumerate(ok)]
         for b, c in spec["cand_bugs"]:
             cand_n[(b, c)] = cand_n.get((b, c), 0) + 1
         r.shuffle(ok)
@@ -265,28 +271,41 @@ def build_cpu(spec, base, root):
         c = os.path.join(d, f"cand-{cls}")
         dump(ck, c, feeds=feeds, dtype=dt, device=dev)
         out.append(entry(root, spec, ck, ref, c, cls, "none", None, "clean"))
-    effects = {}
+    effects, errors = {}, []
     for bug, cls in spec["cand_bugs"]:
-        r = os.path.join(d, f"ref-{bug}")
-        dump(ck, r, feeds=feeds, bug=bug)  # the bug in fp32: its size, and the buggy reference
-        eff = effects[bug] = effect(ref, r)
-        if eff["first"] is None:
-            raise RuntimeError(f"{spec['id']}: bug {bug} changed nothing (the patch missed)")
-        if bug in spec["ref_bugs"]:
-            out.append(entry(root, spec, ck, r, None, "live-decodiff", "reference", bug, "reference-bug", eff, engine="decodiff"))
-            out.append(entry(root, spec, ck, r, os.path.join(d, "cand-bf16-cpu"), "bf16-cpu", "reference", bug, "reference-bug", eff))
-        if cls == "fp32-cpu":
-            out.append(entry(root, spec, ck, ref, r, cls, "candidate", bug, "bug", eff))
-        elif cls != "bf16-cuda":
-            dt, dev = CLASS_DTYPE[cls]
-            c = os.path.join(d, f"cand-{cls}-{bug}")
-            dump(ck, c, feeds=feeds, dtype=dt, device=dev, bug=bug)
-            out.append(entry(root, spec, ck, ref, c, cls, "candidate", bug, "bug", eff))
-        if cls != "fp32-cpu" and bug not in spec["ref_bugs"]:
-            shutil.rmtree(r)  # measured; not kept (the corpus stays small)
+        try:
+            out += one_bug(spec, root, ck, d, ref, feeds, bug, cls, effects)
+        except Exception:  # one bug's patch failing loses that bug's runs, not the configuration's
+            traceback.print_exc()
+            errors.append(f"{spec['id']} {bug}: {traceback.format_exc().splitlines()[-1]}")
     with open(os.path.join(base, "effects.json"), "w") as f:
         json.dump(effects, f, indent=1)
-    return out
+    return out, errors
+
+
+def one_bug(spec, root, ck, d, ref, feeds, bug, cls, effects):
+    """One planted bug: its fp32 run (its size, and the buggy reference), its candidate in its precision class (the
+    bf16-cuda one comes in the GPU phase). Returns its runs; a failure raises before any of them is listed."""
+    runs = []
+    r = os.path.join(d, f"ref-{bug}")
+    dump(ck, r, feeds=feeds, bug=bug)
+    eff = effect(ref, r)
+    if eff["first"] is None:
+        raise RuntimeError(f"{spec['id']}: bug {bug} changed nothing (the patch missed)")
+    if bug in spec["ref_bugs"]:
+        runs.append(entry(root, spec, ck, r, None, "live-decodiff", "reference", bug, "reference-bug", eff, engine="decodiff"))
+        runs.append(entry(root, spec, ck, r, os.path.join(d, "cand-bf16-cpu"), "bf16-cpu", "reference", bug, "reference-bug", eff))
+    if cls == "fp32-cpu":
+        runs.append(entry(root, spec, ck, ref, r, cls, "candidate", bug, "bug", eff))
+    elif cls != "bf16-cuda":
+        dt, dev = CLASS_DTYPE[cls]
+        c = os.path.join(d, f"cand-{cls}-{bug}")
+        dump(ck, c, feeds=feeds, dtype=dt, device=dev, bug=bug)
+        runs.append(entry(root, spec, ck, ref, c, cls, "candidate", bug, "bug", eff))
+    if cls != "fp32-cpu" and bug not in spec["ref_bugs"]:
+        shutil.rmtree(r)  # measured; not kept (the corpus stays small)
+    effects[bug] = eff
+    return runs
 
 
 def cpu_jobs(args):
@@ -301,7 +320,8 @@ def cpu_jobs(args):
         sys.stdout = sys.stderr = log
         try:
             setup_process(1)
-            return cid, build_cpu(spec, base, root), None, time.time() - t0
+            out, errors = build_cpu(spec, base, root)
+            return cid, out, "\n".join(errors) or None, time.time() - t0
         except Exception:
             traceback.print_exc()
             return cid, [], traceback.format_exc(), time.time() - t0
@@ -331,11 +351,15 @@ def gpu_worker(specs, root, deadline):
                     dump(ck, c, feeds=feeds, dtype="bfloat16", device="cuda")
                     out.append(entry(root, spec, ck, ref, c, "bf16-cuda", "none", None, "clean"))
                     for bug, cls in spec["cand_bugs"]:
-                        if cls != "bf16-cuda":
+                        if cls != "bf16-cuda" or bug not in effects:  # not in effects: its fp32 run failed
                             continue
-                        c = os.path.join(base, "dumps", f"cand-bf16-cuda-{bug}")
-                        dump(ck, c, feeds=feeds, dtype="bfloat16", device="cuda", bug=bug)
-                        out.append(entry(root, spec, ck, ref, c, cls, "candidate", bug, "bug", effects.get(bug)))
+                        try:
+                            c = os.path.join(base, "dumps", f"cand-bf16-cuda-{bug}")
+                            dump(ck, c, feeds=feeds, dtype="bfloat16", device="cuda", bug=bug)
+                            out.append(entry(root, spec, ck, ref, c, cls, "candidate", bug, "bug", effects.get(bug)))
+                        except Exception:
+                            traceback.print_exc()
+                            errors.append(f"{spec['id']} {bug} (bf16-cuda): {traceback.format_exc().splitlines()[-1]}")
                 except Exception:
                     traceback.print_exc()
                     errors.append(f"{spec['id']}: {traceback.format_exc().splitlines()[-1]}")
@@ -384,7 +408,7 @@ def build(args):
             print(f"  {cid}: {len(es)} runs, {secs:.0f}s{' ERROR ' + err.splitlines()[-1] if err else ''}", flush=True)
             entries += es
             if err:
-                errors.append(f"{cid}: {err.splitlines()[-1]}")
+                errors += [e if e.startswith(cid) else f"{cid}: {e}" for e in err.splitlines()[-12:] if e.strip()]
             write_index(root, args, specs, entries, errors)  # as it goes: a cut-off build keeps what is done
     print(f"CPU phase {time.time() - t_start:.0f}s", flush=True)
     write_index(root, args, specs, entries, errors)
@@ -425,7 +449,15 @@ def main():
     p = sub.add_parser("plan")
     p.add_argument("--configs", type=int, default=15)
     p.add_argument("--seed", type=int, default=20260601)
+    for q in (b, p):
+        q.add_argument("--bugs", help="comma-separated bugs (default: all; the first seven reproduce the corpora measured "
+                                      "before the other five were added)")
     args = ap.parse_args()
+    if args.bugs:
+        unknown = [x for x in args.bugs.split(",") if x not in BUG_SIZE]
+        if unknown:
+            sys.exit(f"make_qwen_corpus.py: --bugs: unknown {unknown}; known: {', '.join(BUG_NAMES)}")
+        BUG_NAMES[:] = [x for x in BUG_NAMES if x in args.bugs.split(",")]
     if args.cmd == "plan":
         specs = [random_config(i, args.seed) for i in range(args.configs)]
         cand_n, ref_n = assign(specs, args.seed)
