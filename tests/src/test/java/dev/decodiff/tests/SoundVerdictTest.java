@@ -5,7 +5,7 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.decodiff.engine.EngineOptions;
 import dev.decodiff.engine.Gemma4Model;
 import dev.decodiff.harness.compare.Comparison;
-import dev.decodiff.harness.compare.attribution.LocalAttribution;
+import dev.decodiff.harness.arch.gemma4.LocalAttribution;
 import dev.decodiff.harness.compare.attribution.LocalError;
 import dev.decodiff.harness.dump.CapturedTensor;
 import dev.decodiff.harness.dump.DumpReader;

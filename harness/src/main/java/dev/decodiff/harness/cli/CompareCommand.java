@@ -7,6 +7,8 @@ import dev.decodiff.engine.arch.Architectures;
 import dev.decodiff.engine.arch.Gemma4Architecture;
 import dev.decodiff.engine.arch.LoadedModel;
 import dev.decodiff.harness.live.ArchitectureCandidate;
+import dev.decodiff.harness.arch.ArchitectureSupports;
+import dev.decodiff.harness.arch.gemma4.LocalAttribution;
 import dev.decodiff.harness.BadInputException;
 import dev.decodiff.harness.compare.Comparison;
 import dev.decodiff.harness.compare.ComparisonResult;
@@ -169,18 +171,11 @@ final class CompareCommand implements Callable<Integer> {
     }
 
     /**
-     * Local attribution over a loaded model, by its architecture: Gemma 4's ops or Qwen3.5's. {@code gguf}: the GGUF
-     * llama.cpp runs, whose stored matrices become a precision hypothesis (Qwen3.5; Gemma 4 reads the folder's types).
+     * Local attribution over a loaded model, by its architecture's plug-in. {@code gguf}: the GGUF llama.cpp runs, whose
+     * stored matrices may become a precision hypothesis.
      */
     static dev.decodiff.harness.compare.attribution.OpAttribution attribution(LoadedModel m, boolean everyCell, Path gguf) {
-        return switch (m) {
-            case Gemma4Architecture.Loaded g -> new dev.decodiff.harness.compare.attribution.LocalAttribution(g.model(), everyCell);
-            case dev.decodiff.engine.qwen35.Qwen35Architecture.Loaded q -> gguf == null
-                    ? new dev.decodiff.harness.compare.attribution.Qwen35Attribution(q.model(), everyCell)
-                    : new dev.decodiff.harness.compare.attribution.Qwen35Attribution(q.model().ops().withStored(
-                            dev.decodiff.harness.llamacpp.Qwen35StoredMatrices.of(gguf, q.model())), everyCell);
-            default -> null;
-        };
+        return ArchitectureSupports.of(m.architecture()).attribution(m, everyCell, gguf);
     }
 
     /**
@@ -245,7 +240,7 @@ final class CompareCommand implements Callable<Integer> {
                          : fullObserverCheck ? LiveCandidate.ObserverCheck.WHOLE : LiveCandidate.ObserverCheck.LAST_POSITIONS)) {
                 var opt = new Comparison.Options(profile, referenceArgs.allowMismatch(), bar::update);
                 // decodiff's own forward is these ops: attribute only what is over tolerance
-                if (!noAttribution && located.note() == null) opt = opt.withAttribution(new dev.decodiff.harness.compare.attribution.LocalAttribution(m, false), exact);
+                if (!noAttribution && located.note() == null) opt = opt.withAttribution(new LocalAttribution(m, false), exact);
                 else if (!noAttribution) notes.add(AttributionModel.OFF_OTHER_MODEL);
                 return Comparison.run(ref, source, opt, notes);
             }

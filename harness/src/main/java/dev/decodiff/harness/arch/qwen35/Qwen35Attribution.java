@@ -1,4 +1,4 @@
-package dev.decodiff.harness.compare.attribution;
+package dev.decodiff.harness.arch.qwen35;
 
 import dev.decodiff.engine.CapturePoints;
 import dev.decodiff.engine.ops.Format;
@@ -7,6 +7,8 @@ import dev.decodiff.engine.ops.Precision;
 import dev.decodiff.engine.qwen35.Qwen35Config;
 import dev.decodiff.engine.qwen35.Qwen35Model;
 import dev.decodiff.engine.qwen35.Qwen35Ops;
+import dev.decodiff.harness.compare.attribution.LocalError;
+import dev.decodiff.harness.compare.attribution.OpAttribution;
 import dev.decodiff.metal.TensorView;
 
 import java.util.ArrayList;
@@ -36,9 +38,6 @@ public final class Qwen35Attribution extends OpAttribution {
     private Map<String, float[]> have = new HashMap<>();
     /** Per layer, what the side recorded at the last step that had it: the conv state and state written, the cache reads. */
     private final Map<String, float[]> previous = new HashMap<>(), thisStep = new HashMap<>();
-
-    /** The bug class named where a recurrent state comes back rounded. */
-    public static final String STATE_KEPT_IN = "recurrent state kept in ";
 
     /**
      * @param everyCell measure every cell (a third-party candidate); false: only cells over tolerance (decodiff's own

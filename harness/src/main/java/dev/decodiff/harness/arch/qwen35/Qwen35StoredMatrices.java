@@ -1,4 +1,4 @@
-package dev.decodiff.harness.llamacpp;
+package dev.decodiff.harness.arch.qwen35;
 
 import dev.decodiff.engine.CheckpointFiles;
 import dev.decodiff.engine.qwen35.Qwen35Model;

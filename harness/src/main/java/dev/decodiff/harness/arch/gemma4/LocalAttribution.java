@@ -1,4 +1,4 @@
-package dev.decodiff.harness.compare.attribution;
+package dev.decodiff.harness.arch.gemma4;
 
 import dev.decodiff.engine.CapturePoints;
 import dev.decodiff.engine.Gemma4Config;
@@ -10,6 +10,8 @@ import dev.decodiff.engine.ops.OpGraph;
 import dev.decodiff.engine.ops.Precision;
 import dev.decodiff.engine.ops.Rewire;
 import dev.decodiff.harness.compare.ToleranceProfile;
+import dev.decodiff.harness.compare.attribution.LocalError;
+import dev.decodiff.harness.compare.attribution.OpAttribution;
 import dev.decodiff.harness.report.Fmt;
 import dev.decodiff.metal.TensorView;
 
