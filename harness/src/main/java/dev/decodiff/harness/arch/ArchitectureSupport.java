@@ -2,7 +2,11 @@ package dev.decodiff.harness.arch;
 
 import dev.decodiff.engine.arch.Architecture;
 import dev.decodiff.engine.arch.LoadedModel;
+import dev.decodiff.harness.compare.CellStats;
 import dev.decodiff.harness.compare.attribution.OpAttribution;
+import dev.decodiff.harness.compare.detect.Finding;
+import dev.decodiff.harness.compare.detect.ReferenceHistory;
+import dev.decodiff.harness.dump.StepTensors;
 
 import java.nio.file.Path;
 
@@ -23,4 +27,10 @@ public interface ArchitectureSupport {
      * @param gguf      the GGUF llama.cpp runs (its stored matrices may become a precision hypothesis), or null
      */
     default OpAttribution attribution(LoadedModel model, boolean everyCell, Path gguf) { return null; }
+
+    /**
+     * Bisect's detectors on the culprit cell of another engine's local output (llama.cpp fed the reference's inputs
+     * and cache history): the finding that names the bug, or null where none fits or the architecture has none.
+     */
+    default Finding explainCulprit(Path checkpoint, CellStats cell, StepTensors ref, StepTensors local, ReferenceHistory history) { return null; }
 }

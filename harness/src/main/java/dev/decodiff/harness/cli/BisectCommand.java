@@ -3,7 +3,7 @@ package dev.decodiff.harness.cli;
 import dev.decodiff.harness.OutputPaths;
 import dev.decodiff.engine.Gemma4Model;
 import dev.decodiff.harness.bisect.BisectReport;
-import dev.decodiff.harness.bisect.Bisector;
+import dev.decodiff.harness.arch.gemma4.bisect.Bisector;
 import dev.decodiff.harness.dump.DumpReader;
 import dev.decodiff.harness.report.Terminal;
 import picocli.CommandLine.Command;
