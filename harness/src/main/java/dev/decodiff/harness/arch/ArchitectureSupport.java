@@ -9,6 +9,7 @@ import dev.decodiff.harness.compare.detect.ReferenceHistory;
 import dev.decodiff.harness.dump.StepTensors;
 
 import java.nio.file.Path;
+import java.util.Optional;
 
 /**
  * The harness side of an architecture plug-in: what the generic commands ask of one model family beyond the engine
@@ -33,4 +34,10 @@ public interface ArchitectureSupport {
      * and cache history): the finding that names the bug, or null where none fits or the architecture has none.
      */
     default Finding explainCulprit(Path checkpoint, CellStats cell, StepTensors ref, StepTensors local, ReferenceHistory history) { return null; }
+
+    /**
+     * The engine that takes decodiff's whole engine options (--kv-cache, --matmul); empty where the architecture runs
+     * through the seam alone, with its catalog faults only.
+     */
+    default Optional<TunableEngine> tunableEngine() { return Optional.empty(); }
 }

@@ -2,13 +2,10 @@ package dev.decodiff.harness.cli;
 
 import dev.decodiff.harness.OutputPaths;
 import dev.decodiff.harness.PartClock;
-import dev.decodiff.engine.Gemma4Model;
 import dev.decodiff.engine.arch.Architectures;
-import dev.decodiff.engine.arch.Gemma4Architecture;
 import dev.decodiff.engine.arch.LoadedModel;
 import dev.decodiff.harness.live.ArchitectureCandidate;
 import dev.decodiff.harness.arch.ArchitectureSupports;
-import dev.decodiff.harness.arch.gemma4.LocalAttribution;
 import dev.decodiff.harness.BadInputException;
 import dev.decodiff.harness.compare.Comparison;
 import dev.decodiff.harness.compare.ComparisonResult;
@@ -224,23 +221,24 @@ final class CompareCommand implements Callable<Integer> {
         }
         if (located.note() != null) notes.add(located.note());
         Path modelDir = located.dir();
-        var arch = Architectures.of(modelDir);
-        if (arch != Gemma4Architecture.INSTANCE) return liveArchitecture(ref, profile, modelDir, notes, located.note() != null);
+        var tunable = ArchitectureSupports.of(Architectures.of(modelDir)).tunableEngine();
+        if (tunable.isEmpty()) return liveArchitecture(ref, profile, modelDir, notes, located.note() != null);
+        var engineRun = tunable.get();
         var options = engine.options();
-        Gemma4Model loaded;
+        LoadedModel loaded;
         try (var part = PartClock.enter("load")) {
-            loaded = Gemma4Model.load(modelDir, ref.stepCount() - 1L); // the steps after the prompt decode a token each
+            loaded = engineRun.load(modelDir, ref.stepCount() - 1L); // the steps after the prompt decode a token each
         }
         try (var m = loaded) {
             var rm = ref.manifest();
-            maxPositions.check(modelDir.resolve("config.json"), m.config().maxPositions(), (long) rm.promptLength() + ref.stepCount() - 1,
+            maxPositions.check(modelDir.resolve("config.json"), m.maxPositions(), (long) rm.promptLength() + ref.stepCount() - 1,
                     "the reference's prompt (" + rm.promptLength() + " tokens) and " + ref.stepCount() + " steps", "compare a shorter reference");
             try (var bar = new ProgressBar("running " + modelDir.getFileName(), ref.stepCount());
-                 var source = LiveCandidate.forPoints(m, options, rm, ref.allPoints(), noObserverCheck ? LiveCandidate.ObserverCheck.OFF
+                 var source = engineRun.live(m, options, rm, ref.allPoints(), noObserverCheck ? LiveCandidate.ObserverCheck.OFF
                          : fullObserverCheck ? LiveCandidate.ObserverCheck.WHOLE : LiveCandidate.ObserverCheck.LAST_POSITIONS)) {
                 var opt = new Comparison.Options(profile, referenceArgs.allowMismatch(), bar::update);
                 // decodiff's own forward is these ops: attribute only what is over tolerance
-                if (!noAttribution && located.note() == null) opt = opt.withAttribution(new LocalAttribution(m, false), exact);
+                if (!noAttribution && located.note() == null) opt = opt.withAttribution(attribution(m, false, null), exact);
                 else if (!noAttribution) notes.add(AttributionModel.OFF_OTHER_MODEL);
                 return Comparison.run(ref, source, opt, notes);
             }

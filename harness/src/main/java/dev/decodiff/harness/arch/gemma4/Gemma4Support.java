@@ -4,6 +4,7 @@ import dev.decodiff.engine.arch.Architecture;
 import dev.decodiff.engine.arch.Gemma4Architecture;
 import dev.decodiff.engine.arch.LoadedModel;
 import dev.decodiff.harness.arch.ArchitectureSupport;
+import dev.decodiff.harness.arch.TunableEngine;
 import dev.decodiff.engine.Gemma4Model;
 import dev.decodiff.harness.arch.gemma4.bisect.Bisector;
 import dev.decodiff.harness.compare.CellStats;
@@ -15,6 +16,7 @@ import dev.decodiff.harness.compare.detect.ReferenceHistory;
 import dev.decodiff.harness.dump.StepTensors;
 
 import java.nio.file.Path;
+import java.util.Optional;
 
 /** Gemma 4's harness plug-in. */
 public final class Gemma4Support implements ArchitectureSupport {
@@ -38,4 +40,7 @@ public final class Gemma4Support implements ArchitectureSupport {
             return Detectors.explain(Bisector.DETECTORS, ctx);
         }
     }
+
+    @Override
+    public Optional<TunableEngine> tunableEngine() { return Optional.of(Gemma4Engine.INSTANCE); }
 }
