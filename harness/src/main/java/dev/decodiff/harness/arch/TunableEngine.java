@@ -1,5 +1,6 @@
 package dev.decodiff.harness.arch;
 
+import dev.decodiff.harness.live.ObserverCheck;
 import dev.decodiff.engine.EngineOptions;
 import dev.decodiff.engine.Probe;
 import dev.decodiff.engine.arch.LoadedModel;
@@ -9,7 +10,7 @@ import dev.decodiff.harness.compare.StreamingCandidate;
 import dev.decodiff.harness.compare.ToleranceProfile;
 import dev.decodiff.harness.dump.DumpManifest;
 import dev.decodiff.harness.dump.DumpReader;
-import dev.decodiff.harness.live.LiveCandidate;
+import dev.decodiff.harness.arch.gemma4.LiveCandidate;
 import dev.decodiff.harness.selfcheck.SelfCheckResult;
 
 import java.nio.file.Path;
@@ -39,7 +40,7 @@ public interface TunableEngine {
     DumpManifest.Producer producer(LoadedModel model, EngineOptions options, List<String> commandOptions);
 
     /** The engine live, teacher-forced on the reference's tokens, recording {@code points}. */
-    StreamingCandidate live(LoadedModel model, EngineOptions options, DumpManifest reference, Set<String> points, LiveCandidate.ObserverCheck check);
+    StreamingCandidate live(LoadedModel model, EngineOptions options, DumpManifest reference, Set<String> points, ObserverCheck check);
 
     /** Bisect from compare's first divergent cell: local vs accumulated error, the healing substitution, the diagnosis. */
     BisectResult bisect(LoadedModel model, EngineOptions options, DumpReader reference, ToleranceProfile profile);

@@ -1,5 +1,6 @@
 package dev.decodiff.harness.cli;
 
+import dev.decodiff.harness.live.ObserverCheck;
 import dev.decodiff.harness.OutputPaths;
 import dev.decodiff.harness.PartClock;
 import dev.decodiff.engine.arch.Architectures;
@@ -11,7 +12,7 @@ import dev.decodiff.harness.compare.Comparison;
 import dev.decodiff.harness.compare.ComparisonResult;
 import dev.decodiff.harness.compare.ToleranceProfile;
 import dev.decodiff.harness.dump.DumpReader;
-import dev.decodiff.harness.live.LiveCandidate;
+import dev.decodiff.harness.arch.gemma4.LiveCandidate;
 import dev.decodiff.harness.llamacpp.LlamaCppCandidate;
 import dev.decodiff.harness.report.HtmlReport;
 import dev.decodiff.harness.report.JsonReport;
@@ -85,7 +86,7 @@ final class CompareCommand implements Callable<Integer> {
     boolean noObserverCheck;
 
     @Option(names = "--full-observer-check", description = "Live run only: re-run every step whole without probes. By default a step longer than "
-            + LiveCandidate.REPLAYED + " positions (a long prompt) re-runs only its last " + LiveCandidate.REPLAYED + " without probes, resumed from the probed "
+            + ObserverCheck.REPLAYED + " positions (a long prompt) re-runs only its last " + ObserverCheck.REPLAYED + " without probes, resumed from the probed "
             + "pass's own keys and values of the earlier ones, so the prompt is not computed twice; an effect of the probes confined to those earlier "
             + "positions' values is then not seen (the report says which positions were re-run).")
     boolean fullObserverCheck;
@@ -234,8 +235,8 @@ final class CompareCommand implements Callable<Integer> {
             maxPositions.check(modelDir.resolve("config.json"), m.maxPositions(), (long) rm.promptLength() + ref.stepCount() - 1,
                     "the reference's prompt (" + rm.promptLength() + " tokens) and " + ref.stepCount() + " steps", "compare a shorter reference");
             try (var bar = new ProgressBar("running " + modelDir.getFileName(), ref.stepCount());
-                 var source = engineRun.live(m, options, rm, ref.allPoints(), noObserverCheck ? LiveCandidate.ObserverCheck.OFF
-                         : fullObserverCheck ? LiveCandidate.ObserverCheck.WHOLE : LiveCandidate.ObserverCheck.LAST_POSITIONS)) {
+                 var source = engineRun.live(m, options, rm, ref.allPoints(), noObserverCheck ? ObserverCheck.OFF
+                         : fullObserverCheck ? ObserverCheck.WHOLE : ObserverCheck.LAST_POSITIONS)) {
                 var opt = new Comparison.Options(profile, referenceArgs.allowMismatch(), bar::update);
                 // decodiff's own forward is these ops: attribute only what is over tolerance
                 if (!noAttribution && located.note() == null) opt = opt.withAttribution(attribution(m, false, null), exact);

@@ -12,8 +12,8 @@ import dev.decodiff.harness.arch.gemma4.bisect.VariantMargins;
 import dev.decodiff.harness.compare.ToleranceProfile;
 import dev.decodiff.harness.dump.DumpManifest;
 import dev.decodiff.harness.dump.DumpReader;
-import dev.decodiff.harness.selfcheck.PolicyChecks;
-import dev.decodiff.harness.selfcheck.SelfCheck;
+import dev.decodiff.harness.arch.gemma4.selfcheck.PolicyChecks;
+import dev.decodiff.harness.arch.gemma4.selfcheck.SelfCheck;
 import dev.decodiff.harness.selfcheck.SelfCheckResult;
 
 import java.io.IOException;

@@ -1,5 +1,6 @@
 package dev.decodiff.harness.arch.gemma4;
 
+import dev.decodiff.harness.live.ObserverCheck;
 import dev.decodiff.engine.EngineOptions;
 import dev.decodiff.engine.Gemma4Model;
 import dev.decodiff.engine.Probe;
@@ -14,8 +15,8 @@ import dev.decodiff.harness.compare.ToleranceProfile;
 import dev.decodiff.harness.dump.DumpManifest;
 import dev.decodiff.harness.dump.DumpReader;
 import dev.decodiff.harness.live.EngineSetup;
-import dev.decodiff.harness.live.LiveCandidate;
-import dev.decodiff.harness.selfcheck.SelfCheck;
+import dev.decodiff.harness.arch.gemma4.LiveCandidate;
+import dev.decodiff.harness.arch.gemma4.selfcheck.SelfCheck;
 
 import java.nio.file.Path;
 import java.util.List;
@@ -51,7 +52,7 @@ final class Gemma4Engine implements TunableEngine {
 
     @Override
     public StreamingCandidate live(LoadedModel model, EngineOptions options, DumpManifest reference, Set<String> points,
-                                   LiveCandidate.ObserverCheck check) {
+                                   ObserverCheck check) {
         return LiveCandidate.forPoints(model(model), options, reference, points, check);
     }
 

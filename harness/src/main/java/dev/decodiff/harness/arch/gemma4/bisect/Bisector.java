@@ -22,7 +22,7 @@ import dev.decodiff.harness.compare.detect.Finding;
 import dev.decodiff.harness.dump.CapturedTensor;
 import dev.decodiff.harness.dump.DumpReader;
 import dev.decodiff.harness.dump.DumpStep;
-import dev.decodiff.harness.live.LiveCandidate;
+import dev.decodiff.harness.arch.gemma4.LiveCandidate;
 import dev.decodiff.harness.live.LiveStep;
 
 import java.util.ArrayList;

@@ -1,5 +1,6 @@
 package dev.decodiff.harness.arch.gemma4.sweep;
 
+import dev.decodiff.harness.selfcheck.Agreement;
 import dev.decodiff.engine.CacheTruncationException;
 import dev.decodiff.engine.CapturePoints;
 import dev.decodiff.engine.EngineOptions;
@@ -9,7 +10,7 @@ import dev.decodiff.engine.InferenceSession;
 import dev.decodiff.engine.KvSnapshot;
 import dev.decodiff.engine.KvType;
 import dev.decodiff.engine.Probe;
-import dev.decodiff.harness.selfcheck.SelfCheck;
+import dev.decodiff.harness.arch.gemma4.selfcheck.SelfCheck;
 
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -43,7 +44,7 @@ public final class EngineScenarios implements ScenarioEngine {
     @Override public Gemma4Config config() { return model.config(); }
 
     /** Fp32 summation-order noise: a rounding cache is compared only where both schedules read the same rounded rows. */
-    @Override public double tolerance(Scenario.Settings settings) { return SelfCheck.TOLERANCE; }
+    @Override public double tolerance(Scenario.Settings settings) { return Agreement.TOLERANCE; }
 
     /** The engine's sliding layers always keep a ring of the window only. */
     @Override public boolean keepsWholeHistory(Scenario.Settings settings) { return false; }

@@ -1,5 +1,8 @@
-package dev.decodiff.harness.live;
+package dev.decodiff.harness.arch.gemma4;
 
+import dev.decodiff.harness.live.TinyCase;
+import dev.decodiff.harness.live.ModelLocator;
+import dev.decodiff.harness.live.ObserverCheck;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.decodiff.engine.EngineOptions;
 import dev.decodiff.engine.Gemma4Model;
@@ -103,7 +106,7 @@ class LiveTest {
                     Comparison.Options.defaults());
             assertThat(unchecked.observerEffect()).isEqualTo("not_checked");
             assertThat(unchecked.matches()).isTrue();
-            assertThat(LiveCandidate.observerDifference(4, new float[]{1f, 2f}, new float[]{1f, 2.5f}))
+            assertThat(ObserverCheck.observerDifference(4, new float[]{1f, 2f}, new float[]{1f, 2.5f}))
                     .contains("step 4").contains("1 of 2 values");
         }
     }

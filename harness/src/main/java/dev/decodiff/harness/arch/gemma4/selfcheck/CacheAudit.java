@@ -1,4 +1,4 @@
-package dev.decodiff.harness.selfcheck;
+package dev.decodiff.harness.arch.gemma4.selfcheck;
 
 import dev.decodiff.engine.CapturePoints;
 import dev.decodiff.engine.Gemma4Config;

@@ -1,5 +1,6 @@
-package dev.decodiff.harness.live;
+package dev.decodiff.harness.arch.gemma4;
 
+import dev.decodiff.harness.live.TinyCase;
 import dev.decodiff.engine.EngineOptions;
 import dev.decodiff.engine.Fault;
 import dev.decodiff.engine.Gemma4Model;

@@ -1,5 +1,8 @@
-package dev.decodiff.harness.selfcheck;
+package dev.decodiff.harness.arch.gemma4.selfcheck;
 
+import dev.decodiff.harness.selfcheck.Agreement;
+import dev.decodiff.harness.selfcheck.RowRecorder;
+import dev.decodiff.harness.selfcheck.SelfCheckResult;
 import dev.decodiff.harness.compare.CellStats;
 import dev.decodiff.harness.report.Fmt;
 import dev.decodiff.engine.CapturePoints;
@@ -23,9 +26,6 @@ import java.util.function.Supplier;
  * positions processed per decode step (must be 1). A disagreement is localized to the first (position, point).
  */
 public final class SelfCheck {
-    /** fp32 paths that differ only in summation order stay far below this; every catalog fault is far above. */
-    public static final double TOLERANCE = 1e-4;
-
     private final Gemma4Model model;
     private final EngineOptions options;
 
@@ -142,18 +142,10 @@ public final class SelfCheck {
         return rec;
     }
 
-    /** The steps of a prompt prefilled in one pass and then decoded one token at a time: {promptLength, 1, 1, …}. */
-    static int[] decodeSplits(int tokens, int promptLength) {
-        var splits = new int[1 + tokens - promptLength];
-        splits[0] = promptLength;
-        Arrays.fill(splits, 1, splits.length, 1);
-        return splits;
-    }
-
     public SelfCheckResult decodeVsPrefill(int[] tokens, int promptLength) {
-        var splits = decodeSplits(tokens.length, promptLength);
+        var splits = Agreement.decodeSplits(tokens.length, promptLength);
         var decode = record(tokens, splits);
-        return firstDisagreement("decode-vs-prefill",
+        return Agreement.firstDisagreement("decode-vs-prefill",
                 "prompt prefill + one-token decode steps vs one pass over all " + tokens.length + " tokens", onePass(tokens), decode);
     }
 
@@ -161,7 +153,7 @@ public final class SelfCheck {
         var splits = new ArrayList<Integer>();
         for (int p = 0; p < tokens.length; p += chunk) splits.add(Math.min(chunk, tokens.length - p));
         var chunked = record(tokens, splits.stream().mapToInt(Integer::intValue).toArray());
-        return firstDisagreement("chunked-prefill-" + chunk, "prefill in chunks of " + chunk + " vs one pass", onePass(tokens), chunked);
+        return Agreement.firstDisagreement("chunked-prefill-" + chunk, "prefill in chunks of " + chunk + " vs one pass", onePass(tokens), chunked);
     }
 
     /**
@@ -169,14 +161,14 @@ public final class SelfCheck {
      * keys and values that entered the cache there (see {@link CacheAudit}).
      */
     public SelfCheckResult cacheReadsMatchWrites(int[] tokens, int promptLength) {
-        var audit = new CacheAudit(model.config(), TOLERANCE);
+        var audit = new CacheAudit(model.config(), Agreement.TOLERANCE);
         var session = model.newSession(options.withProbe(audit));
         session.forward(Arrays.copyOf(tokens, promptLength));
         for (int p = promptLength; p < tokens.length; p++) session.forward(new int[]{tokens[p]});
         String d = "prompt-then-decode: every read window spans its layer's positions and holds the keys/values that entered the cache there";
         if (audit.first == null) return SelfCheckResult.pass("cache-reads-match-writes", d, audit.reads + " read windows hold what entered the cache");
         var v = audit.first;
-        return new SelfCheckResult("cache-reads-match-writes", d, false, v.position(), v.point(), v.relL2(), TOLERANCE,
+        return new SelfCheckResult("cache-reads-match-writes", d, false, v.position(), v.point(), v.relL2(), Agreement.TOLERANCE,
                 Fmt.format("%d of %d read windows are wrong; first at step %d, %s: %s", audit.violations, audit.reads, v.step(), v.point(), v.detail()));
     }
 
@@ -217,35 +209,4 @@ public final class SelfCheck {
         return new SelfCheckResult("positions-per-decode-step", d, false, promptLength + worstStep - 1, null, worst, 1,
                 "decode step " + worstStep + " processed " + worst + " positions (expected 1): the engine re-reads the sequence every step, so per-token cost grows with the context");
     }
-
-    static SelfCheckResult firstDisagreement(String check, String description, RowRecorder reference, RowRecorder candidate) {
-        return firstDisagreement(check, description, reference, candidate, TOLERANCE);
-    }
-
-    static SelfCheckResult firstDisagreement(String check, String description, RowRecorder reference, RowRecorder candidate, double tolerance) {
-        record Cell(int pos, String point, double rel) {}
-        var failures = new ArrayList<Cell>();
-        int cells = 0;
-        double worst = 0;
-        for (var e : reference.rows.entrySet()) {
-            var cand = candidate.rows.get(e.getKey());
-            if (cand == null) continue;
-            for (var r : e.getValue().entrySet()) {
-                float[] c = cand.get(r.getKey());
-                if (c == null) continue;
-                cells++;
-                double rel = c.length == r.getValue().length ? CellStats.relL2(c, r.getValue()) : Double.POSITIVE_INFINITY;
-                worst = Math.max(worst, Double.isNaN(rel) ? Double.POSITIVE_INFINITY : rel);
-                if (!(rel <= tolerance)) failures.add(new Cell(r.getKey(), e.getKey(), rel));
-            }
-        }
-        if (failures.isEmpty())
-            return SelfCheckResult.pass(check, description, Fmt.format("%d cells agree, worst rel L2 %.2e", cells, worst));
-        var first = failures.stream()
-                .min(Comparator.comparingInt(Cell::pos).thenComparingLong(c -> CapturePoints.causalRank(c.point())))
-                .orElseThrow();
-        return new SelfCheckResult(check, description, false, first.pos(), first.point(), first.rel(), tolerance,
-                Fmt.format("%d of %d cells disagree; first at position %d, %s (rel L2 %.3g)", failures.size(), cells, first.pos(), first.point(), first.rel()));
-    }
-
 }

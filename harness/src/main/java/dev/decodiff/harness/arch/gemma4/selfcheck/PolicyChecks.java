@@ -1,5 +1,8 @@
-package dev.decodiff.harness.selfcheck;
+package dev.decodiff.harness.arch.gemma4.selfcheck;
 
+import dev.decodiff.harness.selfcheck.Agreement;
+import dev.decodiff.harness.selfcheck.RowRecorder;
+import dev.decodiff.harness.selfcheck.SelfCheckResult;
 import dev.decodiff.harness.report.Fmt;
 import dev.decodiff.engine.CacheTruncationException;
 import dev.decodiff.engine.EngineOptions;
@@ -76,7 +79,7 @@ public final class PolicyChecks {
         if (resumed.reusedTokens() != b)
             return fail("prefix-reuse", "a stored prefix of " + b + " tokens was not reused (reused " + resumed.reusedTokens() + ")");
         feed(resumed.session(), tokens, promptLength, ones(tokens.length - promptLength));
-        return SelfCheck.firstDisagreement("prefix-reuse",
+        return Agreement.firstDisagreement("prefix-reuse",
                 "snapshot at token " + b + " reused for a new request, then decode, vs fresh", fresh(tokens, promptLength), rec);
     }
 
@@ -92,7 +95,7 @@ public final class PolicyChecks {
         var rec = new RowRecorder();
         var s = model.newSession(options.withProbe(rec));
         feed(s, tokens, 0, splits.stream().mapToInt(Integer::intValue).toArray());
-        return SelfCheck.firstDisagreement("multi-turn-session",
+        return Agreement.firstDisagreement("multi-turn-session",
                 "one session across two turns (only new tokens processed) vs fresh", fresh(tokens, promptLength), rec);
     }
 
@@ -105,7 +108,7 @@ public final class PolicyChecks {
         var restored = model.newSession(options.withProbe(rec));
         restored.restore(snap);
         feed(restored, tokens, promptLength, ones(tokens.length - promptLength));
-        return SelfCheck.firstDisagreement("snapshot-restore",
+        return Agreement.firstDisagreement("snapshot-restore",
                 "decode from a restored snapshot of the prompt vs fresh", fresh(tokens, promptLength), rec);
     }
 
@@ -134,7 +137,7 @@ public final class PolicyChecks {
         var f = model.newSession(options.withProbe(freshRec));
         f.forward(Arrays.copyOf(tokens, b));
         feed(f, tokens, b, ones(tokens.length - b));
-        var r = SelfCheck.firstDisagreement(check, desc, freshRec, rec);
+        var r = Agreement.firstDisagreement(check, desc, freshRec, rec);
         if (r.passed()) return r;
         return new SelfCheckResult(check, desc, false, r.position(), r.point(), r.relL2(), r.tolerance(),
                 "a sliding cache was cut back to " + b + " past its valid point and reused without a word: " + r.detail());
@@ -157,7 +160,7 @@ public final class PolicyChecks {
         var f = model.newSession(options.withProbe(fresh));
         f.forward(Arrays.copyOf(tail, keep));
         feed(f, tail, keep, ones(tail.length - keep));
-        var r = SelfCheck.firstDisagreement(check, desc, fresh, rec);
+        var r = Agreement.firstDisagreement(check, desc, fresh, rec);
         if (r.passed())
             return fail(check, "the trimmed session matched a fresh prefill of the kept tokens, which is impossible unless the trim re-ran them");
         return SelfCheckResult.pass(check, desc, "diverges as expected at position " + r.position() + ", " + r.point()

@@ -1,4 +1,4 @@
-package dev.decodiff.harness.live;
+package dev.decodiff.harness.arch.gemma4;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.decodiff.engine.EngineOptions;
@@ -9,7 +9,7 @@ import dev.decodiff.harness.TinyCheckpoint;
 import dev.decodiff.harness.compare.Comparison;
 import dev.decodiff.harness.compare.ComparisonResult;
 import dev.decodiff.harness.dump.DumpReader;
-import dev.decodiff.harness.live.LiveCandidate.ObserverCheck;
+import dev.decodiff.harness.live.ObserverCheck;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -28,7 +28,7 @@ import static org.assertj.core.api.Assertions.assertThat;
  * re-run closes.
  */
 class ObserverCheckTest {
-    static final int PROMPT = LiveCandidate.REPLAYED + 44;
+    static final int PROMPT = ObserverCheck.REPLAYED + 44;
 
     @TempDir
     static Path home;
@@ -122,7 +122,7 @@ class ObserverCheckTest {
             assertThat(r.firstDivergence()).as(point).isNull();
             assertThat(r.exitCode()).as(point).isEqualTo(ComparisonResult.EXIT_DIVERGENCE);
         }
-        var lastRowsStart = compare(EngineOptions.defaults(), ObserverCheck.LAST_POSITIONS, 0, "layers.0.out", PROMPT - LiveCandidate.REPLAYED, 1e-3f);
+        var lastRowsStart = compare(EngineOptions.defaults(), ObserverCheck.LAST_POSITIONS, 0, "layers.0.out", PROMPT - ObserverCheck.REPLAYED, 1e-3f);
         assertThat(lastRowsStart.observerEffect()).startsWith("logits with probes differ from logits without at step 0");
     }
 
@@ -138,7 +138,7 @@ class ObserverCheckTest {
     /** The documented gap: a change confined to a position before the re-run ones reaches both sessions alike. */
     @Test
     void aChangeOfAnEarlierPositionIsCaughtOnlyByTheWholeReRun() {
-        int early = PROMPT - LiveCandidate.REPLAYED - 1;
+        int early = PROMPT - ObserverCheck.REPLAYED - 1;
         float by = 1e-3f;
         var lastOnly = compare(EngineOptions.defaults(), ObserverCheck.LAST_POSITIONS, 0, "layers.0.out", early, by);
         assertThat(lastOnly.observerEffect()).isEqualTo("none");

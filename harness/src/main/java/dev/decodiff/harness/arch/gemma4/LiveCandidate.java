@@ -1,5 +1,9 @@
-package dev.decodiff.harness.live;
+package dev.decodiff.harness.arch.gemma4;
 
+import dev.decodiff.harness.live.CapturingProbe;
+import dev.decodiff.harness.live.EngineSetup;
+import dev.decodiff.harness.live.LiveStep;
+import dev.decodiff.harness.live.ObserverCheck;
 import dev.decodiff.harness.report.Fmt;
 import dev.decodiff.engine.EngineOptions;
 import dev.decodiff.engine.Gemma4Model;
@@ -28,8 +32,8 @@ import java.util.function.UnaryOperator;
  * The engine run live as a candidate, teacher-forced on the reference's tokens: step s feeds the manifest's
  * [start, start+length), recording only the wanted points. With the observer-effect check on, a second session
  * without any probe follows the probed one and its logits must be bit-identical to the probed session's at every
- * step. A step longer than {@link #REPLAYED} positions (a long prompt's prefill) is not computed twice: the probe-free
- * session resumes from the probed pass's own state before its last {@value #REPLAYED} positions and re-runs only
+ * step. A step longer than {@link #ObserverCheck.REPLAYED} positions (a long prompt's prefill) is not computed twice: the probe-free
+ * session resumes from the probed pass's own state before its last {@value #ObserverCheck.REPLAYED} positions and re-runs only
  * those ({@link InferenceSession#forward(int[], int, java.util.function.Consumer)}: each position's rows are computed
  * on their own, so with f32 caches an unprobed re-run has the one pass's bits). That proves no probe changed any
  * value of those positions, at any layer or point, that reaches the step's logits, and of every decode step; what it
@@ -39,19 +43,6 @@ import java.util.function.UnaryOperator;
  * the one pass read them unrounded) or a fault (some change what a resumed session computes).
  */
 public final class LiveCandidate implements StreamingCandidate {
-    /** How the probes' observer effect is checked. */
-    public enum ObserverCheck {
-        /** Not at all. */
-        OFF,
-        /** A step longer than {@link #REPLAYED} positions re-runs only its last ones without probes; shorter steps whole. */
-        LAST_POSITIONS,
-        /** Every step re-run whole without probes. */
-        WHOLE
-    }
-
-    /** Positions at the end of a longer step that the observer check re-runs without probes. */
-    public static final int REPLAYED = 256;
-
     private final Gemma4Model model;
     private final DumpManifest reference;
     private final CapturingProbe probe;
@@ -159,7 +150,7 @@ public final class LiveCandidate implements StreamingCandidate {
             }
             if (split > 0) partial.add(Fmt.format("step %d's last %,d of %,d positions (resumed from the probed pass's own keys and values of positions 0–%,d)",
                     s, tokens.length - split, tokens.length, reference.step(s).start() + split - 1));
-            if (observer.equals("none")) observer = observerDifference(s, base, logits);
+            if (observer.equals("none")) observer = ObserverCheck.observerDifference(s, base, logits);
         }
         completed = s + 1;
         return new StepEnd(Sampler.argmax(logits), LiveStep.top2Margin(logits), "live engine, step " + s);
@@ -167,7 +158,7 @@ public final class LiveCandidate implements StreamingCandidate {
 
     /** Where a step of n tokens is split for the observer check: the state after this many positions; 0 to re-run it whole. */
     private int splitOf(int n) {
-        return plain != null && resumable && n > REPLAYED ? n - REPLAYED : 0;
+        return plain != null && resumable && n > ObserverCheck.REPLAYED ? n - ObserverCheck.REPLAYED : 0;
     }
 
     /** The step without probes: whole, or its positions from {@code split} on, resumed from the probed pass's state there. */
@@ -176,22 +167,6 @@ public final class LiveCandidate implements StreamingCandidate {
         plain.restore(within);
         return plain.forward(Arrays.copyOfRange(tokens, split, tokens.length));
     }
-
-    public static String observerDifference(int step, float[] base, float[] probed) {
-        if (base.length != probed.length) return "logits length differs at step " + step;
-        int differing = 0;
-        double max = 0;
-        for (int i = 0; i < base.length; i++) {
-            if (Float.floatToRawIntBits(base[i]) != Float.floatToRawIntBits(probed[i])) {
-                differing++;
-                max = Math.max(max, Math.abs((double) base[i] - probed[i]));
-            }
-        }
-        if (differing == 0) return "none";
-        return Fmt.format("logits with probes differ from logits without at step %d (%d of %d values, max |Δ| %.3g)",
-                step, differing, base.length, max);
-    }
-
     /**
      * The observer-effect verdict. A difference seen in the first pass is confirmed by a second pass over the steps
      * run so far, with two probe-free sessions beside the probed one (each checked as in the first pass): an engine
@@ -214,14 +189,14 @@ public final class LiveCandidate implements StreamingCandidate {
             float[] p = split > 0 ? probedAgain.forward(tokens, split, st -> within[0] = st) : probedAgain.forward(tokens);
             float[] a = probeFree(plainA, tokens, split, within[0]);
             float[] b = probeFree(plainB, tokens, split, within[0]);
-            String selfDiff = observerDifference(s, a, b);
+            String selfDiff = ObserverCheck.observerDifference(s, a, b);
             if (!selfDiff.equals("none")) {
                 note = "the engine is not deterministic: two probe-free runs differ at step " + s + " (" + selfDiff
                         .replaceFirst("^logits with probes differ from logits without at step \\d+ \\(", "").replaceFirst("\\)$", "")
                         + "), so the observer effect cannot be judged bit for bit; first pass: " + first;
                 return observer;
             }
-            String d = observerDifference(s, a, p);
+            String d = ObserverCheck.observerDifference(s, a, p);
             if (!d.equals("none")) {
                 observer = d;
                 return observer;
