@@ -5,7 +5,7 @@ import dev.decodiff.engine.EngineOptions;
 import dev.decodiff.engine.Fault;
 import dev.decodiff.engine.Gemma4Model;
 import dev.decodiff.engine.LayerType;
-import dev.decodiff.harness.selfcheck.PolicyChecks;
+import dev.decodiff.harness.arch.gemma4.selfcheck.PolicyChecks;
 import dev.decodiff.harness.selfcheck.SelfCheckResult;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;

@@ -6,7 +6,7 @@ import dev.decodiff.engine.KvType;
 import dev.decodiff.harness.compare.Comparison;
 import dev.decodiff.harness.compare.ToleranceProfile;
 import dev.decodiff.harness.dump.DumpReader;
-import dev.decodiff.harness.live.LiveCandidate;
+import dev.decodiff.harness.arch.gemma4.LiveCandidate;
 import org.junit.jupiter.api.Test;
 
 import static org.assertj.core.api.Assertions.assertThat;

@@ -1,15 +1,16 @@
 package dev.decodiff.tests;
 
+import dev.decodiff.harness.live.ObserverCheck;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.decodiff.engine.EngineOptions;
 import dev.decodiff.engine.Gemma4Model;
 import dev.decodiff.harness.compare.Comparison;
-import dev.decodiff.harness.compare.attribution.LocalAttribution;
+import dev.decodiff.harness.arch.gemma4.LocalAttribution;
 import dev.decodiff.harness.compare.attribution.LocalError;
 import dev.decodiff.harness.dump.CapturedTensor;
 import dev.decodiff.harness.dump.DumpReader;
-import dev.decodiff.harness.live.LiveCandidate;
+import dev.decodiff.harness.arch.gemma4.LiveCandidate;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
@@ -78,7 +79,7 @@ class SoundVerdictTest {
         Files.writeString(config, wrong);
         var ref = DumpReader.open(fp32);
         try (var m = Gemma4Model.load(ck);
-             var live = LiveCandidate.forPoints(m, EngineOptions.defaults(), ref.manifest(), ref.allPoints(), LiveCandidate.ObserverCheck.OFF)) {
+             var live = LiveCandidate.forPoints(m, EngineOptions.defaults(), ref.manifest(), ref.allPoints(), ObserverCheck.OFF)) {
             var opt = Comparison.Options.defaults().withAttribution(new LocalAttribution(m, false), false);
             var r = Comparison.run(ref, live, opt);
             assertThat(r.verdict()).isEqualTo("reference_disagrees");

@@ -4,13 +4,13 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.decodiff.engine.EngineOptions;
 import dev.decodiff.engine.Fault;
 import dev.decodiff.engine.Gemma4Model;
-import dev.decodiff.harness.sweep.Boundaries;
-import dev.decodiff.harness.sweep.Boundary;
-import dev.decodiff.harness.sweep.EngineScenarios;
-import dev.decodiff.harness.sweep.Outcome;
-import dev.decodiff.harness.sweep.Scenario;
-import dev.decodiff.harness.sweep.ScenarioJson;
-import dev.decodiff.harness.sweep.Sweep;
+import dev.decodiff.harness.arch.gemma4.sweep.Boundaries;
+import dev.decodiff.harness.arch.gemma4.sweep.Boundary;
+import dev.decodiff.harness.arch.gemma4.sweep.EngineScenarios;
+import dev.decodiff.harness.arch.gemma4.sweep.Outcome;
+import dev.decodiff.harness.arch.gemma4.sweep.Scenario;
+import dev.decodiff.harness.arch.gemma4.sweep.ScenarioJson;
+import dev.decodiff.harness.arch.gemma4.sweep.Sweep;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -128,7 +128,7 @@ class SweepTest {
 
     @Test
     void aScenarioFileRoundTripsAndBadInputNamesTheFix() throws Exception {
-        var sc = dev.decodiff.harness.sweep.Families.all(model.config()).stream().filter(f -> f.name().equals("prefix-copy")).findFirst().orElseThrow();
+        var sc = dev.decodiff.harness.arch.gemma4.sweep.Families.all(model.config()).stream().filter(f -> f.name().equals("prefix-copy")).findFirst().orElseThrow();
         var s = sc.builder().build(sc, model.config(), new Boundary(9, "W+1", "test"), F32, false);
         Path dir = Files.createTempDirectory("sweep");
         ScenarioJson.save(s, dir.resolve("s.json"));

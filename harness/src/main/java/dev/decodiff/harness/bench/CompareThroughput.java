@@ -1,6 +1,7 @@
 package dev.decodiff.harness.bench;
 
 import dev.decodiff.engine.EngineOptions;
+import dev.decodiff.engine.arch.Gemma4Architecture;
 import dev.decodiff.harness.compare.Comparison;
 import dev.decodiff.harness.dump.DumpWriter;
 import dev.decodiff.harness.live.DumpRecorder;
@@ -25,7 +26,7 @@ record CompareThroughput(Figure warmGbs, Figure firstGbs) {
         int[] prompt = b.prompt(BenchSetup.PREFILL);
         var w = DumpWriter.create(a, false, CaptureOverhead.producer(), CaptureOverhead.modelInfo(b.model()),
                 Arrays.stream(prompt).boxed().toList(), prompt.length);
-        new DumpRecorder(b.model(), EngineOptions.defaults(), p -> true, w, () -> new IllegalStateException("the bench dump captured no tensor"))
+        new DumpRecorder(probe -> Gemma4Architecture.session(b.model().newSession(EngineOptions.defaults().withProbe(probe))), p -> true, w, () -> new IllegalStateException("the bench dump captured no tensor"))
                 .greedy(prompt, 3, done -> {});
         w.finish();
         copyTree(a, c);

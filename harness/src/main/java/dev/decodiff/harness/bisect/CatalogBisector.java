@@ -230,16 +230,16 @@ public final class CatalogBisector {
             if (reproduces && clear) {
                 named = best.fault();
                 diagnosis = "decodiff's engine with " + best.fault() + " planted reproduces the candidate's " + point
-                        + (best.relL2() == 0 ? " bit for bit" : " to rel L2 " + Bisector.sci(best.relL2())) + (what == null ? "" : " — " + what)
-                        + "; the runner-up, " + runnerUp + ", is " + Bisector.sci(runnerRel) + " from it"
-                        + (runnerRel == cleanRel ? "" : ", the clean engine " + Bisector.sci(cleanRel));
+                        + (best.relL2() == 0 ? " bit for bit" : " to rel L2 " + dev.decodiff.harness.report.Fmt.sci(best.relL2())) + (what == null ? "" : " — " + what)
+                        + "; the runner-up, " + runnerUp + ", is " + dev.decodiff.harness.report.Fmt.sci(runnerRel) + " from it"
+                        + (runnerRel == cleanRel ? "" : ", the clean engine " + dev.decodiff.harness.report.Fmt.sci(cleanRel));
             } else {
                 variant = null;
                 diagnosis = reproduces
-                        ? "two catalog faults fit " + point + ": " + best.fault() + " (rel L2 " + Bisector.sci(best.relL2()) + ") and "
-                          + runnerUp + " (" + Bisector.sci(runnerRel) + ")"
+                        ? "two catalog faults fit " + point + ": " + best.fault() + " (rel L2 " + dev.decodiff.harness.report.Fmt.sci(best.relL2()) + ") and "
+                          + runnerUp + " (" + dev.decodiff.harness.report.Fmt.sci(runnerRel) + ")"
                         : "no catalog fault reproduces the candidate's " + point + ": the closest, " + best.fault() + ", is "
-                          + Bisector.sci(best.relL2()) + " from it (tolerance " + Bisector.sci(tol) + "), the clean engine " + Bisector.sci(cleanRel);
+                          + dev.decodiff.harness.report.Fmt.sci(best.relL2()) + " from it (tolerance " + dev.decodiff.harness.report.Fmt.sci(tol) + "), the clean engine " + dev.decodiff.harness.report.Fmt.sci(cleanRel);
             }
         }
         return new Naming(variant, named, diagnosis, tried, cleanRel);
@@ -289,11 +289,11 @@ public final class CatalogBisector {
                                      Boolean proved, String engine) {
         var sb = new StringBuilder();
         sb.append("Compare's first divergence is step ").append(fd.step()).append(", ").append(fd.point()).append(" (rel L2 ")
-                .append(Bisector.sci(fd.relL2())).append(" against ").append(Bisector.sci(fd.tolerance())).append("), every earlier cell within tolerance. ");
+                .append(dev.decodiff.harness.report.Fmt.sci(fd.relL2())).append(" against ").append(dev.decodiff.harness.report.Fmt.sci(fd.tolerance())).append("), every earlier cell within tolerance. ");
         if (named != null)
             sb.append("Of the ").append(tried).append(" catalog fault").append(tried == 1 ? "" : "s").append(" that change that cell when planted alone, ")
-                    .append(named).append(" reproduces the candidate there (rel L2 ").append(Bisector.sci(v.relL2())).append("; the runner-up, ")
-                    .append(v.runnerUp()).append(", ").append(Bisector.sci(v.runnerUpRelL2())).append("). ");
+                    .append(named).append(" reproduces the candidate there (rel L2 ").append(dev.decodiff.harness.report.Fmt.sci(v.relL2())).append("; the runner-up, ")
+                    .append(v.runnerUp()).append(", ").append(dev.decodiff.harness.report.Fmt.sci(v.runnerUpRelL2())).append("). ");
         else sb.append("No catalog fault is named (").append(tried).append(" change that cell). ");
         var healed = subs.stream().filter(BisectResult.Substitution::healed).toList();
         if (proved == null) {
@@ -301,11 +301,11 @@ public final class CatalogBisector {
         } else if (!healed.isEmpty()) {
             var first = healed.get(0);
             sb.append("Writing the reference's ").append(first.name().replace("+", " and ")).append(" into ").append(engine).append(" at step ")
-                    .append(fd.step()).append(" heals ").append(first.scope()).append(" (").append(Bisector.sci(first.before())).append(" → ")
-                    .append(Bisector.sci(first.after())).append(")");
+                    .append(fd.step()).append(" heals ").append(first.scope()).append(" (").append(dev.decodiff.harness.report.Fmt.sci(first.before())).append(" → ")
+                    .append(dev.decodiff.harness.report.Fmt.sci(first.after())).append(")");
             for (var x : healed.subList(1, healed.size()))
-                sb.append("; written into every layer, it heals ").append(x.scope()).append(" (").append(Bisector.sci(x.before())).append(" → ")
-                        .append(Bisector.sci(x.after())).append(")");
+                sb.append("; written into every layer, it heals ").append(x.scope()).append(" (").append(dev.decodiff.harness.report.Fmt.sci(x.before())).append(" → ")
+                        .append(dev.decodiff.harness.report.Fmt.sci(x.after())).append(")");
             sb.append(proved ? ": the error enters at " + fd.point() + "." : "; the rest of the step stays wrong.");
         } else {
             sb.append("No substitution at the culprit heals its layer: the error also enters after it.");

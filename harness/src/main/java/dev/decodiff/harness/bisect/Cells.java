@@ -8,10 +8,10 @@ import dev.decodiff.metal.TensorView;
 import java.util.Arrays;
 
 /** Cell statistics for bisect's own runs, with compare's rules (a read window of another length is a failing cell). */
-final class Cells {
+public final class Cells {
     private Cells() {}
 
-    static CellStats of(int step, String point, TensorView ref, TensorView cand, double tol) {
+    public static CellStats of(int step, String point, TensorView ref, TensorView cand, double tol) {
         if (!Arrays.equals(ref.shape(), cand.shape())) {
             String kind = CapturePoints.kindOf(point);
             boolean read = CapturePoints.isCacheRead(kind);
@@ -23,17 +23,17 @@ final class Cells {
     }
 
     /** rel L2 over the last row (axis 0) only; over everything for rank 0 or 1. */
-    static double lastRow(TensorView ref, TensorView cand) {
+    public static double lastRow(TensorView ref, TensorView cand) {
         if (!Arrays.equals(ref.shape(), cand.shape())) return Double.POSITIVE_INFINITY;
         if (ref.rank() < 2) return CellKernel.relL2Rows(ref, 0, cand, 0, 1, ref.elementCount());
         long rows = ref.dim(0), row = ref.elementCount() / Math.max(1, rows);
         return CellKernel.relL2Rows(ref, rows - 1, cand, rows - 1, 1, row);
     }
 
-    static double all(TensorView ref, TensorView cand) {
+    public static double all(TensorView ref, TensorView cand) {
         if (!Arrays.equals(ref.shape(), cand.shape())) return Double.POSITIVE_INFINITY;
         return CellKernel.relL2Rows(ref, 0, cand, 0, 1, ref.elementCount());
     }
 
-    static boolean within(double rel, double tol) { return rel <= tol; }
+    public static boolean within(double rel, double tol) { return rel <= tol; }
 }

@@ -153,12 +153,11 @@ public final class LlamaCppLocalErrors {
     private static dev.decodiff.harness.compare.detect.Finding diagnose(DumpReader ref, Cell culprit, int s,
                                                                         Map<String, dev.decodiff.harness.dump.CapturedTensor> captured, Path checkpoint) {
         var st = ref.manifest().step(s);
-        try (var model = dev.decodiff.engine.Gemma4Model.load(checkpoint); var refs = new ReferenceTensors(ref); var refStep = ref.readStep(s)) {
+        try (var refs = new ReferenceTensors(ref); var refStep = ref.readStep(s)) {
             var local = new dev.decodiff.harness.live.LiveStep(s, st.start(), st.length(), captured, -1, Double.NaN, "llama.cpp on the reference's input, step " + s);
             var cell = Cells.of(s, culprit.point(), refStep.tensor(culprit.point()), local.tensor(culprit.point()), 1e-4);
-            var ctx = new dev.decodiff.harness.compare.detect.DetectorContext(cell, refStep, local,
-                    dev.decodiff.harness.compare.detect.DetectorContext.nearEqual(cell.tolerance()), model, refs);
-            return dev.decodiff.harness.compare.detect.Detectors.explain(Bisector.DETECTORS, ctx);
+            return dev.decodiff.harness.arch.ArchitectureSupports.of(dev.decodiff.engine.arch.Architectures.of(checkpoint))
+                    .explainCulprit(checkpoint, cell, refStep, local, refs);
         } catch (RuntimeException e) {
             // a diagnosis is a bonus: its absence leaves the culprit as found
             return null;

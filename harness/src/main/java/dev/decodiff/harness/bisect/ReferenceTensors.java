@@ -13,24 +13,24 @@ import java.util.Map;
  * The reference dump's tensors for substitution: step files are mapped on first use and kept open, and a point's
  * data is turned into floats (the engine's row-major layout) once. Close to unmap.
  */
-final class ReferenceTensors implements AutoCloseable, ReferenceHistory {
+public final class ReferenceTensors implements AutoCloseable, ReferenceHistory {
     private final DumpReader ref;
     private final Map<Integer, DumpStep> open = new HashMap<>();
     private final Map<Integer, Map<String, float[]>> floats = new HashMap<>();
 
-    ReferenceTensors(DumpReader ref) { this.ref = ref; }
+    public ReferenceTensors(DumpReader ref) { this.ref = ref; }
 
-    DumpReader reader() { return ref; }
+    public DumpReader reader() { return ref; }
 
     @Override
     public DumpManifest manifest() { return ref.manifest(); }
 
-    boolean has(int step, String point) { return ref.points(step).contains(point); }
+    public boolean has(int step, String point) { return ref.points(step).contains(point); }
 
     /** The mapped step (valid until {@link #close()}). */
-    DumpStep step(int step) { return open.computeIfAbsent(step, ref::readStep); }
+    public DumpStep step(int step) { return open.computeIfAbsent(step, ref::readStep); }
 
-    TensorView view(int step, String point) { return step(step).tensor(point); }
+    public TensorView view(int step, String point) { return step(step).tensor(point); }
 
     /** The point's values as floats, or null when the reference did not record it. */
     @Override

@@ -1,9 +1,7 @@
 package dev.decodiff.harness.cli;
 
 import dev.decodiff.harness.OutputPaths;
-import dev.decodiff.engine.Gemma4Model;
 import dev.decodiff.harness.bisect.BisectReport;
-import dev.decodiff.harness.bisect.Bisector;
 import dev.decodiff.harness.dump.DumpReader;
 import dev.decodiff.harness.report.Terminal;
 import picocli.CommandLine.Command;
@@ -68,13 +66,13 @@ final class BisectCommand implements Callable<Integer> {
             return llamaCpp(refDir, ref, modelDir);
         }
         var arch = dev.decodiff.engine.arch.Architectures.of(modelDir);
-        if (arch != dev.decodiff.engine.arch.Gemma4Architecture.INSTANCE) return catalog(ref, profile, modelDir, arch);
+        var tunable = dev.decodiff.harness.arch.ArchitectureSupports.of(arch).tunableEngine();
+        if (tunable.isEmpty()) return catalog(ref, profile, modelDir, arch);
         if (candidate != null)
             throw new dev.decodiff.harness.BadInputException("bisect runs Gemma 4's engine live (it feeds the reference's tensors into it); drop CANDIDATE, or use compare for a dump");
         var options = engine.options();
-        try (var m = Gemma4Model.load(modelDir)) {
-            dev.decodiff.harness.live.EngineSetup.checkKvFits(m, options);
-            var result = new Bisector(m, options, ref, profile).run();
+        try (var m = tunable.get().load(modelDir)) {
+            var result = tunable.get().bisect(m, options, ref, profile);
             // A culprit confirmed on the reference's own input: rule the kernels in or out at the op level.
             var opLevel = result.exitCode() == Main.DIVERGENCE && !noOps ? OpLevel.check() : null;
             output.deliver(spec,

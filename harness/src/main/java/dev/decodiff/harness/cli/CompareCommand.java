@@ -1,18 +1,18 @@
 package dev.decodiff.harness.cli;
 
+import dev.decodiff.harness.live.ObserverCheck;
 import dev.decodiff.harness.OutputPaths;
 import dev.decodiff.harness.PartClock;
-import dev.decodiff.engine.Gemma4Model;
 import dev.decodiff.engine.arch.Architectures;
-import dev.decodiff.engine.arch.Gemma4Architecture;
 import dev.decodiff.engine.arch.LoadedModel;
 import dev.decodiff.harness.live.ArchitectureCandidate;
+import dev.decodiff.harness.arch.ArchitectureSupports;
 import dev.decodiff.harness.BadInputException;
 import dev.decodiff.harness.compare.Comparison;
 import dev.decodiff.harness.compare.ComparisonResult;
 import dev.decodiff.harness.compare.ToleranceProfile;
 import dev.decodiff.harness.dump.DumpReader;
-import dev.decodiff.harness.live.LiveCandidate;
+import dev.decodiff.harness.arch.gemma4.LiveCandidate;
 import dev.decodiff.harness.llamacpp.LlamaCppCandidate;
 import dev.decodiff.harness.report.HtmlReport;
 import dev.decodiff.harness.report.JsonReport;
@@ -86,7 +86,7 @@ final class CompareCommand implements Callable<Integer> {
     boolean noObserverCheck;
 
     @Option(names = "--full-observer-check", description = "Live run only: re-run every step whole without probes. By default a step longer than "
-            + LiveCandidate.REPLAYED + " positions (a long prompt) re-runs only its last " + LiveCandidate.REPLAYED + " without probes, resumed from the probed "
+            + ObserverCheck.REPLAYED + " positions (a long prompt) re-runs only its last " + ObserverCheck.REPLAYED + " without probes, resumed from the probed "
             + "pass's own keys and values of the earlier ones, so the prompt is not computed twice; an effect of the probes confined to those earlier "
             + "positions' values is then not seen (the report says which positions were re-run).")
     boolean fullObserverCheck;
@@ -169,18 +169,11 @@ final class CompareCommand implements Callable<Integer> {
     }
 
     /**
-     * Local attribution over a loaded model, by its architecture: Gemma 4's ops or Qwen3.5's. {@code gguf}: the GGUF
-     * llama.cpp runs, whose stored matrices become a precision hypothesis (Qwen3.5; Gemma 4 reads the folder's types).
+     * Local attribution over a loaded model, by its architecture's plug-in. {@code gguf}: the GGUF llama.cpp runs, whose
+     * stored matrices may become a precision hypothesis.
      */
     static dev.decodiff.harness.compare.attribution.OpAttribution attribution(LoadedModel m, boolean everyCell, Path gguf) {
-        return switch (m) {
-            case Gemma4Architecture.Loaded g -> new dev.decodiff.harness.compare.attribution.LocalAttribution(g.model(), everyCell);
-            case dev.decodiff.engine.qwen35.Qwen35Architecture.Loaded q -> gguf == null
-                    ? new dev.decodiff.harness.compare.attribution.Qwen35Attribution(q.model(), everyCell)
-                    : new dev.decodiff.harness.compare.attribution.Qwen35Attribution(q.model().ops().withStored(
-                            dev.decodiff.harness.llamacpp.Qwen35StoredMatrices.of(gguf, q.model())), everyCell);
-            default -> null;
-        };
+        return ArchitectureSupports.of(m.architecture()).attribution(m, everyCell, gguf);
     }
 
     /**
@@ -229,23 +222,24 @@ final class CompareCommand implements Callable<Integer> {
         }
         if (located.note() != null) notes.add(located.note());
         Path modelDir = located.dir();
-        var arch = Architectures.of(modelDir);
-        if (arch != Gemma4Architecture.INSTANCE) return liveArchitecture(ref, profile, modelDir, notes, located.note() != null);
+        var tunable = ArchitectureSupports.of(Architectures.of(modelDir)).tunableEngine();
+        if (tunable.isEmpty()) return liveArchitecture(ref, profile, modelDir, notes, located.note() != null);
+        var engineRun = tunable.get();
         var options = engine.options();
-        Gemma4Model loaded;
+        LoadedModel loaded;
         try (var part = PartClock.enter("load")) {
-            loaded = Gemma4Model.load(modelDir, ref.stepCount() - 1L); // the steps after the prompt decode a token each
+            loaded = engineRun.load(modelDir, ref.stepCount() - 1L); // the steps after the prompt decode a token each
         }
         try (var m = loaded) {
             var rm = ref.manifest();
-            maxPositions.check(modelDir.resolve("config.json"), m.config().maxPositions(), (long) rm.promptLength() + ref.stepCount() - 1,
+            maxPositions.check(modelDir.resolve("config.json"), m.maxPositions(), (long) rm.promptLength() + ref.stepCount() - 1,
                     "the reference's prompt (" + rm.promptLength() + " tokens) and " + ref.stepCount() + " steps", "compare a shorter reference");
             try (var bar = new ProgressBar("running " + modelDir.getFileName(), ref.stepCount());
-                 var source = LiveCandidate.forPoints(m, options, rm, ref.allPoints(), noObserverCheck ? LiveCandidate.ObserverCheck.OFF
-                         : fullObserverCheck ? LiveCandidate.ObserverCheck.WHOLE : LiveCandidate.ObserverCheck.LAST_POSITIONS)) {
+                 var source = engineRun.live(m, options, rm, ref.allPoints(), noObserverCheck ? ObserverCheck.OFF
+                         : fullObserverCheck ? ObserverCheck.WHOLE : ObserverCheck.LAST_POSITIONS)) {
                 var opt = new Comparison.Options(profile, referenceArgs.allowMismatch(), bar::update);
                 // decodiff's own forward is these ops: attribute only what is over tolerance
-                if (!noAttribution && located.note() == null) opt = opt.withAttribution(new dev.decodiff.harness.compare.attribution.LocalAttribution(m, false), exact);
+                if (!noAttribution && located.note() == null) opt = opt.withAttribution(attribution(m, false, null), exact);
                 else if (!noAttribution) notes.add(AttributionModel.OFF_OTHER_MODEL);
                 return Comparison.run(ref, source, opt, notes);
             }

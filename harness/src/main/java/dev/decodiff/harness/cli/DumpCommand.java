@@ -3,9 +3,10 @@ package dev.decodiff.harness.cli;
 import dev.decodiff.harness.OutputPaths;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.decodiff.engine.CapturePoints;
-import dev.decodiff.engine.Gemma4Model;
 import dev.decodiff.engine.arch.Architectures;
-import dev.decodiff.engine.arch.Gemma4Architecture;
+import dev.decodiff.engine.arch.LoadedModel;
+import dev.decodiff.harness.arch.ArchitectureSupports;
+import dev.decodiff.harness.arch.TunableEngine;
 import dev.decodiff.engine.Sampler;
 import dev.decodiff.harness.BadInputException;
 import dev.decodiff.harness.compare.EngineThrewException;
@@ -112,10 +113,11 @@ final class DumpCommand implements Callable<Integer> {
         // records it (unless the user chose their own), or it would look as if whole layers went missing.
         if (selected == null && ref != null && ref.manifest().selectedPoints() != null) selected = ref.manifest().selectedPoints();
         if (viaLlamaCpp) return dumpLlamaCpp(globs, selected, ref, prompt);
-        if (Architectures.of(model) != Gemma4Architecture.INSTANCE) return dumpArchitecture(globs, selected, ref, prompt);
+        var tunable = ArchitectureSupports.of(Architectures.of(model)).tunableEngine();
+        if (tunable.isEmpty()) return dumpArchitecture(globs, selected, ref, prompt);
         var options = engine.options();
-        try (var m = Gemma4Model.load(model, stepsToRun(ref) - 1L)) { // each step after the prompt's decodes a token
-            return dump(m, globs, selected, options, ref, prompt);
+        try (var m = tunable.get().load(model, stepsToRun(ref) - 1L)) { // each step after the prompt's decodes a token
+            return dump(tunable.get(), m, globs, selected, options, ref, prompt);
         } catch (EngineThrewException e) {
             var err = spec.commandLine().getErr();
             int s = e.failure().step();
@@ -167,12 +169,12 @@ final class DumpCommand implements Callable<Integer> {
     }
 
     /** Writes the dump; an engine that throws ends it with the steps written so far (not marked complete). */
-    private int dump(Gemma4Model m, Predicate<String> globs, List<String> selected, dev.decodiff.engine.EngineOptions options,
+    private int dump(TunableEngine tunable, LoadedModel m, Predicate<String> globs, List<String> selected, dev.decodiff.engine.EngineOptions options,
                      DumpReader ref, int[] prompt) {
-        EngineSetup.checkKvFits(m, options);
-        var modelInfo = new DumpManifest.Model(modelType(model), m.config().numLayers(), m.configSha256(), m.weightsSha256());
-        var producer = EngineSetup.producer(options, spec.commandLine().getParseResult().originalArgs(), m);
-        checkSelection(globs, ref != null ? ref.allPoints() : contractNames(m.config().numLayers()));
+        tunable.checkFits(m, options);
+        var modelInfo = new DumpManifest.Model(modelType(model), m.numLayers(), m.configSha256(), m.weightsSha256());
+        var producer = tunable.producer(m, options, spec.commandLine().getParseResult().originalArgs());
+        checkSelection(globs, ref != null ? ref.allPoints() : contractNames(m.numLayers()));
         DumpWriter w;
         if (ref != null) {
             Set<String> refPoints = ref.allPoints();
@@ -181,15 +183,16 @@ final class DumpCommand implements Callable<Integer> {
             int n = stepsToRun(ref);
             w = DumpWriter.create(out, force, producer, modelInfo, rm.tokens(), rm.promptLength(), selected);
             try (var bar = new ProgressBar("dumping", n)) {
-                new DumpRecorder(m, options, p -> refPoints.contains(p) && g.test(p), w, this::noPointMatched).teacherForced(rm, n, bar::update);
+                new DumpRecorder(probe -> tunable.session(m, options, probe), p -> refPoints.contains(p) && g.test(p), w, this::noPointMatched)
+                        .teacherForced(rm, n, bar::update);
             }
         } else {
             int n = stepsToRun(null);
-            maxPositions.check(model.resolve("config.json"), m.config().maxPositions(), (long) prompt.length + n - 1,
+            maxPositions.check(model.resolve("config.json"), m.maxPositions(), (long) prompt.length + n - 1,
                     "the prompt (" + prompt.length + " tokens) and -n " + n, "lower -n");
             w = DumpWriter.create(out, force, producer, modelInfo, Arrays.stream(prompt).boxed().toList(), prompt.length, selected);
             try (var bar = new ProgressBar("dumping", n)) {
-                new DumpRecorder(m, options, globs, w, this::noPointMatched).greedy(prompt, n, bar::update);
+                new DumpRecorder(probe -> tunable.session(m, options, probe), globs, w, this::noPointMatched).greedy(prompt, n, bar::update);
             }
         }
         w.finish();

@@ -7,7 +7,7 @@ import dev.decodiff.engine.KvType;
 import dev.decodiff.harness.compare.Comparison;
 import dev.decodiff.harness.compare.ToleranceProfile;
 import dev.decodiff.harness.dump.DumpReader;
-import dev.decodiff.harness.live.LiveCandidate;
+import dev.decodiff.harness.arch.gemma4.LiveCandidate;
 import dev.decodiff.harness.live.ModelLocator;
 import dev.decodiff.harness.report.KvDriftReport;
 import picocli.CommandLine.Command;

@@ -1,6 +1,5 @@
 package dev.decodiff.harness.cli;
 
-import dev.decodiff.engine.Gemma4Model;
 import dev.decodiff.engine.Sampler;
 import dev.decodiff.engine.TextTokenizer;
 import dev.decodiff.harness.BadInputException;
@@ -78,12 +77,13 @@ final class RunCommand implements Callable<Integer> {
         var options = engine.options();
         boolean haveTokenizer = Files.isRegularFile(model.resolve("tokenizer.json"));
         if (!ids && !haveTokenizer) throw new BadInputException(model, "has no tokenizer.json to print text; pass --ids to print token ids");
-        try (var m = Gemma4Model.load(model, n - 1L); var tok = ids ? null : TextTokenizer.load(model)) {
+        var tunable = dev.decodiff.harness.arch.ArchitectureSupports.tunableEngineFor(model);
+        try (var m = tunable.load(model, n - 1L); var tok = ids ? null : TextTokenizer.load(model)) {
             long positions = (long) prompt.length + n - 1; // the last sampled token is never fed
-            maxPositions.check(model.resolve("config.json"), m.config().maxPositions(), positions,
+            maxPositions.check(model.resolve("config.json"), m.maxPositions(), positions,
                     "the prompt (" + prompt.length + " tokens) and -n " + n, "lower -n");
-            dev.decodiff.harness.live.EngineSetup.checkKvFits(m, options);
-            var session = m.newSession(options);
+            tunable.checkFits(m, options);
+            var session = tunable.session(m, options, null);
             long t0 = System.nanoTime();
             float[] logits;
             try {

@@ -1,12 +1,10 @@
 package dev.decodiff.harness.cli;
 
 import dev.decodiff.harness.Home;
-import dev.decodiff.engine.Gemma4Model;
 import dev.decodiff.harness.BadInputException;
 import dev.decodiff.harness.live.ModelLocator;
 import dev.decodiff.harness.report.SelfCheckReport;
 import dev.decodiff.harness.report.Terminal;
-import dev.decodiff.harness.selfcheck.SelfCheck;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 
@@ -57,19 +55,17 @@ final class SelfCheckCommand implements Callable<Integer> {
     public Integer call() {
         Path dir = model != null ? model : defaultModel();
         var arch = dev.decodiff.engine.arch.Architectures.of(dir);
-        if (arch != dev.decodiff.engine.arch.Gemma4Architecture.INSTANCE) return recurrent(dir, arch);
+        var tunable = dev.decodiff.harness.arch.ArchitectureSupports.of(arch).tunableEngine();
+        if (tunable.isEmpty()) return recurrent(dir, arch);
         if (llama.isLlamaCpp()) return llamaCpp(dir);
         var options = engine.options();
         long t0 = System.nanoTime();
-        try (var m = Gemma4Model.load(dir)) {
-            dev.decodiff.harness.live.EngineSetup.checkKvFits(m, options);
-            var check = new SelfCheck(m, options);
-            int[] tokens = check.defaultTokens();
-            int prompt = check.defaultPromptLength();
-            var results = check.runEverything(tokens, prompt);
+        try (var m = tunable.get().load(dir)) {
+            var checked = tunable.get().selfCheck(m, options);
             double secs = (System.nanoTime() - t0) / 1e9;
             String how = dev.decodiff.harness.live.EngineSetup.describe(options);
-            var run = new SelfCheckReport.Run(dir, how.isEmpty() ? "none" : how, tokens.length, prompt, m.config().slidingWindow(), results, secs);
+            var run = new SelfCheckReport.Run(dir, how.isEmpty() ? "none" : how, checked.tokens().length, checked.promptLength(), checked.window(),
+                    checked.results(), secs);
             var out = spec.commandLine().getOut();
             if (json.on()) out.println(SelfCheckReport.json(run));
             else out.print(SelfCheckReport.terminal(run, Terminal.colourStdout()));

@@ -4,17 +4,17 @@ import dev.decodiff.engine.Gemma4Config;
 import dev.decodiff.engine.Gemma4Model;
 import dev.decodiff.harness.BadInputException;
 import dev.decodiff.harness.report.ProgressBar;
-import dev.decodiff.harness.sweep.Boundaries;
-import dev.decodiff.harness.sweep.Boundary;
-import dev.decodiff.harness.sweep.EngineScenarios;
-import dev.decodiff.harness.sweep.Families;
-import dev.decodiff.harness.sweep.Outcome;
-import dev.decodiff.harness.sweep.ReproFixture;
-import dev.decodiff.harness.sweep.Scenario;
-import dev.decodiff.harness.sweep.ScenarioEngine;
-import dev.decodiff.harness.sweep.ScenarioJson;
-import dev.decodiff.harness.sweep.Sweep;
-import dev.decodiff.harness.sweep.SweepReport;
+import dev.decodiff.harness.arch.gemma4.sweep.Boundaries;
+import dev.decodiff.harness.arch.gemma4.sweep.Boundary;
+import dev.decodiff.harness.arch.gemma4.sweep.EngineScenarios;
+import dev.decodiff.harness.arch.gemma4.sweep.Families;
+import dev.decodiff.harness.arch.gemma4.sweep.Outcome;
+import dev.decodiff.harness.arch.gemma4.sweep.ReproFixture;
+import dev.decodiff.harness.arch.gemma4.sweep.Scenario;
+import dev.decodiff.harness.arch.gemma4.sweep.ScenarioEngine;
+import dev.decodiff.harness.arch.gemma4.sweep.ScenarioJson;
+import dev.decodiff.harness.arch.gemma4.sweep.Sweep;
+import dev.decodiff.harness.arch.gemma4.sweep.SweepReport;
 import picocli.CommandLine.Command;
 import picocli.CommandLine.Option;
 
@@ -94,7 +94,7 @@ final class SweepCommand implements Callable<Integer> {
             List<Scenario.Settings> settings = settings(eng, base);
             var chunks = new ArrayList<Integer>(List.of(2, config.slidingWindow() - 1, config.slidingWindow() + 1));
             int capacity = 0;
-            if (eng instanceof dev.decodiff.harness.sweep.LlamaCppScenarios l) {
+            if (eng instanceof dev.decodiff.harness.arch.gemma4.sweep.LlamaCppScenarios l) {
                 chunks.add(l.ubatch());
                 capacity = l.capacity();
             }
@@ -133,7 +133,7 @@ final class SweepCommand implements Callable<Integer> {
         Outcome o;
         try {
             o = new Sweep(eng).one(sc);
-        } catch (dev.decodiff.harness.sweep.BadScheduleException e) {
+        } catch (dev.decodiff.harness.arch.gemma4.sweep.BadScheduleException e) {
             throw new BadInputException(scenario, e.getMessage() + "; fix the schedule (docs/scenarios.md)");
         }
         out.println("scenario " + sc.name() + " on " + eng.describe() + ": " + o.word());
@@ -156,7 +156,7 @@ final class SweepCommand implements Callable<Integer> {
         if (llama.isLlamaCpp()) {
             var gguf = llama.resolveGguf(dir, false);
             int threads = llama.threads == null ? 1 : llama.threads;
-            return new dev.decodiff.harness.sweep.LlamaCppScenarios(gguf, config, threads);
+            return new dev.decodiff.harness.arch.gemma4.sweep.LlamaCppScenarios(gguf, config, threads);
         }
         var m = Gemma4Model.load(dir);
         return new EngineScenarios(m, engine.options());
@@ -177,7 +177,7 @@ final class SweepCommand implements Callable<Integer> {
     /** The settings swept: --kv-cache alone when given; otherwise each engine's precision configurations. */
     private List<Scenario.Settings> settings(ScenarioEngine eng, Scenario.Settings base) {
         if (engine.kvCache != null || llama.flashAttn) return List.of(base);
-        if (eng instanceof dev.decodiff.harness.sweep.LlamaCppScenarios l) return l.defaultSettings();
+        if (eng instanceof dev.decodiff.harness.arch.gemma4.sweep.LlamaCppScenarios l) return l.defaultSettings();
         return List.of(base, base.withKv("bf16", "bf16"), base.withKv("q8_0", "q4_0"));
     }
 

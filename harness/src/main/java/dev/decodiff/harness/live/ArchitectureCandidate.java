@@ -20,7 +20,7 @@ import java.util.function.Predicate;
  * Any architecture's engine run live as a candidate through the plug-in seam ({@link LoadedModel}), teacher-forced
  * on the reference's tokens: step s feeds the manifest's [start, start+length), recording only the wanted points.
  * With the observer check on, a probe-free session runs every step whole beside the probed one and its logits must be
- * bit-identical at every step. (Gemma 4 keeps its own {@link LiveCandidate}, with faults, KV-cache types and the
+ * bit-identical at every step. (Gemma 4 keeps its own {@code LiveCandidate}, with faults, KV-cache types and the
  * resumed check of long steps.)
  */
 public final class ArchitectureCandidate implements StreamingCandidate {
@@ -96,7 +96,7 @@ public final class ArchitectureCandidate implements StreamingCandidate {
             } catch (RuntimeException e) {
                 throw new EngineThrewException(s, e);
             }
-            if (observer.equals("none")) observer = LiveCandidate.observerDifference(s, base, logits);
+            if (observer.equals("none")) observer = ObserverCheck.observerDifference(s, base, logits);
         }
         return new StepEnd(argmax(logits), LiveStep.top2Margin(logits), "live engine, step " + s);
     }

@@ -1,10 +1,8 @@
 package dev.decodiff.harness.live;
 
-import dev.decodiff.engine.EngineOptions;
-import dev.decodiff.engine.Gemma4Model;
-import dev.decodiff.engine.arch.Gemma4Architecture;
 import dev.decodiff.engine.arch.LoadedModel;
 import dev.decodiff.engine.arch.ModelSession;
+import dev.decodiff.engine.Probe;
 import dev.decodiff.engine.Sampler;
 import dev.decodiff.harness.BadInputException;
 import dev.decodiff.harness.compare.EngineThrewException;
@@ -29,13 +27,14 @@ public final class DumpRecorder {
     private final Supplier<? extends RuntimeException> nothingCaptured;
 
     /**
-     * Records the points {@code points} accepts, from a new session of {@code model} with {@code options}. A step
-     * that captured no tensor throws {@code nothingCaptured}'s exception (a dump of empty steps is no dump).
+     * Records the points {@code points} accepts, from the session {@code sessions} opens with the recording probe
+     * (an engine's own options: a tunable engine's KV types and matmul precision). A step that captured no tensor
+     * throws {@code nothingCaptured}'s exception (a dump of empty steps is no dump).
      */
-    public DumpRecorder(Gemma4Model model, EngineOptions options, Predicate<String> points, DumpWriter writer,
+    public DumpRecorder(java.util.function.Function<Probe, ModelSession> sessions, Predicate<String> points, DumpWriter writer,
                         Supplier<? extends RuntimeException> nothingCaptured) {
         this.probe = new CapturingProbe(points);
-        this.session = Gemma4Architecture.session(model.newSession(options.withProbe(probe)));
+        this.session = sessions.apply(probe);
         this.writer = writer;
         this.nothingCaptured = nothingCaptured;
     }

@@ -1,11 +1,12 @@
 package dev.decodiff.harness.llamacpp;
 
+import dev.decodiff.harness.live.ObserverCheck;
 import dev.decodiff.harness.BadInputException;
 import dev.decodiff.harness.compare.CandidateSource;
 import dev.decodiff.harness.dump.CapturedTensor;
 import dev.decodiff.harness.dump.DumpManifest;
 import dev.decodiff.harness.dump.StepTensors;
-import dev.decodiff.harness.live.LiveCandidate;
+import dev.decodiff.harness.arch.gemma4.LiveCandidate;
 import dev.decodiff.harness.live.LiveStep;
 import dev.decodiff.llamacpp.LlamaCppRunner;
 import dev.decodiff.llamacpp.ffi.LlamaContext;
@@ -89,7 +90,7 @@ public final class LlamaCppCandidate implements CandidateSource {
             step = probed.step(tokens, st.start(), points);
             if (plain != null) {
                 float[] base = plain.decodeAllOutputs(tokens, st.start());
-                if (observer.equals("none")) observer = LiveCandidate.observerDifference(s, base, step.logits());
+                if (observer.equals("none")) observer = ObserverCheck.observerDifference(s, base, step.logits());
             }
         } catch (LlamaCppException | IllegalArgumentException e) {
             throw new BadInputException("reference step " + s + " cannot be run by llama.cpp: " + e.getMessage(), e);

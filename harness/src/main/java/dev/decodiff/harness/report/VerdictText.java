@@ -189,7 +189,7 @@ public final class VerdictText {
         if (l == null) return;
         switch (l.status()) {
             case UNEXPLAINED -> {
-                if (l.explanation() != null && l.explanation().startsWith(dev.decodiff.harness.compare.attribution.Qwen35Attribution.STATE_KEPT_IN)) {
+                if (l.explanation() != null && l.explanation().startsWith(dev.decodiff.harness.compare.attribution.OpAttribution.STATE_KEPT_IN)) {
                     // a named bug class, not a near miss of precision
                     sb.append(" Its own op adds rel L2 ").append(Fmt.sci(l.local())).append(" (recomputed exactly from the candidate's ").append(l.from())
                             .append("), and that is the bug: ").append(l.explanation()).append(" — reproduced to ").append(Fmt.sci(l.leftover()))

@@ -22,7 +22,7 @@ import java.util.function.Supplier;
  * is the summation order of differently batched products (a one-token step multiplies row by row, a batch through its
  * GEMM): fp32 noise that its fp16 GELU table turns, where an input sits next to an fp16 rounding boundary, into a flip
  * of one fp16 step of that GELU output. So the tolerance here is {@link #TOLERANCE}, 2^-10 (one fp16 step at most,
- * over a whole row), not {@link SelfCheck#TOLERANCE}: on the bundled checkpoints clean llama.cpp's worst
+ * over a whole row), not {@link Agreement#TOLERANCE}: on the bundled checkpoints clean llama.cpp's worst
  * decode-vs-prefill cell is 3.0e-4 (gemma4-tiny) and 4.4e-4 (gemma4-tiny-moe), chunked prefill at most 2e-5, while a
  * decode-only bug is two orders above (porting bug 09: 0.13 at layers.2.attn.q).
  *
@@ -66,7 +66,7 @@ public final class LlamaCppSelfCheck {
 
     public int tokenCount() { return config == null ? QWEN35_PROMPT + QWEN35_DECODE : defaultTokenCount(config); }
 
-    /** As {@link SelfCheck#defaultPromptLength()}: longer than the sliding window. */
+    /** As Gemma 4's {@code SelfCheck.defaultPromptLength()}: longer than the sliding window. */
     public static int defaultPromptLength(Gemma4Config config) { return Math.min(2 * config.slidingWindow() + 3, 64); }
 
     /** The total tokens of {@link #defaultTokens()}: the prompt, then greedy steps past the window. */
@@ -130,7 +130,7 @@ public final class LlamaCppSelfCheck {
         var plan = new ArrayList<Supplier<SelfCheckResult>>();
         plan.add(() -> stateReadsMatchWrites(tokens, promptLength));
         plan.add(() -> decodeVsPrefill(tokens, promptLength));
-        plan.add(() -> SelfCheck.firstDisagreement("one-token-steps", "every token its own step vs one pass over all " + tokens.length + " tokens",
+        plan.add(() -> Agreement.firstDisagreement("one-token-steps", "every token its own step vs one pass over all " + tokens.length + " tokens",
                 onePass(tokens), record(tokens, RecurrentSelfCheck.chunks(tokens.length, 1)), TOLERANCE));
         for (int chunk : new int[]{3, 65}) plan.add(() -> chunkedVsOnePass(tokens, chunk));
         for (int ubatch : new int[]{3, 65}) plan.add(() -> ubatchedVsOnePass(tokens, ubatch));
@@ -141,7 +141,7 @@ public final class LlamaCppSelfCheck {
     /** All tokens in one llama_decode call that llama.cpp splits into ubatches of {@code ubatch} (one graph each). */
     public SelfCheckResult ubatchedVsOnePass(int[] tokens, int ubatch) {
         var layout = new LlamaContext.Layout(options.contextLength(), ubatch, 1, true);
-        return SelfCheck.firstDisagreement("ubatch-" + ubatch, "all " + tokens.length + " tokens in one call, computed by llama.cpp in ubatches of "
+        return Agreement.firstDisagreement("ubatch-" + ubatch, "all " + tokens.length + " tokens in one call, computed by llama.cpp in ubatches of "
                 + ubatch + " (n_ubatch), vs one pass", onePass(tokens), record(tokens, new int[]{tokens.length}, layout, new RowRecorder()), TOLERANCE);
     }
 
@@ -152,7 +152,7 @@ public final class LlamaCppSelfCheck {
     public SelfCheckResult stateReadsMatchWrites(int[] tokens, int promptLength) {
         String c = "state-reads-match-writes", d = "each step reads the conv and recurrent states the step before wrote (bit-identical)";
         int reads = 0;
-        for (int[] splits : List.of(RecurrentSelfCheck.chunks(tokens.length, 1), SelfCheck.decodeSplits(tokens.length, promptLength),
+        for (int[] splits : List.of(RecurrentSelfCheck.chunks(tokens.length, 1), Agreement.decodeSplits(tokens.length, promptLength),
                 RecurrentSelfCheck.chunks(tokens.length, 3))) {
             var audit = record(tokens, splits, null, new StateAudit());
             reads += audit.reads;
@@ -168,15 +168,15 @@ public final class LlamaCppSelfCheck {
     }
 
     public SelfCheckResult decodeVsPrefill(int[] tokens, int promptLength) {
-        var splits = SelfCheck.decodeSplits(tokens.length, promptLength);
-        return SelfCheck.firstDisagreement("decode-vs-prefill",
+        var splits = Agreement.decodeSplits(tokens.length, promptLength);
+        return Agreement.firstDisagreement("decode-vs-prefill",
                 "prompt prefill + one-token decode steps vs one pass over all " + tokens.length + " tokens", onePass(tokens), record(tokens, splits), TOLERANCE);
     }
 
     public SelfCheckResult chunkedVsOnePass(int[] tokens, int chunk) {
         var splits = new ArrayList<Integer>();
         for (int p = 0; p < tokens.length; p += chunk) splits.add(Math.min(chunk, tokens.length - p));
-        return SelfCheck.firstDisagreement("chunked-prefill-" + chunk, "prefill in chunks of " + chunk + " vs one pass", onePass(tokens),
+        return Agreement.firstDisagreement("chunked-prefill-" + chunk, "prefill in chunks of " + chunk + " vs one pass", onePass(tokens),
                 record(tokens, splits.stream().mapToInt(Integer::intValue).toArray()), TOLERANCE);
     }
 

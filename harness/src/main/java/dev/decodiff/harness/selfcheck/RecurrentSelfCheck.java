@@ -59,7 +59,7 @@ public final class RecurrentSelfCheck {
         var plan = new ArrayList<Supplier<SelfCheckResult>>();
         plan.add(() -> stateReadsMatchWrites(tokens, promptLength));
         plan.add(() -> split("decode-vs-prefill", "prompt prefill + one-token decode steps vs one-token steps throughout",
-                tokens, SelfCheck.decodeSplits(tokens.length, promptLength)));
+                tokens, Agreement.decodeSplits(tokens.length, promptLength)));
         plan.add(() -> split("chunked-prefill-all", "all " + tokens.length + " tokens in one pass (chunked kernel, "
                 + (tokens.length + 63) / 64 + " chunks) vs one-token steps", tokens, new int[]{tokens.length}));
         for (int chunk : new int[]{3, 65}) plan.add(() -> split("chunked-prefill-" + chunk, "prefill in chunks of " + chunk
@@ -104,7 +104,7 @@ public final class RecurrentSelfCheck {
     }
 
     private SelfCheckResult split(String check, String description, int[] tokens, int[] splits) {
-        return SelfCheck.firstDisagreement(check, description, tokenSteps(tokens), record(tokens, splits));
+        return Agreement.firstDisagreement(check, description, tokenSteps(tokens), record(tokens, splits));
     }
 
     static int[] chunks(int n, int chunk) {
@@ -120,7 +120,7 @@ public final class RecurrentSelfCheck {
     public SelfCheckResult stateReadsMatchWrites(int[] tokens, int promptLength) {
         String c = "state-reads-match-writes", d = "each step reads the conv and recurrent states the step before wrote (bit-identical)";
         int reads = 0;
-        for (int[] splits : List.of(chunks(tokens.length, 1), SelfCheck.decodeSplits(tokens.length, promptLength), chunks(tokens.length, 3))) {
+        for (int[] splits : List.of(chunks(tokens.length, 1), Agreement.decodeSplits(tokens.length, promptLength), chunks(tokens.length, 3))) {
             var audit = new StateAudit();
             var s = session(audit);
             int pos = 0;
@@ -145,7 +145,7 @@ public final class RecurrentSelfCheck {
         var plain = session(null);
         var probed = session((point, shape, data) -> null);
         int pos = 0, step = 0;
-        for (int len : SelfCheck.decodeSplits(tokens.length, promptLength)) {
+        for (int len : Agreement.decodeSplits(tokens.length, promptLength)) {
             var chunk = Arrays.copyOfRange(tokens, pos, pos + len);
             float[] a = plain.forward(chunk), b = probed.forward(chunk);
             if (!Arrays.equals(a, b))
@@ -173,14 +173,14 @@ public final class RecurrentSelfCheck {
         s.restore(snap);
         s.setProbe(again);
         decode(s, tokens, promptLength);
-        var r = SelfCheck.firstDisagreement(c, d, first, again, 0);
+        var r = Agreement.firstDisagreement(c, d, first, again, 0);
         if (!r.passed()) return r;
         var fresh = session(null);
         var other = new RowRecorder();
         fresh.restore(snap);
         fresh.setProbe(other);
         decode(fresh, tokens, promptLength);
-        return SelfCheck.firstDisagreement(c, d, first, other, 0);
+        return Agreement.firstDisagreement(c, d, first, other, 0);
     }
 
     private static void decode(ModelSession s, int[] tokens, int from) {
@@ -195,7 +195,7 @@ public final class RecurrentSelfCheck {
     public SelfCheckResult prefixReuse(int[] tokens, int promptLength) {
         int prefix = prefixLength(promptLength);
         var reused = resumed(tokens, promptLength, prefix, s -> s);
-        return SelfCheck.firstDisagreement("prefix-reuse", "resumed from a checkpoint at position " + prefix
+        return Agreement.firstDisagreement("prefix-reuse", "resumed from a checkpoint at position " + prefix
                 + " (after another conversation went on from it) vs a cold run", cold(tokens, promptLength, prefix), reused);
     }
 
@@ -219,15 +219,15 @@ public final class RecurrentSelfCheck {
             return snap.withRecurrentStateOf(atEarlier[0]);
         } : ModelSession.State::withoutRecurrentState);
         if (reused == null) return SelfCheckResult.pass(check, d, "not applicable: the model has no recurrent state");
-        var r = SelfCheck.firstDisagreement(check, d, cold(tokens, promptLength, prefix), reused);
+        var r = Agreement.firstDisagreement(check, d, cold(tokens, promptLength, prefix), reused);
         if (r.passed())
-            return new SelfCheckResult(check, d, false, prefix, null, 0, SelfCheck.TOLERANCE,
+            return new SelfCheckResult(check, d, false, prefix, null, 0, Agreement.TOLERANCE,
                     "the wrong reuse went unnoticed: every cell agrees with the cold run (" + r.detail() + ")");
         boolean atState = r.position() == prefix && r.point() != null
                 && (r.point().endsWith("." + CapturePoints.LINEAR_CONV_STATE_READ) || r.point().endsWith("." + CapturePoints.LINEAR_STATE_READ));
         String where = Fmt.format("position %d, %s (rel L2 %.3g)", r.position(), r.point(), r.relL2());
         if (atState) return SelfCheckResult.pass(check, d, "caught at " + where);
-        return new SelfCheckResult(check, d, false, r.position(), r.point(), r.relL2(), SelfCheck.TOLERANCE,
+        return new SelfCheckResult(check, d, false, r.position(), r.point(), r.relL2(), Agreement.TOLERANCE,
                 "caught at " + where + ", not at the state read of position " + prefix);
     }
 

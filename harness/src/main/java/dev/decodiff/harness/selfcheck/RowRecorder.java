@@ -13,9 +13,9 @@ import java.util.Map;
  * state (Qwen3.5's linear.conv_state_read / state_read, read at a step's start) is kept under the step's first
  * position, the one computed from it; a state written at a step's end (conv_state, state) under its last position.
  */
-final class RowRecorder implements Probe {
+public final class RowRecorder implements Probe {
     /** point → position → row. */
-    final Map<String, Map<Integer, float[]>> rows = new HashMap<>();
+    public final Map<String, Map<Integer, float[]>> rows = new HashMap<>();
     private int start;
     private int length;
 

@@ -11,7 +11,7 @@ import java.util.Map;
 /**
  * Watches a recurrent model's state hand-over inside one run: the conv and recurrent state a step reads at its start
  * must be, bit for bit, the state the step before wrote at its end (nothing may touch a state between two steps).
- * The recurrent counterpart of {@link CacheAudit}: a state dropped, zeroed or read from a stale buffer shows here at
+ * The recurrent counterpart of {@code CacheAudit} (Gemma 4's): a state dropped, zeroed or read from a stale buffer shows here at
  * the read itself, before anything computed from it.
  */
 final class StateAudit implements Probe {

@@ -1,5 +1,6 @@
 package dev.decodiff.harness.selftest;
 
+import dev.decodiff.harness.arch.gemma4.selfcheck.PolicyChecks;
 import dev.decodiff.engine.CapturePoints;
 import dev.decodiff.engine.Fault;
 import dev.decodiff.engine.Gemma4Config;

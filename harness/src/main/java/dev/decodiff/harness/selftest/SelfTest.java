@@ -7,13 +7,13 @@ import dev.decodiff.engine.Gemma4Model;
 import dev.decodiff.engine.LayerType;
 import dev.decodiff.harness.BadInputException;
 import dev.decodiff.harness.bisect.BisectResult;
-import dev.decodiff.harness.bisect.Bisector;
-import dev.decodiff.harness.bisect.VariantMargins;
+import dev.decodiff.harness.arch.gemma4.bisect.Bisector;
+import dev.decodiff.harness.arch.gemma4.bisect.VariantMargins;
 import dev.decodiff.harness.compare.ToleranceProfile;
 import dev.decodiff.harness.dump.DumpManifest;
 import dev.decodiff.harness.dump.DumpReader;
-import dev.decodiff.harness.selfcheck.PolicyChecks;
-import dev.decodiff.harness.selfcheck.SelfCheck;
+import dev.decodiff.harness.arch.gemma4.selfcheck.PolicyChecks;
+import dev.decodiff.harness.arch.gemma4.selfcheck.SelfCheck;
 import dev.decodiff.harness.selfcheck.SelfCheckResult;
 
 import java.io.IOException;

@@ -38,7 +38,7 @@ public final class SelfTestReport {
     static String margin(double m) { return Fmt.rel(m) + "×"; }
 
     /** "layers.0.attn.out  attention — the scores scaled by 1/√d (d = 32)". */
-    static String marginRow(dev.decodiff.harness.bisect.VariantMargins.Margin m) {
+    static String marginRow(dev.decodiff.harness.arch.gemma4.bisect.VariantMargins.Margin m) {
         return Fmt.pad(m.point(), 22) + m.op() + " — " + m.variant();
     }
 

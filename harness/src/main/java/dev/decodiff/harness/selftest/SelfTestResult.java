@@ -1,7 +1,7 @@
 package dev.decodiff.harness.selftest;
 
 import dev.decodiff.engine.Fault;
-import dev.decodiff.harness.bisect.VariantMargins;
+import dev.decodiff.harness.arch.gemma4.bisect.VariantMargins;
 import dev.decodiff.harness.compare.detect.Finding;
 
 import java.util.List;

@@ -3,7 +3,7 @@ package dev.decodiff.harness.testing;
 import dev.decodiff.harness.compare.Comparison;
 import dev.decodiff.harness.compare.ComparisonResult;
 import dev.decodiff.harness.compare.ToleranceProfile;
-import dev.decodiff.harness.live.LiveCandidate;
+import dev.decodiff.harness.arch.gemma4.LiveCandidate;
 import dev.decodiff.harness.report.VerdictText;
 import org.assertj.core.api.AbstractAssert;
 

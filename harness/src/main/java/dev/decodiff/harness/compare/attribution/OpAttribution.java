@@ -25,26 +25,26 @@ import java.util.function.Function;
  */
 public abstract class OpAttribution {
     /** Local errors at or below this are fp32 noise: the fp32 defaults, whatever profile judges the accumulated error. */
-    static final ToleranceProfile FP32 = ToleranceProfile.defaults();
+    protected static final ToleranceProfile FP32 = ToleranceProfile.defaults();
 
-    final boolean everyCell;
+    protected final boolean everyCell;
     /** The precision class the side states it computes in (its producer's dtype): F32, BF16, F16; null when unstated. */
-    final Format stated;
+    protected final Format stated;
     /** This instance attributes the reference: only its stated precision may explain its ops. */
-    final boolean reference;
+    protected final boolean reference;
     /** The precision class whose envelope first judged a cell of this side (an unstated side keeps to it). */
-    Format envelopeClass;
-    final Map<String, LocalError> errors = new LinkedHashMap<>();
-    int step, start, T;
+    protected Format envelopeClass;
+    protected final Map<String, LocalError> errors = new LinkedHashMap<>();
+    protected int step, start, T;
     /** The precision that explained each cache read or state read (what the side's store demonstrably holds), kept across steps. */
-    final Map<String, Precision> readExplained = new HashMap<>();
+    protected final Map<String, Precision> readExplained = new HashMap<>();
     /** The op being judged hands back precomputed outcomes (the whole-layer shadows): it cannot be sampled again. */
-    boolean precomputed;
+    protected boolean precomputed;
     /** The op being judged under a rewiring (its known porting variants), where the op has them; null otherwise. */
-    java.util.function.BiFunction<Precision, Rewire, float[]> variants;
-    Rewire.Op variantOp;
+    protected java.util.function.BiFunction<Precision, Rewire, float[]> variants;
+    protected Rewire.Op variantOp;
 
-    OpAttribution(boolean everyCell, Format stated, boolean reference) {
+    protected OpAttribution(boolean everyCell, Format stated, boolean reference) {
         this.everyCell = everyCell;
         this.stated = stated;
         this.reference = reference;
@@ -81,10 +81,10 @@ public abstract class OpAttribution {
 
     public Map<String, LocalError> errors() { return errors; }
 
-    static String key(int step, String point) { return step + "/" + point; }
+    protected static String key(int step, String point) { return step + "/" + point; }
 
     /** The precision class a producer's dtype names: float32 → F32, bfloat16 → BF16, float16 → F16; else null. */
-    static Format classOf(String dtype) {
+    protected static Format classOf(String dtype) {
         if (dtype == null) return null;
         return switch (dtype.toLowerCase(java.util.Locale.ROOT)) {
             case "float32", "fp32", "f32" -> Format.F32;
@@ -95,7 +95,7 @@ public abstract class OpAttribution {
     }
 
     /** Local error of an op, then — over fp32 noise — the given precision hypotheses. rowMask: rows to judge (null: all). */
-    LocalError judge(String point, String kind, float[] cand, double tol, Function<Precision, float[]> given, boolean[] rowMask,
+    protected LocalError judge(String point, String kind, float[] cand, double tol, Function<Precision, float[]> given, boolean[] rowMask,
                              String from, String granularity, List<Precision> hypotheses) {
         var every = hypotheses;
         if (reference) hypotheses = hypotheses.stream().filter(h -> h.activations() == stated && stated != Format.F32 && onlyActivations(h)).toList();
@@ -208,7 +208,7 @@ public abstract class OpAttribution {
      * A router's decision counts as a near-tie when its k-th and next expert's probabilities are within this fraction
      * of each other: rounding the router's input and matrix in bf16 moves its probabilities by about that much.
      */
-    static final double ROUTER_TIE = 0x1p-5;
+    protected static final double ROUTER_TIE = 0x1p-5;
 
     /**
      * The routing decisions at a near-tie that, taken the other way, bring the exact op closer to the candidate (each
@@ -269,7 +269,7 @@ public abstract class OpAttribution {
     /** Samples of an envelope: enough to find its edge at one op, few enough to keep attribution cheap. */
     private static final int SAMPLES = 3;
     /** The margin over the largest sampled local error within which a local error is that class's rounding. */
-    static final double KAPPA = 1.5;
+    protected static final double KAPPA = 1.5;
 
     /**
      * The largest local error the precision class of h produces at this op: its round-to-nearest outcome and
@@ -311,19 +311,25 @@ public abstract class OpAttribution {
     }
 
     /** A hypothesis that runs a whole chain of half-precision roundings, whose outcome depends on its order of arithmetic. */
-    static boolean isChain(Precision h) {
+    protected static boolean isChain(Precision h) {
         return h.activations() != Format.F32 || h.attention() == Precision.Attention.GGML_FLASH;
     }
 
     /** The explanation of a reference op that only a precision its stated dtype does not cover reproduces. */
     public static final String REPRODUCED_BY = "reproduced only by ";
 
+    /**
+     * The bug class a hybrid model's attribution names where a recurrent state comes back rounded (Qwen3.5): the
+     * verdict words it as the divergence itself, not as a near miss of precision, whichever plug-in found it.
+     */
+    public static final String STATE_KEPT_IN = "recurrent state kept in ";
+
     /** At most this many near-tie roundings are tried the other way per cell (the first met). */
     private static final int MAX_TIES = 48;
 
 
     /** rel L2 of {@code got} against {@code want} over the elements of mask (all when null). */
-    static double rel(float[] got, float[] want, boolean[] mask) {
+    protected static double rel(float[] got, float[] want, boolean[] mask) {
         double n = 0, d = 0;
         for (int i = 0; i < got.length; i++) {
             if (mask != null && !mask[i]) continue;

@@ -1,0 +1,43 @@
+package dev.decodiff.harness.arch;
+
+import dev.decodiff.engine.arch.Architecture;
+import dev.decodiff.engine.arch.LoadedModel;
+import dev.decodiff.harness.compare.CellStats;
+import dev.decodiff.harness.compare.attribution.OpAttribution;
+import dev.decodiff.harness.compare.detect.Finding;
+import dev.decodiff.harness.compare.detect.ReferenceHistory;
+import dev.decodiff.harness.dump.StepTensors;
+
+import java.nio.file.Path;
+import java.util.Optional;
+
+/**
+ * The harness side of an architecture plug-in: what the generic commands ask of one model family beyond the engine
+ * seam ({@link Architecture}, {@link LoadedModel}). Each architecture has one, found by {@link ArchitectureSupports#of};
+ * a method's default is the answer for a family that does not offer the feature, and the generic code then says so.
+ */
+public interface ArchitectureSupport {
+    /** The engine-side plug-in this one completes. */
+    Architecture architecture();
+
+    /**
+     * Local attribution over a loaded model of this architecture: its ops recomputed from a side's own inputs. Null
+     * where the family's ops are not described for recomputation (every cell is then judged by accumulated error).
+     *
+     * @param everyCell measure every cell (a third-party candidate); false: only cells over tolerance
+     * @param gguf      the GGUF llama.cpp runs (its stored matrices may become a precision hypothesis), or null
+     */
+    default OpAttribution attribution(LoadedModel model, boolean everyCell, Path gguf) { return null; }
+
+    /**
+     * Bisect's detectors on the culprit cell of another engine's local output (llama.cpp fed the reference's inputs
+     * and cache history): the finding that names the bug, or null where none fits or the architecture has none.
+     */
+    default Finding explainCulprit(Path checkpoint, CellStats cell, StepTensors ref, StepTensors local, ReferenceHistory history) { return null; }
+
+    /**
+     * The engine that takes decodiff's whole engine options (--kv-cache, --matmul); empty where the architecture runs
+     * through the seam alone, with its catalog faults only.
+     */
+    default Optional<TunableEngine> tunableEngine() { return Optional.empty(); }
+}

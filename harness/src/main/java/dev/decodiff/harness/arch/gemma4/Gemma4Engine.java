@@ -1,0 +1,75 @@
+package dev.decodiff.harness.arch.gemma4;
+
+import dev.decodiff.harness.live.ObserverCheck;
+import dev.decodiff.engine.EngineOptions;
+import dev.decodiff.engine.Gemma4Model;
+import dev.decodiff.engine.Probe;
+import dev.decodiff.engine.arch.Gemma4Architecture;
+import dev.decodiff.engine.arch.LoadedModel;
+import dev.decodiff.engine.arch.ModelSession;
+import dev.decodiff.harness.arch.TunableEngine;
+import dev.decodiff.harness.arch.gemma4.bisect.Bisector;
+import dev.decodiff.harness.bisect.BisectResult;
+import dev.decodiff.harness.compare.StreamingCandidate;
+import dev.decodiff.harness.compare.ToleranceProfile;
+import dev.decodiff.harness.dump.DumpManifest;
+import dev.decodiff.harness.dump.DumpReader;
+import dev.decodiff.harness.live.EngineSetup;
+import dev.decodiff.harness.arch.gemma4.LiveCandidate;
+import dev.decodiff.harness.arch.gemma4.selfcheck.SelfCheck;
+
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Set;
+
+/** Gemma 4's engine ({@link Gemma4Model} and its sessions) with every engine option. */
+final class Gemma4Engine implements TunableEngine {
+    static final Gemma4Engine INSTANCE = new Gemma4Engine();
+
+    private Gemma4Engine() {}
+
+    /** The Gemma 4 model behind the seam; only a model this engine loaded (or the registry's Gemma 4 load) is one. */
+    static Gemma4Model model(LoadedModel m) { return ((Gemma4Architecture.Loaded) m).model(); }
+
+    @Override
+    public LoadedModel load(Path dir, long decodedTokens) { return Gemma4Architecture.INSTANCE.wrap(Gemma4Model.load(dir, decodedTokens)); }
+
+    @Override
+    public LoadedModel load(Path dir) { return Gemma4Architecture.INSTANCE.wrap(Gemma4Model.load(dir)); }
+
+    @Override
+    public void checkFits(LoadedModel model, EngineOptions options) { EngineSetup.checkKvFits(model(model), options); }
+
+    @Override
+    public ModelSession session(LoadedModel model, EngineOptions options, Probe probe) {
+        return Gemma4Architecture.session(model(model).newSession(options.withProbe(probe)));
+    }
+
+    @Override
+    public DumpManifest.Producer producer(LoadedModel model, EngineOptions options, List<String> commandOptions) {
+        return EngineSetup.producer(options, commandOptions, model(model));
+    }
+
+    @Override
+    public StreamingCandidate live(LoadedModel model, EngineOptions options, DumpManifest reference, Set<String> points,
+                                   ObserverCheck check) {
+        return LiveCandidate.forPoints(model(model), options, reference, points, check);
+    }
+
+    @Override
+    public BisectResult bisect(LoadedModel model, EngineOptions options, DumpReader reference, ToleranceProfile profile) {
+        EngineSetup.checkKvFits(model(model), options);
+        return new Bisector(model(model), options, reference, profile).run();
+    }
+
+    @Override
+    public SelfCheckRun selfCheck(LoadedModel model, EngineOptions options) {
+        var m = model(model);
+        EngineSetup.checkKvFits(m, options);
+        var check = new SelfCheck(m, options);
+        int[] tokens = check.defaultTokens();
+        int prompt = check.defaultPromptLength();
+        var results = check.runEverything(tokens, prompt);
+        return new SelfCheckRun(tokens, prompt, m.config().slidingWindow(), results);
+    }
+}

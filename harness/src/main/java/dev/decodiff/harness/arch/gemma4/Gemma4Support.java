@@ -1,0 +1,46 @@
+package dev.decodiff.harness.arch.gemma4;
+
+import dev.decodiff.engine.arch.Architecture;
+import dev.decodiff.engine.arch.Gemma4Architecture;
+import dev.decodiff.engine.arch.LoadedModel;
+import dev.decodiff.harness.arch.ArchitectureSupport;
+import dev.decodiff.harness.arch.TunableEngine;
+import dev.decodiff.engine.Gemma4Model;
+import dev.decodiff.harness.arch.gemma4.bisect.Bisector;
+import dev.decodiff.harness.compare.CellStats;
+import dev.decodiff.harness.compare.attribution.OpAttribution;
+import dev.decodiff.harness.compare.detect.DetectorContext;
+import dev.decodiff.harness.compare.detect.Detectors;
+import dev.decodiff.harness.compare.detect.Finding;
+import dev.decodiff.harness.compare.detect.ReferenceHistory;
+import dev.decodiff.harness.dump.StepTensors;
+
+import java.nio.file.Path;
+import java.util.Optional;
+
+/** Gemma 4's harness plug-in. */
+public final class Gemma4Support implements ArchitectureSupport {
+    public static final Gemma4Support INSTANCE = new Gemma4Support();
+
+    private Gemma4Support() {}
+
+    @Override public Architecture architecture() { return Gemma4Architecture.INSTANCE; }
+
+    /** Gemma 4's ops ({@code Gemma4Ops}); llama.cpp's GGUF plays no part (the folder's own types are read). */
+    @Override
+    public OpAttribution attribution(LoadedModel model, boolean everyCell, Path gguf) {
+        return new LocalAttribution(((Gemma4Architecture.Loaded) model).model(), everyCell);
+    }
+
+    /** Bisect's detectors (Gemma 4's ops recomputed under their variants) with the checkpoint's weights. */
+    @Override
+    public Finding explainCulprit(Path checkpoint, CellStats cell, StepTensors ref, StepTensors local, ReferenceHistory history) {
+        try (var model = Gemma4Model.load(checkpoint)) {
+            var ctx = new DetectorContext(cell, ref, local, DetectorContext.nearEqual(cell.tolerance()), model, history);
+            return Detectors.explain(Bisector.DETECTORS, ctx);
+        }
+    }
+
+    @Override
+    public Optional<TunableEngine> tunableEngine() { return Optional.of(Gemma4Engine.INSTANCE); }
+}

@@ -1,6 +1,0 @@
-package dev.decodiff.harness.sweep;
-
-/** A schedule that cannot run as written (a feed past its stream, a restore of an unknown snapshot): bad input, not an engine finding. */
-public final class BadScheduleException extends IllegalArgumentException {
-    public BadScheduleException(String message) { super(message); }
-}
