@@ -17,11 +17,21 @@ What MLX (mlx-lm / mlx-vlm) writes for a Gemma 4 model, reproduced from its docu
     expert's rows), "experts.down_proj" [E, H, I] renamed "experts.switch_glu.down_proj.weight"; these 3-D weights
     are quantized like the 2-D ones (per expert row), codes [E, rows, cols*bits/32], scales/biases [E, rows, cols/group].
 
+What mlx-lm writes for a Qwen3.5 model (its qwen3_5 / qwen3_5_moe sanitize, applied before saving):
+  * the causal conv's kernel as [C, K, 1] (transformers: [C, 1, K]); mlx-lm tells a converted file by this shape;
+  * the +1 of the zero-centred RMSNorms folded into their weights (input_layernorm, post_attention_layernorm, the final
+    norm, q_norm, k_norm; not linear_attn.norm), computed in the stored dtype, because MLX's RMSNorm multiplies by w;
+  * MoE experts stacked as "mlp.switch_mlp.{gate,up,down}_proj.weight" [E, I, H] / [E, H, I]; with quantization the
+    router ("mlp.gate") and "mlp.shared_expert_gate" in 8 bits, group 64, where 64 divides their rows;
+  * media towers dropped.
+
 Usage:
   make_mlx_checkpoints.py models          # writes checkpoints/gemma4-tiny-mlx4, -mlx8, gemma4-tiny-ple-mlx4,
-                                          # gemma4-tiny-moe-mlx4
-  make_mlx_checkpoints.py convert SRC OUT [--bits 4] [--group-size 64]
-                                          # any float Gemma4ForCausalLM folder in the MLX layout
+                                          # gemma4-tiny-moe-mlx4, qwen35-tiny-mlx-lm, qwen35-tiny-moe-mlx-lm
+  make_mlx_checkpoints.py convert SRC OUT [--bits 4] [--group-size 64] [--dtype float32]
+                                          # any float Gemma 4 or Qwen3.5 folder in the MLX layout (--bits 0: not
+                                          # quantized, as mlx_lm.convert without -q; --dtype float32: every float
+                                          # tensor stored in fp32, so the folded norms lose nothing)
   make_mlx_checkpoints.py packing OUT     # a fixture of every bits x group size: packed, scales, biases, codes,
                                           # dequantized (for the engine's unit test)
   make_mlx_checkpoints.py dequantize MLX_DIR OUT_DIR
@@ -53,6 +63,9 @@ MODELS = [
     ("gemma4-tiny-ple", "gemma4-tiny-ple-mlx4", 4, 64, {"layers.4.mlp.gate_proj": (8, 128)}),
     # the router in 8 bits, as mixed-precision MoE conversions keep it
     ("gemma4-tiny-moe", "gemma4-tiny-moe-mlx4", 4, 64, {"layers.1.router.proj": (8, 64)}),
+    # mlx-lm's Qwen3.5 layout, unquantized and in fp32 (the folded norms exact): the same models as their sources
+    ("qwen35-tiny", "qwen35-tiny-mlx-lm", 0, 64, {}, "float32"),
+    ("qwen35-tiny-moe", "qwen35-tiny-moe-mlx-lm", 0, 64, {}, "float32"),
 ]
 GLU = ".experts.switch_glu."
 
@@ -220,7 +233,34 @@ def sha256_file(path):
 
 def quantizable(name, dtype, a):
     """Linear and Embedding weights: 2-D ".weight" tensors (norm weights are 1-D), and SwitchGLU's 3-D expert stacks."""
-    return name.endswith(".weight") and (a.ndim == 2 or (a.ndim == 3 and GLU in name)) and dtype in ("BF16", "F32", "F16")
+    return name.endswith(".weight") and (a.ndim == 2 or (a.ndim == 3 and (GLU in name or QWEN_SWITCH in name))) and dtype in ("BF16", "F32", "F16")
+
+
+QWEN_SWITCH = ".mlp.switch_mlp."
+QWEN_FOLDED_NORMS = (".input_layernorm.weight", ".post_attention_layernorm.weight", "model.norm.weight", ".q_norm.weight", ".k_norm.weight")
+
+
+def qwen35_mlx_lm_layout(tensors):
+    """transformers' Qwen3.5 tensors (under "model.") -> what mlx-lm's sanitize makes of them before it saves."""
+    out = {}
+    for key, (dtype, a) in tensors.items():
+        if key.startswith("model.visual.") or ".mtp." in key or key.startswith("mtp."):
+            continue
+        if "conv1d.weight" in key and a.ndim == 3 and a.shape[-1] != 1:
+            out[key] = (dtype, np.ascontiguousarray(np.swapaxes(a, 1, 2)))
+        elif key.endswith(QWEN_FOLDED_NORMS) and a.ndim == 1:
+            w = as_f32(dtype, a) + np.float32(1.0)  # one rounding to the stored dtype, as MLX's v + 1.0 does
+            out[key] = (dtype, f32_to_bf16(w) if dtype == "BF16" else w.astype(NP[dtype]))
+        elif key.endswith(".mlp.experts.gate_up_proj"):
+            base = key[: -len(".mlp.experts.gate_up_proj")]
+            half = a.shape[-2] // 2
+            out[base + QWEN_SWITCH + "gate_proj.weight"] = (dtype, np.ascontiguousarray(a[..., :half, :]))
+            out[base + QWEN_SWITCH + "up_proj.weight"] = (dtype, np.ascontiguousarray(a[..., half:, :]))
+        elif key.endswith(".mlp.experts.down_proj"):
+            out[key[: -len(".mlp.experts.down_proj")] + QWEN_SWITCH + "down_proj.weight"] = (dtype, a)
+        else:
+            out[key] = (dtype, a)
+    return out
 
 
 def to_switch_glu(tensors):
@@ -255,29 +295,46 @@ def from_switch_glu(tensors):
     return out
 
 
-def make_model(src, name, bits, group, overrides):
-    convert(os.path.join(HERE, src), os.path.join(HERE, name), bits, group, overrides)
+def make_model(src, name, bits, group, overrides, dtype=None):
+    convert(os.path.join(HERE, src), os.path.join(HERE, name), bits, group, overrides, dtype)
 
 
-def convert(sdir, odir, bits, group, overrides):
+def convert(sdir, odir, bits, group, overrides, dtype=None):
     name = os.path.basename(os.path.normpath(odir))
     text_cfg = json.load(open(os.path.join(sdir, "config.json")))
+    qwen = text_cfg.get("model_type", "").startswith("qwen3_5") or text_cfg.get("text_config", {}).get("model_type", "").startswith("qwen3_5")
+    if "text_config" in text_cfg:  # a multimodal folder: its text model's config
+        text_cfg = dict(text_cfg["text_config"], tie_word_embeddings=text_cfg.get("tie_word_embeddings", text_cfg["text_config"].get("tie_word_embeddings", False)))
     tensors = {}
     for f in sorted(os.listdir(sdir)):
         if f.endswith(".safetensors"):
-            tensors.update(read_safetensors(os.path.join(sdir, f)))
-    tensors = to_switch_glu(tensors)
+            for k, v in read_safetensors(os.path.join(sdir, f)).items():
+                tensors["model." + k[len("model.language_model."):] if k.startswith("model.language_model.") else k] = v
+    if dtype == "float32":
+        tensors = {k: (("F32", as_f32(d, a)) if d in ("BF16", "F16", "F32") else (d, a)) for k, (d, a) in tensors.items()}
+    if qwen:
+        tensors = qwen35_mlx_lm_layout(tensors)
+        if bits and text_cfg.get("num_experts"):
+            for key, (d, a) in tensors.items():  # mlx-lm's quant_predicate: router and shared-expert gate in 8 bits
+                if key.endswith((".mlp.gate.weight", ".mlp.shared_expert_gate.weight")) and a.shape[-1] % 64 == 0:
+                    overrides = dict(overrides, **{key[len("model."):-len(".weight")]: (8, 64)})
+    else:
+        tensors = to_switch_glu(tensors)
     quant = {"group_size": group, "bits": bits, "mode": "affine"}
     for m, (b, g) in overrides.items():
         quant[PREFIX + m] = {"group_size": g, "bits": b}
     out, n_q, n_float = {}, 0, 0
     for key, (dtype, a) in tensors.items():
+        if key == "lm_head.weight":  # beside the text model, as mlx-lm names it; kept float here
+            out["language_model.lm_head.weight"] = (dtype, a)
+            n_float += 1
+            continue
         assert key.startswith("model."), key
         mod = key[len("model."):]
         full = PREFIX + mod
         m = mod[: -len(".weight")] if mod.endswith(".weight") else None
         b, g = overrides.get(m, (bits, group))
-        if quantizable(key, dtype, a) and a.shape[-1] % g == 0:
+        if bits and quantizable(key, dtype, a) and a.shape[-1] % g == 0:
             pk, s, bi = quantize_rows(dtype, a, b, g)
             out[full] = ("U32", pk)
             out[PREFIX + m + ".scales"] = ("BF16", s)
@@ -294,8 +351,7 @@ def convert(sdir, odir, bits, group, overrides):
     os.makedirs(odir)
     write_safetensors(os.path.join(odir, "model.safetensors"), out, {"format": "mlx"})
     if text_cfg.get("model_type", "").startswith("qwen3_5"):
-        # Qwen3.5's multimodal wrapper (the text model under "language_model", as mlx-vlm names it); the tensors keep
-        # transformers' layout and values (conv1d [C, 1, K], the (1+w) norm offsets as stored)
+        # Qwen3.5's multimodal wrapper (the text model under "language_model"), the tensors in mlx-lm's layout
         wrapper = text_cfg["model_type"][: -len("_text")] if text_cfg["model_type"].endswith("_text") else text_cfg["model_type"]
         cfg = {
             "architectures": ["Qwen3_5MoeForConditionalGeneration" if "moe" in wrapper else "Qwen3_5ForConditionalGeneration"],
@@ -303,9 +359,9 @@ def convert(sdir, odir, bits, group, overrides):
             "text_config": text_cfg,
             "vision_config": {"model_type": wrapper},
             "tie_word_embeddings": text_cfg.get("tie_word_embeddings", False),
-            "quantization": quant,
-            "quantization_config": quant,
         }
+        if bits:
+            cfg["quantization"] = cfg["quantization_config"] = quant
     else:
         cfg = {
             "architectures": ["Gemma4ForConditionalGeneration"],
@@ -336,7 +392,7 @@ def cmd_models(_):
 
 def cmd_convert(args):
     """Any float Gemma4ForCausalLM or Qwen3_5ForCausalLM folder (weights under "model.") -> the MLX layout at --bits / --group-size."""
-    convert(args.src, args.out, args.bits, args.group_size, {})
+    convert(args.src, args.out, args.bits, args.group_size, {}, args.dtype)
 
 
 def cmd_packing(args):
@@ -452,8 +508,9 @@ def main():
     c = sub.add_parser("convert")
     c.add_argument("src")
     c.add_argument("out")
-    c.add_argument("--bits", type=int, default=4, choices=[2, 3, 4, 5, 6, 8])
+    c.add_argument("--bits", type=int, default=4, choices=[0, 2, 3, 4, 5, 6, 8])
     c.add_argument("--group-size", type=int, default=64, choices=[32, 64, 128])
+    c.add_argument("--dtype", choices=["float32"], help="store every float tensor in fp32 (default: as the source)")
     p = sub.add_parser("packing")
     p.add_argument("out")
     d = sub.add_parser("dequantize")

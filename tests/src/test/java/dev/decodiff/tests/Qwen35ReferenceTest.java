@@ -177,6 +177,22 @@ class Qwen35ReferenceTest {
         }
     }
 
+    /**
+     * mlx-lm's converted layout (the conv kernel as [C, K, 1], the +1 folded into the zero-centred norms, experts as
+     * switch_mlp stacks; checkpoints/make_mlx_checkpoints.py, unquantized in fp32 so the fold loses nothing) is read as
+     * the model it came from: every capture point of transformers' own reference of the original checkpoint matches.
+     * Read as transformers' layout, its norms would be 2 + w.
+     */
+    @ParameterizedTest(name = "{0}")
+    @org.junit.jupiter.params.provider.ValueSource(strings = {"qwen35-tiny", "qwen35-tiny-moe"})
+    void mlxLmLayoutMatchesTheOriginalsReference(String checkpoint) throws Exception {
+        Path root = ReferenceCases.repoRoot();
+        var r = Cli.run("compare", root.resolve("reference-dumps/" + checkpoint + "/long").toString(),
+                "--model", root.resolve("checkpoints/" + checkpoint + "-mlx-lm").toString(), "--allow-mismatch", "--json");
+        assertThat(r.code()).as(r.toString()).isZero();
+        assertThat(r.json().get("verdict").asText()).as(r.toString()).isEqualTo("match");
+    }
+
     /** The registry picks Qwen3.5 by model_type, also through a multimodal wrapper's text_config. */
     @Test
     void registryChoosesByModelType() {

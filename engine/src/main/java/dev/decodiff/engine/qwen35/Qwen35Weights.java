@@ -8,8 +8,9 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * All weights of a Qwen3.5 text model, checked against the config's shapes. Norm vectors are kept as stored: the
- * (1+w) offsets of the zero-centred norms and the plain weight of the gated norm are applied where they are used.
+ * All weights of a Qwen3.5 text model, checked against the config's shapes. Norm vectors are kept as transformers
+ * stores them (mlx-lm's, with the +1 folded in, are unfolded at load): the (1+w) offsets of the zero-centred norms and
+ * the plain weight of the gated norm are applied where they are used.
  */
 public record Qwen35Weights(WeightMatrix embed, WeightMatrix lmHead, float[] finalNorm, List<Layer> layers) {
 
@@ -101,29 +102,57 @@ public record Qwen35Weights(WeightMatrix embed, WeightMatrix lmHead, float[] fin
                 throw new CheckpointException(f.dir() + ": tie_word_embeddings is false but lm_head.weight is missing; add it, or set tie_word_embeddings to true");
             head = f.matrix(name, V, H);
         }
+        boolean mlxLm = mlxLmLayout(f, c);
         var layers = new ArrayList<Layer>();
         for (int i = 0; i < c.numLayers(); i++) {
             String p = "layers." + i + ".";
-            Mixer mixer = c.mixer(i) == Qwen35Config.Mixer.LINEAR ? linear(f, c, p + "linear_attn.") : full(f, c, p + "self_attn.");
+            Mixer mixer = c.mixer(i) == Qwen35Config.Mixer.LINEAR ? linear(f, c, p + "linear_attn.", mlxLm) : full(f, c, p + "self_attn.", mlxLm);
             Ffn ffn = c.moe() ? moe(f, c, p + "mlp.") : dense(f, H, c.intermediate(), p + "mlp.");
-            layers.add(new Layer(vec(f, p + "input_layernorm.weight", H), vec(f, p + "post_attention_layernorm.weight", H), mixer, ffn));
+            layers.add(new Layer(norm(f, p + "input_layernorm.weight", H, mlxLm), norm(f, p + "post_attention_layernorm.weight", H, mlxLm), mixer, ffn));
         }
-        return new Qwen35Weights(embed, head, vec(f, "norm.weight", H), List.copyOf(layers));
+        return new Qwen35Weights(embed, head, norm(f, "norm.weight", H, mlxLm), List.copyOf(layers));
     }
 
-    private static Linear linear(CheckpointFiles f, Qwen35Config c, String p) {
+    /**
+     * Whether the checkpoint is in mlx-lm's converted layout, told by the conv kernel's shape: mlx-lm stores it as
+     * [C, K, 1] (MLX's conv weight order) where transformers stores [C, 1, K], and in the same conversion it folds the
+     * +1 of the zero-centred norms (input, post-attention, final, q and k — not the gated norm) into their weights,
+     * because its RMSNorm multiplies by w. mlx-lm decides from the same shape, so a file it converted says so this way.
+     */
+    private static boolean mlxLmLayout(CheckpointFiles f, Qwen35Config c) {
+        for (int i = 0; i < c.numLayers(); i++) {
+            if (c.mixer(i) != Qwen35Config.Mixer.LINEAR) continue;
+            var t = f.stored().get(f.prefix() + "layers." + i + ".linear_attn.conv1d.weight");
+            if (t == null) return false;
+            long[] s = t.shape();
+            return s.length == 3 && s[1] == c.convKernel() && s[2] == 1 && c.convKernel() != 1;
+        }
+        return false;
+    }
+
+    /** A zero-centred norm's weight w (the engine applies 1 + w); mlx-lm's files hold 1 + w, stored in their dtype. */
+    private static float[] norm(CheckpointFiles f, String name, long n, boolean mlxLm) {
+        float[] w = vec(f, name, n);
+        // exact where the stored 1 + w lies in [1/2, 2] (then the engine's 1 + w is the stored value), else one fp32 rounding
+        if (mlxLm) for (int j = 0; j < w.length; j++) w[j] -= 1f;
+        return w;
+    }
+
+    private static Linear linear(CheckpointFiles f, Qwen35Config c, String p, boolean mlxLm) {
         int H = c.hidden(), C = c.convDim(), hv = c.linearValueHeads(), K = c.convKernel();
+        // [C, 1, K] and mlx-lm's [C, K, 1] hold the taps in the same order: only the shape differs
+        var conv = mlxLm ? f.get(p + "conv1d.weight", C, K, 1) : f.get(p + "conv1d.weight", C, 1, K);
         return new Linear(f.matrix(p + "in_proj_qkv.weight", C, H), f.matrix(p + "in_proj_z.weight", c.valueDim(), H),
                 f.matrix(p + "in_proj_b.weight", hv, H), f.matrix(p + "in_proj_a.weight", hv, H),
-                f.get(p + "conv1d.weight", C, 1, K).toFloats(), vec(f, p + "dt_bias", hv), vec(f, p + "A_log", hv),
+                conv.toFloats(), vec(f, p + "dt_bias", hv), vec(f, p + "A_log", hv),
                 vec(f, p + "norm.weight", c.linearValueDim()), f.matrix(p + "out_proj.weight", H, c.valueDim()));
     }
 
-    private static Full full(CheckpointFiles f, Qwen35Config c, String p) {
+    private static Full full(CheckpointFiles f, Qwen35Config c, String p, boolean mlxLm) {
         int H = c.hidden(), d = c.headDim(), nh = c.numHeads(), nkv = c.numKvHeads();
         return new Full(f.matrix(p + "q_proj.weight", 2L * nh * d, H), f.matrix(p + "k_proj.weight", (long) nkv * d, H),
                 f.matrix(p + "v_proj.weight", (long) nkv * d, H), f.matrix(p + "o_proj.weight", H, (long) nh * d),
-                vec(f, p + "q_norm.weight", d), vec(f, p + "k_norm.weight", d));
+                norm(f, p + "q_norm.weight", d, mlxLm), norm(f, p + "k_norm.weight", d, mlxLm));
     }
 
     private static Dense dense(CheckpointFiles f, int H, int I, String p) {
@@ -131,9 +160,9 @@ public record Qwen35Weights(WeightMatrix embed, WeightMatrix lmHead, float[] fin
     }
 
     /**
-     * Experts in either layout: fused experts.gate_up_proj [E, 2I, H] (gate rows first) and experts.down_proj
-     * [E, H, I], as the released checkpoints store them; or experts.N.{gate,up,down}_proj.weight, as transformers'
-     * save_pretrained writes them.
+     * Experts in any of three layouts: fused experts.gate_up_proj [E, 2I, H] (gate rows first) and experts.down_proj
+     * [E, H, I], as the released checkpoints store them; mlx-lm's switch_mlp.{gate,up,down}_proj stacks; or
+     * experts.N.{gate,up,down}_proj.weight, as transformers' save_pretrained writes them.
      */
     private static Moe moe(CheckpointFiles f, Qwen35Config c, String p) {
         int E = c.numExperts(), I = c.moeIntermediate(), H = c.hidden();
@@ -149,6 +178,17 @@ public record Qwen35Weights(WeightMatrix embed, WeightMatrix lmHead, float[] fin
                 up[e] = gu.slice(e * 2 * I + I, I);
                 down[e] = dn.slice(e * H, H);
             }
+        } else if (f.has(p + "switch_mlp.gate_proj.weight")) {
+            // mlx-lm's stacked experts: the fused gate_up_proj split into its halves, [E, I, H] each
+            String sw = p + "switch_mlp.";
+            var g = f.matrix(sw + "gate_proj.weight", E * I, H, E, I, H);
+            var u = f.matrix(sw + "up_proj.weight", E * I, H, E, I, H);
+            var dn = f.matrix(sw + "down_proj.weight", E * H, I, E, H, I);
+            for (int e = 0; e < E; e++) {
+                gate[e] = g.slice(e * I, I);
+                up[e] = u.slice(e * I, I);
+                down[e] = dn.slice(e * H, H);
+            }
         } else if (f.has(x + "0.gate_proj.weight")) {
             for (int e = 0; e < E; e++) {
                 var d = dense(f, H, I, x + e + ".");
@@ -158,7 +198,7 @@ public record Qwen35Weights(WeightMatrix embed, WeightMatrix lmHead, float[] fin
             }
         } else {
             throw new CheckpointException(f.dir() + ": no experts for '" + f.prefix() + x + "': expected fused " + x + "gate_up_proj and "
-                    + x + "down_proj, or " + x + "N.{gate,up,down}_proj.weight; is num_experts right and the checkpoint complete?");
+                    + x + "down_proj, " + x + "N.{gate,up,down}_proj.weight, or mlx-lm's " + p + "switch_mlp.{gate,up,down}_proj.weight; is num_experts right and the checkpoint complete?");
         }
         var sg = f.get(p + "shared_expert_gate.weight", 1, H).toFloats();
         return new Moe(f.matrix(p + "gate.weight", E, H), gate, up, down, dense(f, H, c.sharedIntermediate(), p + "shared_expert."), sg);
