@@ -40,4 +40,7 @@ public interface ArchitectureSupport {
      * through the seam alone, with its catalog faults only.
      */
     default Optional<TunableEngine> tunableEngine() { return Optional.empty(); }
+
+    /** What `inspect` says of a checkpoint folder of this architecture; empty where it has no description of its own. */
+    default Optional<CheckpointDescriber> checkpointDescriber() { return Optional.empty(); }
 }

@@ -4,6 +4,7 @@ import dev.decodiff.engine.arch.Architecture;
 import dev.decodiff.engine.arch.Gemma4Architecture;
 import dev.decodiff.engine.arch.LoadedModel;
 import dev.decodiff.harness.arch.ArchitectureSupport;
+import dev.decodiff.harness.arch.CheckpointDescriber;
 import dev.decodiff.harness.arch.TunableEngine;
 import dev.decodiff.engine.Gemma4Model;
 import dev.decodiff.harness.arch.gemma4.bisect.Bisector;
@@ -43,4 +44,7 @@ public final class Gemma4Support implements ArchitectureSupport {
 
     @Override
     public Optional<TunableEngine> tunableEngine() { return Optional.of(Gemma4Engine.INSTANCE); }
+
+    @Override
+    public Optional<CheckpointDescriber> checkpointDescriber() { return Optional.of(Gemma4Description.INSTANCE); }
 }
