@@ -43,4 +43,7 @@ public interface ArchitectureSupport {
 
     /** What `inspect` says of a checkpoint folder of this architecture; empty where it has no description of its own. */
     default Optional<CheckpointDescriber> checkpointDescriber() { return Optional.empty(); }
+
+    /** `decodiff sweep` on a checkpoint of this architecture; empty where its engine has no scenario families. */
+    default Optional<SweepSupport> sweep() { return Optional.empty(); }
 }

@@ -5,6 +5,8 @@ import dev.decodiff.engine.arch.Gemma4Architecture;
 import dev.decodiff.engine.arch.LoadedModel;
 import dev.decodiff.harness.arch.ArchitectureSupport;
 import dev.decodiff.harness.arch.CheckpointDescriber;
+import dev.decodiff.harness.arch.SweepSupport;
+import dev.decodiff.harness.arch.gemma4.sweep.Gemma4Sweep;
 import dev.decodiff.harness.arch.TunableEngine;
 import dev.decodiff.engine.Gemma4Model;
 import dev.decodiff.harness.arch.gemma4.bisect.Bisector;
@@ -47,4 +49,7 @@ public final class Gemma4Support implements ArchitectureSupport {
 
     @Override
     public Optional<CheckpointDescriber> checkpointDescriber() { return Optional.of(Gemma4Description.INSTANCE); }
+
+    @Override
+    public Optional<SweepSupport> sweep() { return Optional.of(Gemma4Sweep.INSTANCE); }
 }
