@@ -53,6 +53,9 @@ final class Gemma4Engine implements TunableEngine {
     }
 
     @Override
+    public long kvBytesPerPosition(LoadedModel model, EngineOptions options) { return model(model).newSession(options).kvBytesPerPosition(); }
+
+    @Override
     public StreamingCandidate live(LoadedModel model, EngineOptions options, DumpManifest reference, Set<String> points,
                                    ObserverCheck check) {
         return LiveCandidate.forPoints(model(model), options, reference, points, check);
