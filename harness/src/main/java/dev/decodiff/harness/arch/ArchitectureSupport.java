@@ -46,4 +46,7 @@ public interface ArchitectureSupport {
 
     /** `decodiff sweep` on a checkpoint of this architecture; empty where its engine has no scenario families. */
     default Optional<SweepSupport> sweep() { return Optional.empty(); }
+
+    /** `selfcheck --engine llama.cpp` on a checkpoint of this architecture; empty where there are no such checks. */
+    default Optional<LlamaCppSelfChecks> llamaCppSelfChecks() { return Optional.empty(); }
 }

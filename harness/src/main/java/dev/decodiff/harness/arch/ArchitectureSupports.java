@@ -47,4 +47,13 @@ public final class ArchitectureSupports {
         var own = arch == null ? Optional.<T>empty() : feature.apply(of(arch));
         return own.orElseGet(() -> feature.apply(Gemma4Support.INSTANCE).orElseThrow());
     }
+
+    /**
+     * `selfcheck --engine llama.cpp` for a checkpoint of {@code arch}: its architecture's checks, or else Qwen3.5's (the
+     * recurrent family the seam's path was written for), whose config reader then refuses the folder with the one line
+     * selfcheck has always given.
+     */
+    public static LlamaCppSelfChecks llamaCppSelfChecks(Architecture arch) {
+        return of(arch).llamaCppSelfChecks().orElseGet(() -> Qwen35Support.INSTANCE.llamaCppSelfChecks().orElseThrow());
+    }
 }
