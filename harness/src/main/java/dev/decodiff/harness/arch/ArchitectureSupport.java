@@ -40,4 +40,13 @@ public interface ArchitectureSupport {
      * through the seam alone, with its catalog faults only.
      */
     default Optional<TunableEngine> tunableEngine() { return Optional.empty(); }
+
+    /** What `inspect` says of a checkpoint folder of this architecture; empty where it has no description of its own. */
+    default Optional<CheckpointDescriber> checkpointDescriber() { return Optional.empty(); }
+
+    /** `decodiff sweep` on a checkpoint of this architecture; empty where its engine has no scenario families. */
+    default Optional<SweepSupport> sweep() { return Optional.empty(); }
+
+    /** `selfcheck --engine llama.cpp` on a checkpoint of this architecture; empty where there are no such checks. */
+    default Optional<LlamaCppSelfChecks> llamaCppSelfChecks() { return Optional.empty(); }
 }

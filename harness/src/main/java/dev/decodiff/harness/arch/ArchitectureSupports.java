@@ -8,6 +8,8 @@ import dev.decodiff.harness.arch.qwen35.Qwen35Support;
 
 import java.nio.file.Path;
 import java.util.List;
+import java.util.Optional;
+import java.util.function.Function;
 
 /** The registry of the harness-side plug-ins, one per {@link Architectures#ALL} entry. */
 public final class ArchitectureSupports {
@@ -25,18 +27,33 @@ public final class ArchitectureSupports {
     }
 
     /**
-     * The tunable engine for the checkpoint folder {@code dir}, for a command that runs only on one (run, kv-drift,
-     * sweep, bench): its architecture's, or else Gemma 4's, the one tunable engine so far, whose loading then refuses the
-     * folder with the one line those commands have always given (a folder without config.json, another model type).
+     * The tunable engine for the checkpoint folder {@code dir}, for a command that runs only on one (run): see
+     * {@link #featureFor}.
      */
-    public static TunableEngine tunableEngineFor(Path dir) {
+    public static TunableEngine tunableEngineFor(Path dir) { return featureFor(dir, ArchitectureSupport::tunableEngine); }
+
+    /**
+     * A feature only some architectures offer, for the checkpoint folder {@code dir}: its architecture's, or else
+     * Gemma 4's (where every such feature started), whose own reading of the folder then refuses it with the one line
+     * those commands have always given ("model_type 'qwen3_5_text' is not a Gemma 4 text model", "no config.json — …").
+     */
+    public static <T> T featureFor(Path dir, Function<ArchitectureSupport, Optional<T>> feature) {
         Architecture arch;
         try {
             arch = Architectures.of(dir);
         } catch (CheckpointException e) {
-            arch = null; // Gemma 4's loader says what is wrong with the folder, in its own words
+            arch = null; // Gemma 4's reader says what is wrong with the folder, in its own words
         }
-        var own = arch == null ? java.util.Optional.<TunableEngine>empty() : of(arch).tunableEngine();
-        return own.orElseGet(() -> Gemma4Support.INSTANCE.tunableEngine().orElseThrow());
+        var own = arch == null ? Optional.<T>empty() : feature.apply(of(arch));
+        return own.orElseGet(() -> feature.apply(Gemma4Support.INSTANCE).orElseThrow());
+    }
+
+    /**
+     * `selfcheck --engine llama.cpp` for a checkpoint of {@code arch}: its architecture's checks, or else Qwen3.5's (the
+     * recurrent family the seam's path was written for), whose config reader then refuses the folder with the one line
+     * selfcheck has always given.
+     */
+    public static LlamaCppSelfChecks llamaCppSelfChecks(Architecture arch) {
+        return of(arch).llamaCppSelfChecks().orElseGet(() -> Qwen35Support.INSTANCE.llamaCppSelfChecks().orElseThrow());
     }
 }

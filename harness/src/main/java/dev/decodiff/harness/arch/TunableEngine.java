@@ -39,6 +39,9 @@ public interface TunableEngine {
     /** The provenance a dump of this model under these options records, the weights' quantization included. */
     DumpManifest.Producer producer(LoadedModel model, EngineOptions options, List<String> commandOptions);
 
+    /** The bytes the KV cache holds per position under these options (its storage types), over every layer that keeps its own cache. */
+    long kvBytesPerPosition(LoadedModel model, EngineOptions options);
+
     /** The engine live, teacher-forced on the reference's tokens, recording {@code points}. */
     StreamingCandidate live(LoadedModel model, EngineOptions options, DumpManifest reference, Set<String> points, ObserverCheck check);
 

@@ -1,7 +1,9 @@
 package dev.decodiff.harness.cli;
 
 import dev.decodiff.engine.CheckpointFiles;
-import dev.decodiff.engine.Gemma4Config;
+import dev.decodiff.harness.arch.ArchitectureSupport;
+import dev.decodiff.harness.arch.ArchitectureSupports;
+import dev.decodiff.harness.arch.CheckpointDescriber;
 import dev.decodiff.engine.CapturePoints;
 import dev.decodiff.harness.report.Fmt;
 import dev.decodiff.harness.BadInputException;
@@ -101,30 +103,18 @@ final class InspectCommand implements Callable<Integer> {
     }
 
     private void checkpoint(PrintWriter out) {
-        var cfg = Gemma4Config.read(path.resolve("config.json"));
+        var model = ArchitectureSupports.featureFor(path, ArchitectureSupport::checkpointDescriber).read(path);
         // The weights against the config, as run and dump load them: a config declaring 8 layers over weights of 6,
         // or another head_dim, is bad input here too, not a description of a model that cannot run.
         try (var files = CheckpointFiles.open(path)) {
-            dev.decodiff.engine.ModelWeights.load(files, cfg);
-            describe(out, cfg, files);
+            model.check(files);
+            describe(out, model, files);
         }
     }
 
-    private void describe(PrintWriter out, Gemma4Config cfg, CheckpointFiles files) {
+    private void describe(PrintWriter out, CheckpointDescriber.Described model, CheckpointFiles files) {
         out.println("checkpoint " + path);
-        out.printf(Locale.ROOT, "  hidden %d, %d layers, %d query heads, vocab %,d, sliding window %d, final soft-cap %s%n",
-                cfg.hidden(), cfg.numLayers(), cfg.numHeads(), cfg.vocabSize(), cfg.slidingWindow(),
-                cfg.hasSoftcap() ? Float.toString(cfg.finalLogitSoftcap()) : "none");
-        out.printf(Locale.ROOT, "  tied head %s, per-layer inputs %s, KV-shared layers %d, double-wide MLP %s, MoE %s%n",
-                cfg.tieWordEmbeddings(), cfg.hasPle() ? cfg.pleDim() + " dims" : "no", cfg.numKvSharedLayers(), cfg.doubleWideMlp(),
-                cfg.moe() ? cfg.numExperts() + " experts, top " + cfg.topKExperts() + ", " + cfg.moeIntermediate() + " wide" : "no");
-        out.println("  rope  sliding " + cfg.slidingRope() + "; full " + cfg.fullRope());
-        out.println();
-        out.println("  layer  type     head_dim  kv_heads  k_eq_v  kv_from  ffn");
-        for (var l : cfg.layers())
-            out.printf(Locale.ROOT, "  %5d  %-7s  %8d  %8d  %-6s  %7s  %d%n", l.index(), l.type().toString().toLowerCase(Locale.ROOT),
-                    l.headDim(), l.kvHeads(), l.kEqV() ? "yes" : "", l.kvShared() ? Integer.toString(l.kvSource()) : "", l.intermediate());
-        out.println();
+        model.print(out);
         var dtypes = new TreeMap<String, long[]>();
         for (var t : files.stored().values()) {
             var c = dtypes.computeIfAbsent(t.dtype().toString(), k -> new long[2]);

@@ -2,12 +2,14 @@ package dev.decodiff.harness.cli;
 
 import dev.decodiff.harness.Home;
 import dev.decodiff.engine.EngineOptions;
-import dev.decodiff.engine.Gemma4Model;
+import dev.decodiff.engine.arch.LoadedModel;
 import dev.decodiff.engine.KvType;
 import dev.decodiff.harness.compare.Comparison;
 import dev.decodiff.harness.compare.ToleranceProfile;
 import dev.decodiff.harness.dump.DumpReader;
-import dev.decodiff.harness.arch.gemma4.LiveCandidate;
+import dev.decodiff.harness.arch.ArchitectureSupports;
+import dev.decodiff.harness.arch.TunableEngine;
+import dev.decodiff.harness.live.ObserverCheck;
 import dev.decodiff.harness.live.ModelLocator;
 import dev.decodiff.harness.report.KvDriftReport;
 import picocli.CommandLine.Command;
@@ -47,25 +49,26 @@ public final class KvDriftCommand implements Callable<Integer> {
         for (Path refDir : refs) {
             var ref = DumpReader.open(refDir);
             Path modelDir = ModelLocator.locate(null, Home.get(), ref.manifest(), ref.manifestFile(), false).dir();
-            try (var model = Gemma4Model.load(modelDir)) {
-                report(out, refDir, ref, model);
+            var tunable = ArchitectureSupports.tunableEngineFor(modelDir);
+            try (var model = tunable.load(modelDir)) {
+                report(out, refDir, ref, tunable, model);
             }
         }
         out.flush();
         return 0;
     }
 
-    private void report(java.io.PrintWriter out, Path refDir, DumpReader ref, Gemma4Model model) {
+    private void report(java.io.PrintWriter out, Path refDir, DumpReader ref, TunableEngine tunable, LoadedModel model) {
         var rows = new ArrayList<KvDriftReport.Row>();
         for (var v : VARIANTS) {
             var options = EngineOptions.defaults().withKvTypes(v.k(), v.v());
             var r = DumpReader.open(refDir);
-            try (var live = LiveCandidate.forPoints(model, options, r.manifest(), r.allPoints(), false)) {
+            try (var live = tunable.live(model, options, r.manifest(), r.allPoints(), ObserverCheck.OFF)) {
                 var result = Comparison.run(r, live, new Comparison.Options(ToleranceProfile.forReference(r.manifest().producer()), false, null));
-                rows.add(new KvDriftReport.Row(v.label(), model.newSession(options).kvBytesPerPosition(), result));
+                rows.add(new KvDriftReport.Row(v.label(), tunable.kvBytesPerPosition(model, options), result));
             }
         }
         out.print(dev.decodiff.harness.Printable.lines(KvDriftReport.markdown(Home.get().relativize(refDir.toAbsolutePath()).toString(), model.directory().getFileName().toString(),
-                ref.stepCount(), model.config().numLayers(), rows)));
+                ref.stepCount(), model.numLayers(), rows)));
     }
 }

@@ -57,7 +57,7 @@ final class SelfCheckCommand implements Callable<Integer> {
         var arch = dev.decodiff.engine.arch.Architectures.of(dir);
         var tunable = dev.decodiff.harness.arch.ArchitectureSupports.of(arch).tunableEngine();
         if (tunable.isEmpty()) return recurrent(dir, arch);
-        if (llama.isLlamaCpp()) return llamaCpp(dir);
+        if (llama.isLlamaCpp()) return llamaCpp(dir, arch);
         var options = engine.options();
         long t0 = System.nanoTime();
         try (var m = tunable.get().load(dir)) {
@@ -79,7 +79,7 @@ final class SelfCheckCommand implements Callable<Integer> {
      * snapshot/restore, prefix reuse with the state checkpointed, the wrong reuse caught at the state read).
      */
     private int recurrent(Path dir, dev.decodiff.engine.arch.Architecture arch) {
-        if (llama.isLlamaCpp()) return llamaCppRecurrent(dir);
+        if (llama.isLlamaCpp()) return llamaCpp(dir, arch);
         if (!engine.onlyFaults()) throw new BadInputException("--kv-cache and --matmul apply to Gemma 4's engine; drop them for " + dir);
         var faults = engine.faultIds(arch, dir);
         long t0 = System.nanoTime();
@@ -98,20 +98,16 @@ final class SelfCheckCommand implements Callable<Integer> {
         }
     }
 
-    /** The checks that apply to llama.cpp: decode vs prefill, chunked prefill, capture vs none (its cache policies are its own). */
-    private int llamaCpp(Path dir) {
-        var config = dev.decodiff.engine.Gemma4Config.read(dir.resolve("config.json"));
+    /**
+     * The checks that apply to llama.cpp, by the checkpoint's architecture: Gemma 4's decode vs prefill, chunked prefill
+     * and capture vs none (its cache policies are its own); Qwen3.5's conv and recurrent states handed over along every
+     * split (state audit, decode, calls, ubatches).
+     */
+    private int llamaCpp(Path dir, dev.decodiff.engine.arch.Architecture arch) {
+        var plan = dev.decodiff.harness.arch.ArchitectureSupports.llamaCppSelfChecks(arch).plan(dir);
         var gguf = llama.resolveGguf(dir, false);
-        var options = llama.options(engine, dev.decodiff.harness.selfcheck.LlamaCppSelfCheck.defaultTokenCount(config));
-        return llamaCpp(gguf, options, new dev.decodiff.harness.selfcheck.LlamaCppSelfCheck(gguf, options, config), config.slidingWindow());
-    }
-
-    /** Qwen3.5 on llama.cpp: the conv and recurrent states handed over along every split (state audit, decode, calls, ubatches). */
-    private int llamaCppRecurrent(Path dir) {
-        var config = dev.decodiff.engine.qwen35.Qwen35Config.read(dir.resolve("config.json"));
-        var gguf = llama.resolveGguf(dir, false);
-        var options = llama.options(engine, dev.decodiff.harness.selfcheck.LlamaCppSelfCheck.QWEN35_PROMPT + dev.decodiff.harness.selfcheck.LlamaCppSelfCheck.QWEN35_DECODE);
-        return llamaCpp(gguf, options, dev.decodiff.harness.selfcheck.LlamaCppSelfCheck.qwen35(gguf, options, config.vocabSize()), 0);
+        var options = llama.options(engine, plan.tokenCount());
+        return llamaCpp(gguf, options, plan.checks().apply(gguf, options), plan.window());
     }
 
     private int llamaCpp(Path gguf, dev.decodiff.llamacpp.ffi.LlamaContext.Options options, dev.decodiff.harness.selfcheck.LlamaCppSelfCheck check, int window) {

@@ -2,8 +2,6 @@ package dev.decodiff.harness.live;
 
 import dev.decodiff.engine.EngineOptions;
 import dev.decodiff.engine.Fault;
-import dev.decodiff.engine.Gemma4Model;
-import dev.decodiff.harness.BadInputException;
 import dev.decodiff.harness.Home;
 import dev.decodiff.harness.dump.DumpManifest;
 import dev.decodiff.metal.MatmulPrecision;
@@ -37,11 +35,6 @@ public final class EngineSetup {
                 faultIds.stream().sorted().toList(), p.options(), p.quantization());
     }
 
-    /** {@link #producer(EngineOptions, List)} with the quantization of the weights {@code model} runs. */
-    public static DumpManifest.Producer producer(EngineOptions o, List<String> commandOptions, Gemma4Model model) {
-        return producer(o, commandOptions).withQuantization(quantization(model.directory(), model.files().declaredQuantization()));
-    }
-
     /**
      * A checkpoint's quantization as dumps record it: its declared MLX quantization, or the tensor types of the GGUF
      * it was converted from (config.json's "decodiff_gguf"), or null for float weights.
@@ -70,24 +63,6 @@ public final class EngineSetup {
         var overrides = new java.util.LinkedHashMap<String, String>();
         q.overrides().forEach((k, v) -> overrides.put(k, v.describe()));
         return new DumpManifest.Quantization("mlx", "affine", q.defaults().bits(), q.defaults().groupSize(), overrides);
-    }
-
-    /**
-     * Refuses KV cache types that cannot store this checkpoint's rows (q8_0 and q4_0 quantize blocks of 32 values,
-     * so every layer's nkv·d must be a multiple of 32) as bad input, before any session is built.
-     */
-    public static void checkKvFits(Gemma4Model model, EngineOptions o) {
-        var c = model.config();
-        for (var type : List.of(o.keyType(), o.valueType())) {
-            if (type == KvType.F32 || type == KvType.BF16) continue;
-            for (int i = 0; i < c.numLayers(); i++) {
-                var l = c.layer(i);
-                int row = l.kvHeads() * l.headDim();
-                if (row % KvType.BLOCK != 0)
-                    throw new BadInputException(model.directory(), "--kv-cache " + type.id() + " stores rows in blocks of " + KvType.BLOCK
-                            + " values, but layer " + i + " has rows of nkv·d = " + row + "; use f32 or bf16 with this checkpoint");
-            }
-        }
     }
 
     /** The kernels that ran, and how the bf16 weights were multiplied when not in exact fp32. */

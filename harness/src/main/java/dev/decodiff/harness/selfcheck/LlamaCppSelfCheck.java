@@ -1,7 +1,6 @@
 package dev.decodiff.harness.selfcheck;
 
 import dev.decodiff.engine.CapturePoints;
-import dev.decodiff.engine.Gemma4Config;
 import dev.decodiff.engine.Probe;
 import dev.decodiff.engine.Sampler;
 import dev.decodiff.harness.compare.CellStats;
@@ -42,39 +41,36 @@ public final class LlamaCppSelfCheck {
 
     private final Path gguf;
     private final LlamaContext.Options options;
-    private final Gemma4Config config;
-    /** Qwen3.5 (recurrent states) instead of Gemma 4: its vocabulary; 0 for Gemma 4. */
-    private final int recurrentVocab;
+    /** The model's sliding window (Gemma 4's); 0 for a model with recurrent states instead (Qwen3.5). */
+    private final int window;
+    private final int vocab;
 
-    public LlamaCppSelfCheck(Path gguf, LlamaContext.Options options, Gemma4Config config) {
-        this(gguf, options, config, 0);
-    }
-
-    private LlamaCppSelfCheck(Path gguf, LlamaContext.Options options, Gemma4Config config, int recurrentVocab) {
+    /** The checks of a sliding-window model's GGUF (Gemma 4): decode vs prefill, chunked prefill, capture vs none. */
+    public LlamaCppSelfCheck(Path gguf, LlamaContext.Options options, int slidingWindow, int vocab) {
         this.gguf = gguf;
         this.options = options;
-        this.config = config;
-        this.recurrentVocab = recurrentVocab;
+        this.window = slidingWindow;
+        this.vocab = vocab;
     }
 
     /** The checks of a Qwen3.5 GGUF (vocabulary {@code vocab}): state hand-over along every split llama.cpp offers. */
     public static LlamaCppSelfCheck qwen35(Path gguf, LlamaContext.Options options, int vocab) {
-        return new LlamaCppSelfCheck(gguf, options, null, vocab);
+        return new LlamaCppSelfCheck(gguf, options, 0, vocab);
     }
 
-    public int promptLength() { return config == null ? QWEN35_PROMPT : defaultPromptLength(config); }
+    public int promptLength() { return window == 0 ? QWEN35_PROMPT : defaultPromptLength(window); }
 
-    public int tokenCount() { return config == null ? QWEN35_PROMPT + QWEN35_DECODE : defaultTokenCount(config); }
+    public int tokenCount() { return window == 0 ? QWEN35_PROMPT + QWEN35_DECODE : defaultTokenCount(window); }
 
     /** As Gemma 4's {@code SelfCheck.defaultPromptLength()}: longer than the sliding window. */
-    public static int defaultPromptLength(Gemma4Config config) { return Math.min(2 * config.slidingWindow() + 3, 64); }
+    public static int defaultPromptLength(int slidingWindow) { return Math.min(2 * slidingWindow + 3, 64); }
 
     /** The total tokens of {@link #defaultTokens()}: the prompt, then greedy steps past the window. */
-    public static int defaultTokenCount(Gemma4Config config) { return defaultPromptLength(config) + Math.min(config.slidingWindow() + 4, 40); }
+    public static int defaultTokenCount(int slidingWindow) { return defaultPromptLength(slidingWindow) + Math.min(slidingWindow + 4, 40); }
 
     /** SelfCheck's prompt pattern, continued by llama.cpp's own greedy choices. */
     public int[] defaultTokens() {
-        int vocab = config == null ? recurrentVocab : config.vocabSize(), prompt = promptLength();
+        int prompt = promptLength();
         int[] all = new int[tokenCount()];
         all[0] = Math.min(2, vocab - 1);
         for (int i = 1; i < prompt; i++) all[i] = 4 + (int) ((i * 7919L) % Math.max(1, vocab - 4));
@@ -89,10 +85,9 @@ public final class LlamaCppSelfCheck {
     }
 
     public List<SelfCheckResult> runAll(int[] tokens, int promptLength) {
-        if (config == null) return runRecurrent(tokens, promptLength);
+        if (window == 0) return runRecurrent(tokens, promptLength);
         var plan = new ArrayList<Supplier<SelfCheckResult>>();
         plan.add(() -> decodeVsPrefill(tokens, promptLength));
-        int window = config.slidingWindow();
         for (int chunk : new int[]{3, Math.max(2, window - 1), window + 1}) plan.add(() -> chunkedVsOnePass(tokens, chunk));
         plan.add(() -> instrumentedVsPlain(tokens, promptLength));
         return plan.stream().map(Supplier::get).toList();

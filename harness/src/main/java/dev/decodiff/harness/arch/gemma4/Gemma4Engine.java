@@ -3,6 +3,8 @@ package dev.decodiff.harness.arch.gemma4;
 import dev.decodiff.harness.live.ObserverCheck;
 import dev.decodiff.engine.EngineOptions;
 import dev.decodiff.engine.Gemma4Model;
+import dev.decodiff.engine.KvType;
+import dev.decodiff.harness.BadInputException;
 import dev.decodiff.engine.Probe;
 import dev.decodiff.engine.arch.Gemma4Architecture;
 import dev.decodiff.engine.arch.LoadedModel;
@@ -38,7 +40,7 @@ final class Gemma4Engine implements TunableEngine {
     public LoadedModel load(Path dir) { return Gemma4Architecture.INSTANCE.wrap(Gemma4Model.load(dir)); }
 
     @Override
-    public void checkFits(LoadedModel model, EngineOptions options) { EngineSetup.checkKvFits(model(model), options); }
+    public void checkFits(LoadedModel model, EngineOptions options) { checkKvFits(model(model), options); }
 
     @Override
     public ModelSession session(LoadedModel model, EngineOptions options, Probe probe) {
@@ -47,8 +49,11 @@ final class Gemma4Engine implements TunableEngine {
 
     @Override
     public DumpManifest.Producer producer(LoadedModel model, EngineOptions options, List<String> commandOptions) {
-        return EngineSetup.producer(options, commandOptions, model(model));
+        return producer(options, commandOptions, model(model));
     }
+
+    @Override
+    public long kvBytesPerPosition(LoadedModel model, EngineOptions options) { return model(model).newSession(options).kvBytesPerPosition(); }
 
     @Override
     public StreamingCandidate live(LoadedModel model, EngineOptions options, DumpManifest reference, Set<String> points,
@@ -58,18 +63,41 @@ final class Gemma4Engine implements TunableEngine {
 
     @Override
     public BisectResult bisect(LoadedModel model, EngineOptions options, DumpReader reference, ToleranceProfile profile) {
-        EngineSetup.checkKvFits(model(model), options);
+        checkKvFits(model(model), options);
         return new Bisector(model(model), options, reference, profile).run();
     }
 
     @Override
     public SelfCheckRun selfCheck(LoadedModel model, EngineOptions options) {
         var m = model(model);
-        EngineSetup.checkKvFits(m, options);
+        checkKvFits(m, options);
         var check = new SelfCheck(m, options);
         int[] tokens = check.defaultTokens();
         int prompt = check.defaultPromptLength();
         var results = check.runEverything(tokens, prompt);
         return new SelfCheckRun(tokens, prompt, m.config().slidingWindow(), results);
+    }
+
+    /** {@link EngineSetup#producer(EngineOptions, List)} with the quantization of the weights {@code model} runs. */
+    static DumpManifest.Producer producer(EngineOptions o, List<String> commandOptions, Gemma4Model model) {
+        return EngineSetup.producer(o, commandOptions).withQuantization(EngineSetup.quantization(model.directory(), model.files().declaredQuantization()));
+    }
+
+    /**
+     * Refuses KV cache types that cannot store this checkpoint's rows (q8_0 and q4_0 quantize blocks of 32 values,
+     * so every layer's nkv·d must be a multiple of 32) as bad input, before any session is built.
+     */
+    static void checkKvFits(Gemma4Model model, EngineOptions o) {
+        var c = model.config();
+        for (var type : List.of(o.keyType(), o.valueType())) {
+            if (type == KvType.F32 || type == KvType.BF16) continue;
+            for (int i = 0; i < c.numLayers(); i++) {
+                var l = c.layer(i);
+                int row = l.kvHeads() * l.headDim();
+                if (row % KvType.BLOCK != 0)
+                    throw new BadInputException(model.directory(), "--kv-cache " + type.id() + " stores rows in blocks of " + KvType.BLOCK
+                            + " values, but layer " + i + " has rows of nkv·d = " + row + "; use f32 or bf16 with this checkpoint");
+            }
+        }
     }
 }

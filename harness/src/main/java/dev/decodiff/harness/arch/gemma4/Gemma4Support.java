@@ -4,7 +4,12 @@ import dev.decodiff.engine.arch.Architecture;
 import dev.decodiff.engine.arch.Gemma4Architecture;
 import dev.decodiff.engine.arch.LoadedModel;
 import dev.decodiff.harness.arch.ArchitectureSupport;
+import dev.decodiff.harness.arch.CheckpointDescriber;
+import dev.decodiff.harness.arch.LlamaCppSelfChecks;
+import dev.decodiff.harness.arch.SweepSupport;
+import dev.decodiff.harness.arch.gemma4.sweep.Gemma4Sweep;
 import dev.decodiff.harness.arch.TunableEngine;
+import dev.decodiff.engine.Gemma4Config;
 import dev.decodiff.engine.Gemma4Model;
 import dev.decodiff.harness.arch.gemma4.bisect.Bisector;
 import dev.decodiff.harness.compare.CellStats;
@@ -14,6 +19,7 @@ import dev.decodiff.harness.compare.detect.Detectors;
 import dev.decodiff.harness.compare.detect.Finding;
 import dev.decodiff.harness.compare.detect.ReferenceHistory;
 import dev.decodiff.harness.dump.StepTensors;
+import dev.decodiff.harness.selfcheck.LlamaCppSelfCheck;
 
 import java.nio.file.Path;
 import java.util.Optional;
@@ -43,4 +49,21 @@ public final class Gemma4Support implements ArchitectureSupport {
 
     @Override
     public Optional<TunableEngine> tunableEngine() { return Optional.of(Gemma4Engine.INSTANCE); }
+
+    @Override
+    public Optional<CheckpointDescriber> checkpointDescriber() { return Optional.of(Gemma4Description.INSTANCE); }
+
+    @Override
+    public Optional<SweepSupport> sweep() { return Optional.of(Gemma4Sweep.INSTANCE); }
+
+    /** The sliding-window checks: decode vs prefill, chunked prefill around the window, capture vs none. */
+    @Override
+    public Optional<LlamaCppSelfChecks> llamaCppSelfChecks() {
+        return Optional.of(dir -> {
+            var config = Gemma4Config.read(dir.resolve("config.json"));
+            int window = config.slidingWindow();
+            return new LlamaCppSelfChecks.Planned(LlamaCppSelfCheck.defaultTokenCount(window), window,
+                    (gguf, options) -> new LlamaCppSelfCheck(gguf, options, window, config.vocabSize()));
+        });
+    }
 }

@@ -75,7 +75,7 @@ public final class LiveCandidate implements StreamingCandidate {
     /** {@code around} wraps each probed session's probe (a test plants a probe that changes a value through it). */
     LiveCandidate(Gemma4Model model, EngineOptions options, DumpManifest reference, Predicate<String> wanted, ObserverCheck check,
                   UnaryOperator<Probe> around) {
-        EngineSetup.checkKvFits(model, options);
+        Gemma4Engine.checkKvFits(model, options);
         this.model = model;
         this.reference = reference;
         this.options = options;
@@ -103,7 +103,7 @@ public final class LiveCandidate implements StreamingCandidate {
 
     @Override public String describe() { return description; }
 
-    @Override public DumpManifest.Producer producer() { return EngineSetup.producer(options, null, model); }
+    @Override public DumpManifest.Producer producer() { return Gemma4Engine.producer(options, null, model); }
 
     @Override public int stepCount() { return reference.stepCount(); }
 

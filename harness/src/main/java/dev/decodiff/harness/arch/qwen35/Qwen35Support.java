@@ -3,10 +3,14 @@ package dev.decodiff.harness.arch.qwen35;
 import dev.decodiff.engine.arch.Architecture;
 import dev.decodiff.engine.arch.LoadedModel;
 import dev.decodiff.engine.qwen35.Qwen35Architecture;
+import dev.decodiff.engine.qwen35.Qwen35Config;
 import dev.decodiff.harness.arch.ArchitectureSupport;
+import dev.decodiff.harness.arch.LlamaCppSelfChecks;
 import dev.decodiff.harness.compare.attribution.OpAttribution;
+import dev.decodiff.harness.selfcheck.LlamaCppSelfCheck;
 
 import java.nio.file.Path;
+import java.util.Optional;
 
 /** Qwen3.5's harness plug-in. */
 public final class Qwen35Support implements ArchitectureSupport {
@@ -22,5 +26,15 @@ public final class Qwen35Support implements ArchitectureSupport {
         var q = ((Qwen35Architecture.Loaded) model).model();
         return gguf == null ? new Qwen35Attribution(q, everyCell)
                 : new Qwen35Attribution(q.ops().withStored(Qwen35StoredMatrices.of(gguf, q)), everyCell);
+    }
+
+    /** The conv and recurrent states handed over along every split (state audit, decode, calls, ubatches). */
+    @Override
+    public Optional<LlamaCppSelfChecks> llamaCppSelfChecks() {
+        return Optional.of(dir -> {
+            var config = Qwen35Config.read(dir.resolve("config.json"));
+            return new LlamaCppSelfChecks.Planned(LlamaCppSelfCheck.QWEN35_PROMPT + LlamaCppSelfCheck.QWEN35_DECODE, 0,
+                    (gguf, options) -> LlamaCppSelfCheck.qwen35(gguf, options, config.vocabSize()));
+        });
     }
 }
