@@ -67,13 +67,17 @@ final class GatedDeltaRule {
         Parallel.forRange(hv, 1, (h0, h1) -> {
             var kv = new float[dv];
             var o = new float[dv];
-            for (int h = h0; h < h1; h++) head(q, k, v, beta[h], g[h], h, dk, dv, sqrtDk, S, out, kv, o);
+            for (int h = h0; h < h1; h++) head(q, h * dk, k, h * dk, v, h * dv, beta[h], g[h], h * dk * dv, dk, dv, sqrtDk, S, out, h * dv, kv, o);
         });
     }
 
-    private static void head(float[] q, float[] k, float[] v, float beta, float g, int h, int dk, int dv, float sqrtDk, float[] S, float[] out,
-                             float[] kv, float[] o) {
-        int L = F.length(), bound = dv - dv % L, base = h * dk * dv, qo = h * dk, vo = h * dv;
+    /**
+     * {@link #recurrentStep} of one value head: its q at q[qo ..], k at k[ko ..], v at v[vo ..], its state at S[base ..],
+     * its output to out[oo ..]; kv and o scratch of dv.
+     */
+    static void head(float[] q, int qo, float[] k, int ko, float[] v, int vo, float beta, float g, int base, int dk, int dv, float sqrtDk, float[] S,
+                     float[] out, int oo, float[] kv, float[] o) {
+        int L = F.length(), bound = dv - dv % L;
         float decay = (float) Math.exp(g);
         java.util.Arrays.fill(kv, 0f);
         java.util.Arrays.fill(o, 0f);
@@ -81,7 +85,7 @@ final class GatedDeltaRule {
         // element again (the same product, the same bits) where it writes it, so the state is read twice and written
         // once per token instead of read and written twice
         for (int a = 0; a < dk; a++) {
-            float ka = k[qo + a];
+            float ka = k[ko + a];
             int row = base + a * dv, b = 0;
             for (; b < bound; b += L) {
                 var s = FloatVector.fromArray(F, S, row + b).mul(decay);
@@ -92,7 +96,7 @@ final class GatedDeltaRule {
         for (int b = 0; b < dv; b++) kv[b] = (v[vo + b] - kv[b]) * beta;
         // S ← S·exp(g) + k⊗δ, and o = Sᵀ(q/√dk) over the corrected rows
         for (int a = 0; a < dk; a++) {
-            float ka = k[qo + a], qa = q[qo + a] / sqrtDk;
+            float ka = k[ko + a], qa = q[qo + a] / sqrtDk;
             int row = base + a * dv, b = 0;
             for (; b < bound; b += L) {
                 var s = FloatVector.fromArray(F, S, row + b).mul(decay).add(FloatVector.fromArray(F, kv, b).mul(ka));
@@ -105,7 +109,7 @@ final class GatedDeltaRule {
                 o[b] += s * qa;
             }
         }
-        System.arraycopy(o, 0, out, vo, dv);
+        System.arraycopy(o, 0, out, oo, dv);
     }
 
     /**
