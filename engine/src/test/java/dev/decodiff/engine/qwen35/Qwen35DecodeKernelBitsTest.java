@@ -8,8 +8,9 @@ import java.util.Random;
 import static org.assertj.core.api.Assertions.assertThat;
 
 /**
- * Decode's own kernels give the plain loops' bits: attention over the block copy of the keys ({@link KeyBlocks}),
- * gated, against the scalar loop (per key one sum over the head dim in order, per output element one sum over the
+ * Decode's own kernels give the plain loops' bits: the delta rule's step (in columns with AVX-512, in rows otherwise)
+ * against the one-head recurrent form; attention over the block copy of the keys ({@link KeyBlocks}), gated, against
+ * the scalar loop (per key one sum over the head dim in order, per output element one sum over the
  * keys in order, products and sums rounded apart, then times the gate). Groups of fewer, exactly and more than four
  * query heads, head dims with and without a vector tail, contexts inside one block and across many.
  */
@@ -51,6 +52,31 @@ class Qwen35DecodeKernelBitsTest {
         float[][] sc = new float[group][(n + KeyBlocks.WIDTH - 1) / KeyBlocks.WIDTH * KeyBlocks.WIDTH];
         for (int kvh = 0; kvh < nkv; kvh++) Qwen35Attention.decodeGroup(q, gate, blocks, V, kvh, n, nh, nkv, d, sc, att, true);
         assertThat(bits(att)).isEqualTo(bits(want));
+    }
+
+    /** The delta rule's step on all heads against the one-head recurrent form: widths with whole four-vector column chunks, single vectors and a scalar tail. */
+    @ParameterizedTest
+    @CsvSource({"2,16,80", "1,24,100", "3,128,128", "2,8,200"})
+    void recurrentStepHasTheOneHeadFormsBits(int hv, int dk, int dv) {
+        var rnd = new Random(hv * 13L + dk * 3L + dv);
+        float[] q = gauss(rnd, hv * dk), k = gauss(rnd, hv * dk), v = gauss(rnd, hv * dv), S = gauss(rnd, hv * dk * dv);
+        float[] beta = new float[hv], g = new float[hv];
+        for (int h = 0; h < hv; h++) {
+            beta[h] = rnd.nextFloat();
+            g[h] = -rnd.nextFloat();
+        }
+        float[] want = S.clone(), wantOut = new float[hv * dv];
+        for (int h = 0; h < hv; h++) {
+            float[] sh = java.util.Arrays.copyOfRange(want, h * dk * dv, (h + 1) * dk * dv), oh = new float[dv];
+            GatedDeltaRule.recurrent(java.util.Arrays.copyOfRange(q, h * dk, (h + 1) * dk), java.util.Arrays.copyOfRange(k, h * dk, (h + 1) * dk),
+                    java.util.Arrays.copyOfRange(v, h * dv, (h + 1) * dv), new float[]{beta[h]}, new float[]{g[h]}, 1, dk, dv, sh, oh, false);
+            System.arraycopy(sh, 0, want, h * dk * dv, dk * dv);
+            System.arraycopy(oh, 0, wantOut, h * dv, dv);
+        }
+        float[] out = new float[hv * dv];
+        GatedDeltaRule.recurrentStep(q, k, v, beta, g, hv, dk, dv, S, out);
+        assertThat(bits(S)).isEqualTo(bits(want));
+        assertThat(bits(out)).isEqualTo(bits(wantOut));
     }
 
     static float[] gauss(Random rnd, int n) {
