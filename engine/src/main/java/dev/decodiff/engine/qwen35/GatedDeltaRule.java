@@ -67,13 +67,27 @@ final class GatedDeltaRule {
         Parallel.forRange(hv, 1, (h0, h1) -> {
             var kv = new float[dv];
             var o = new float[dv];
-            for (int h = h0; h < h1; h++) head(q, k, v, beta[h], g[h], h, dk, dv, sqrtDk, S, out, kv, o);
+            for (int h = h0; h < h1; h++) head(q, h * dk, k, h * dk, v, h * dv, beta[h], g[h], h * dk * dv, dk, dv, sqrtDk, S, out, h * dv, kv, o);
         });
     }
 
-    private static void head(float[] q, float[] k, float[] v, float beta, float g, int h, int dk, int dv, float sqrtDk, float[] S, float[] out,
-                             float[] kv, float[] o) {
-        int L = F.length(), bound = dv - dv % L, base = h * dk * dv, qo = h * dk, vo = h * dv;
+    /**
+     * {@link #recurrentStep} of one value head: its q at q[qo ..], k at k[ko ..], v at v[vo ..], its state at S[base ..],
+     * its output to out[oo ..]; kv and o scratch of dv.
+     */
+    static void head(float[] q, int qo, float[] k, int ko, float[] v, int vo, float beta, float g, int base, int dk, int dv, float sqrtDk, float[] S,
+                     float[] out, int oo, float[] kv, float[] o) {
+        if (F.length() >= 16) headInColumns(q, qo, k, ko, v, vo, beta, g, base, dk, dv, sqrtDk, S, out, oo, kv);
+        else headInRows(q, qo, k, ko, v, vo, beta, g, base, dk, dv, sqrtDk, S, out, oo, kv, o);
+    }
+
+    /**
+     * {@link #head} a row of the state at a time: each row's products added into kv (and o) in memory. On AVX2 (eight
+     * lanes) the faster of the two forms: {@link #headInColumns}'s twelve live vectors crowd its sixteen registers.
+     */
+    private static void headInRows(float[] q, int qo, float[] k, int ko, float[] v, int vo, float beta, float g, int base, int dk, int dv, float sqrtDk,
+                                   float[] S, float[] out, int oo, float[] kv, float[] o) {
+        int L = F.length(), bound = dv - dv % L;
         float decay = (float) Math.exp(g);
         java.util.Arrays.fill(kv, 0f);
         java.util.Arrays.fill(o, 0f);
@@ -81,7 +95,7 @@ final class GatedDeltaRule {
         // element again (the same product, the same bits) where it writes it, so the state is read twice and written
         // once per token instead of read and written twice
         for (int a = 0; a < dk; a++) {
-            float ka = k[qo + a];
+            float ka = k[ko + a];
             int row = base + a * dv, b = 0;
             for (; b < bound; b += L) {
                 var s = FloatVector.fromArray(F, S, row + b).mul(decay);
@@ -92,7 +106,7 @@ final class GatedDeltaRule {
         for (int b = 0; b < dv; b++) kv[b] = (v[vo + b] - kv[b]) * beta;
         // S ← S·exp(g) + k⊗δ, and o = Sᵀ(q/√dk) over the corrected rows
         for (int a = 0; a < dk; a++) {
-            float ka = k[qo + a], qa = q[qo + a] / sqrtDk;
+            float ka = k[ko + a], qa = q[qo + a] / sqrtDk;
             int row = base + a * dv, b = 0;
             for (; b < bound; b += L) {
                 var s = FloatVector.fromArray(F, S, row + b).mul(decay).add(FloatVector.fromArray(F, kv, b).mul(ka));
@@ -105,7 +119,96 @@ final class GatedDeltaRule {
                 o[b] += s * qa;
             }
         }
-        System.arraycopy(o, 0, out, vo, dv);
+        System.arraycopy(o, 0, out, oo, dv);
+    }
+
+    /**
+     * {@link #head} four vectors of columns at a time, down all the rows: each column's sums (kv = Sᵀk over the decayed
+     * state, then o = Sᵀq over the corrected one) stay in registers instead of a load and a store per row, the same
+     * products added in the same row order. Half the time of {@link #headInRows} with AVX-512 (one thread, 18 layers'
+     * states of 1 MB: 59 against 120 µs a layer); the head's 64 KB state is re-read from L2 for its second four columns.
+     */
+    private static void headInColumns(float[] q, int qo, float[] k, int ko, float[] v, int vo, float beta, float g, int base, int dk, int dv,
+                                      float sqrtDk, float[] S, float[] out, int oo, float[] kv) {
+        int L = F.length(), wide = dv - dv % (4 * L), bound = dv - dv % L;
+        float decay = (float) Math.exp(g);
+        int b = 0;
+        for (; b < wide; b += 4 * L) {
+            var a0 = FloatVector.zero(F);
+            var a1 = a0;
+            var a2 = a0;
+            var a3 = a0;
+            for (int a = 0, row = base + b; a < dk; a++, row += dv) {
+                float ka = k[ko + a];
+                a0 = a0.add(FloatVector.fromArray(F, S, row).mul(decay).mul(ka));
+                a1 = a1.add(FloatVector.fromArray(F, S, row + L).mul(decay).mul(ka));
+                a2 = a2.add(FloatVector.fromArray(F, S, row + 2 * L).mul(decay).mul(ka));
+                a3 = a3.add(FloatVector.fromArray(F, S, row + 3 * L).mul(decay).mul(ka));
+            }
+            a0.intoArray(kv, b);
+            a1.intoArray(kv, b + L);
+            a2.intoArray(kv, b + 2 * L);
+            a3.intoArray(kv, b + 3 * L);
+        }
+        for (; b < bound; b += L) {
+            var a0 = FloatVector.zero(F);
+            for (int a = 0, row = base + b; a < dk; a++, row += dv) a0 = a0.add(FloatVector.fromArray(F, S, row).mul(decay).mul(k[ko + a]));
+            a0.intoArray(kv, b);
+        }
+        for (; b < dv; b++) {
+            float s = 0f;
+            for (int a = 0, row = base + b; a < dk; a++, row += dv) s += (S[row] * decay) * k[ko + a];
+            kv[b] = s;
+        }
+        for (b = 0; b < dv; b++) kv[b] = (v[vo + b] - kv[b]) * beta;
+        for (b = 0; b < wide; b += 4 * L) {
+            var d0 = FloatVector.fromArray(F, kv, b);
+            var d1 = FloatVector.fromArray(F, kv, b + L);
+            var d2 = FloatVector.fromArray(F, kv, b + 2 * L);
+            var d3 = FloatVector.fromArray(F, kv, b + 3 * L);
+            var o0 = FloatVector.zero(F);
+            var o1 = o0;
+            var o2 = o0;
+            var o3 = o0;
+            for (int a = 0, row = base + b; a < dk; a++, row += dv) {
+                float ka = k[ko + a], qa = q[qo + a] / sqrtDk;
+                var s0 = FloatVector.fromArray(F, S, row).mul(decay).add(d0.mul(ka));
+                var s1 = FloatVector.fromArray(F, S, row + L).mul(decay).add(d1.mul(ka));
+                var s2 = FloatVector.fromArray(F, S, row + 2 * L).mul(decay).add(d2.mul(ka));
+                var s3 = FloatVector.fromArray(F, S, row + 3 * L).mul(decay).add(d3.mul(ka));
+                s0.intoArray(S, row);
+                s1.intoArray(S, row + L);
+                s2.intoArray(S, row + 2 * L);
+                s3.intoArray(S, row + 3 * L);
+                o0 = o0.add(s0.mul(qa));
+                o1 = o1.add(s1.mul(qa));
+                o2 = o2.add(s2.mul(qa));
+                o3 = o3.add(s3.mul(qa));
+            }
+            o0.intoArray(out, oo + b);
+            o1.intoArray(out, oo + b + L);
+            o2.intoArray(out, oo + b + 2 * L);
+            o3.intoArray(out, oo + b + 3 * L);
+        }
+        for (; b < bound; b += L) {
+            var d0 = FloatVector.fromArray(F, kv, b);
+            var o0 = FloatVector.zero(F);
+            for (int a = 0, row = base + b; a < dk; a++, row += dv) {
+                var s0 = FloatVector.fromArray(F, S, row).mul(decay).add(d0.mul(k[ko + a]));
+                s0.intoArray(S, row);
+                o0 = o0.add(s0.mul(q[qo + a] / sqrtDk));
+            }
+            o0.intoArray(out, oo + b);
+        }
+        for (; b < dv; b++) {
+            float o = 0f;
+            for (int a = 0, row = base + b; a < dk; a++, row += dv) {
+                float s = S[row] * decay + k[ko + a] * kv[b];
+                S[row] = s;
+                o += s * (q[qo + a] / sqrtDk);
+            }
+            out[oo + b] = o;
+        }
     }
 
     /**

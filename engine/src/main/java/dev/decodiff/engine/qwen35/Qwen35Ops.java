@@ -216,6 +216,19 @@ public final class Qwen35Ops {
         return core;
     }
 
+    /**
+     * A decode token's {@link #conv}, {@link #beta}, {@link #decay}, {@link #deltaRuleStep} and {@link #gatedOut}'s norm
+     * with no fault switched on, in fp32, fused per key head ({@link LinearDecodeStep}): the same bits. The conv state
+     * [(K−1)·C] and the recurrent state [Hv·dk·dv] are updated in place. Returns out_proj's input
+     * ({@link #linearOutput} takes it).
+     */
+    public float[] linearStep(int layer, float[] convState, float[] S, Projections pr) {
+        return LinearDecodeStep.run(cfg, linearWeights(layer), convState, S, pr.mixed(), pr.z(), pr.b(), pr.a());
+    }
+
+    /** out_proj of the gated norm's output: linear.out. */
+    public float[] linearOutput(int layer, float[] gated, int T, Precision p) { return linear(linearWeights(layer).outProj(), gated, T, p); }
+
     /** The recurrent state as a store of {@code f} keeps it between steps (the bug class "recurrent state kept in bf16"). */
     public static float[] storedState(float[] state, Format f) { return f.round(state.clone()); }
 
@@ -330,6 +343,24 @@ public final class Qwen35Ops {
             }
         }
         if (!faults.contains(Qwen35Fault.ATTN_OUTPUT_GATE_MISSING)) for (int j = 0; j < att.length; j++) att[j] = f.round(att[j] * gate[j]);
+        return att;
+    }
+
+    /**
+     * {@link #attention} of one decode token at position {@code start} in fp32 (what it gives with {@link Precision#EXACT},
+     * bit for bit) with the keys 0…start read from {@code keys}, a block copy of the cache caught up to start + 1
+     * ({@link KeyBlocks}); values [pos][Hkv·hd] as there. The KV heads are shared out over the threads.
+     */
+    float[] attentionStep(float[] q, float[] gate, KeyBlocks keys, float[] values, int start, Set<Qwen35Fault> faults) {
+        int nh = cfg.numHeads(), nkv = cfg.numKvHeads(), d = cfg.headDim(), n = start + 1, group = nh / nkv;
+        if (keys.count() < n) throw new IllegalStateException("the key blocks hold " + keys.count() + " positions, the step reads " + n);
+        int padded = (n + KeyBlocks.WIDTH - 1) / KeyBlocks.WIDTH * KeyBlocks.WIDTH;
+        boolean gated = !faults.contains(Qwen35Fault.ATTN_OUTPUT_GATE_MISSING);
+        float[] att = new float[nh * d];
+        Parallel.forRange(nkv, 1, (k0, k1) -> {
+            float[][] sc = new float[group][padded];
+            for (int kvh = k0; kvh < k1; kvh++) Qwen35Attention.decodeGroup(q, gate, keys, values, kvh, n, nh, nkv, d, sc, att, gated);
+        });
         return att;
     }
 

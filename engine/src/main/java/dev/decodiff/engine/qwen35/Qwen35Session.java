@@ -31,6 +31,8 @@ public final class Qwen35Session implements ModelSession {
     /** Per full layer: keys and values of positions 0…position−1, [pos][nkv·d]. */
     private final float[][] keys;
     private final float[][] values;
+    /** Per full layer: decode's block copy of keys (see {@link KeyBlocks}), caught up at each decode step. */
+    private final KeyBlocks[] keyBlocks;
     /** Catalog faults switched on (none by default); each is tested where its bug lives. */
     private final Set<Qwen35Fault> faults;
     /** Fault state-stale: per linear layer, the recurrent state as the previous decode step read it (the lagging buffer). */
@@ -49,6 +51,7 @@ public final class Qwen35Session implements ModelSession {
         recState = new float[L][];
         keys = new float[L][];
         values = new float[L][];
+        keyBlocks = new KeyBlocks[L];
         for (int i = 0; i < L; i++) {
             if (cfg.mixer(i) == Qwen35Config.Mixer.LINEAR) {
                 convState[i] = new float[(cfg.convKernel() - 1) * cfg.convDim()];
@@ -56,6 +59,7 @@ public final class Qwen35Session implements ModelSession {
             } else {
                 keys[i] = new float[0];
                 values[i] = new float[0];
+                keyBlocks[i] = new KeyBlocks(cfg.numKvHeads(), cfg.headDim());
             }
         }
     }
@@ -68,7 +72,8 @@ public final class Qwen35Session implements ModelSession {
 
     /**
      * Wall time this session spent in its Gated DeltaNet layers' own work between their input projections and the
-     * gated norm: the causal conv, the q/k norms and gates, the delta rule's state update and read; summed over its
+     * gated norm: the causal conv, the q/k norms and gates, the delta rule's state update and read (on a decode token
+     * with nothing captured inside the layer, {@link Qwen35Ops#linearStep}, the gated norm too); summed over its
      * steps. What a bench reads to tell the recurrent step's cost from the weights' streaming.
      */
     public long linearMixerNanos() { return linearMixerNanos; }
@@ -121,6 +126,13 @@ public final class Qwen35Session implements ModelSession {
         // a state is read only once one was written: on the first step the points are absent, not zeros
         boolean warm = position > 0;
         boolean decode = warm && T == 1;
+        if (decode && faults.isEmpty() && !capturesInsideLinear(i)) {
+            float[] gated = ops.linearStep(i, convState[i], recState[i], pr);
+            linearMixerNanos += System.nanoTime() - t0;
+            float[] out = ops.linearOutput(i, gated, T, EXACT);
+            capture(CapturePoints.layer(i, CapturePoints.LINEAR_OUT), new int[]{T, cfg.hidden()}, out);
+            return out;
+        }
         float[] state = convState[i];
         if (decode && has(Qwen35Fault.CONV_STATE_NOT_CARRIED)) Arrays.fill(state, 0f);
         if (warm && T > 1 && has(Qwen35Fault.CONV_STATE_DROPPED_ON_CONTINUATION)) Arrays.fill(state, 0f);
@@ -160,6 +172,21 @@ public final class Qwen35Session implements ModelSession {
         return out;
     }
 
+    /** The points a Gated DeltaNet layer offers between its projections and out_proj. */
+    private static final java.util.List<String> INSIDE_LINEAR = java.util.List.of(CapturePoints.LINEAR_CONV_STATE_READ, CapturePoints.LINEAR_CONV_STATE,
+            CapturePoints.LINEAR_Q, CapturePoints.LINEAR_K, CapturePoints.LINEAR_V, CapturePoints.LINEAR_BETA, CapturePoints.LINEAR_DECAY,
+            CapturePoints.LINEAR_STATE_READ, CapturePoints.LINEAR_CORE_OUT, CapturePoints.LINEAR_STATE);
+
+    /**
+     * Whether the probe wants a point inside layer i's Gated DeltaNet (then the layer runs op by op, each point offered
+     * where it is computed, instead of {@link Qwen35Ops#linearStep}, which computes them without stopping).
+     */
+    private boolean capturesInsideLinear(int i) {
+        if (probe == null) return false;
+        for (var p : INSIDE_LINEAR) if (probe.wants(CapturePoints.layer(i, p))) return true;
+        return false;
+    }
+
     // ---------------------------------------------------------------------------------------------------------
     // Gated full attention
     // ---------------------------------------------------------------------------------------------------------
@@ -182,9 +209,14 @@ public final class Qwen35Session implements ModelSession {
         }
         System.arraycopy(kx, 0, keys[i], position * stride, T * stride);
         System.arraycopy(vx, 0, values[i], position * stride, T * stride);
-        capture(CapturePoints.layer(i, CapturePoints.K_READ), new int[]{total, nkv, d}, keys[i]);
+        // a probe may replace the keys read: the block copy is then rebuilt from the cache's rows
+        if (capture(CapturePoints.layer(i, CapturePoints.K_READ), new int[]{total, nkv, d}, keys[i])) keyBlocks[i].clear();
         capture(CapturePoints.layer(i, CapturePoints.V_READ), new int[]{total, nkv, d}, values[i]);
-        float[] att = ops.attention(q, gate, keys[i], values[i], T, position, EXACT, faults);
+        float[] att;
+        if (T == 1) {
+            keyBlocks[i].catchUp(keys[i], total);
+            att = ops.attentionStep(q, gate, keyBlocks[i], values[i], position, faults);
+        } else att = ops.attention(q, gate, keys[i], values[i], T, position, EXACT, faults);
         capture(CapturePoints.layer(i, CapturePoints.ATTN_OUT), new int[]{T, nh * d}, att);
         return ops.attentionOutput(i, att, T, EXACT);
     }
@@ -211,6 +243,7 @@ public final class Qwen35Session implements ModelSession {
         copyInto(s.rec, recState);
         copyInto(s.keys, keys);
         copyInto(s.values, values);
+        for (var b : keyBlocks) if (b != null) b.clear();
     }
 
     /**
@@ -251,15 +284,16 @@ public final class Qwen35Session implements ModelSession {
     // Kernels (fp32; each as transformers computes it)
     // ---------------------------------------------------------------------------------------------------------
 
-    private void capture(String name, int[] shape, float[] buf) {
-        if (probe == null || !probe.wants(name)) return;
+    /** Offers buf to the probe; true where the probe replaced it. */
+    private boolean capture(String name, int[] shape, float[] buf) {
+        if (probe == null || !probe.wants(name)) return false;
         int n = 1;
         for (int s : shape) n *= s;
         float[] rep = probe.capture(name, shape, Arrays.copyOf(buf, n));
-        if (rep != null) {
-            if (rep.length != n) throw new IllegalArgumentException("probe replaced " + name + " with " + rep.length + " values, expected " + n);
-            System.arraycopy(rep, 0, buf, 0, n);
-        }
+        if (rep == null) return false;
+        if (rep.length != n) throw new IllegalArgumentException("probe replaced " + name + " with " + rep.length + " values, expected " + n);
+        System.arraycopy(rep, 0, buf, 0, n);
+        return true;
     }
 
     private static int argmax(float[] v) {
