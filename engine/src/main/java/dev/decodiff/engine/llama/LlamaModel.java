@@ -15,6 +15,7 @@ public final class LlamaModel implements AutoCloseable {
     private final CheckpointFiles files;
     private final LlamaWeights weights;
     private final Rope rope;
+    private final LlamaOps ops;
 
     private LlamaModel(Path dir, LlamaConfig config, CheckpointFiles files, LlamaWeights weights) {
         this.dir = dir;
@@ -24,6 +25,7 @@ public final class LlamaModel implements AutoCloseable {
         float[] inv = Rope.inverseFrequencies(RopeSpec.defaultRope(config.ropeTheta()), config.headDim());
         if (config.ropeScaling() != null) inv = config.ropeScaling().apply(inv);
         this.rope = Rope.ofInverseFrequencies(inv, config.headDim());
+        this.ops = new LlamaOps(this);
     }
 
     public static LlamaModel load(Path dir) {
@@ -47,6 +49,9 @@ public final class LlamaModel implements AutoCloseable {
 
     /** The rotation every layer applies to its queries and keys. */
     public Rope rope() { return rope; }
+
+    /** The one description of the model's ops: the session's forward and attribution both run these. */
+    public LlamaOps ops() { return ops; }
 
     public String configSha256() { return CheckpointFiles.sha256(dir.resolve("config.json")); }
 

@@ -3,13 +3,13 @@ package dev.decodiff.engine.llama;
 import dev.decodiff.engine.CapturePoints;
 import dev.decodiff.engine.Probe;
 import dev.decodiff.engine.arch.ModelSession;
-import dev.decodiff.metal.VectorMath;
-import dev.decodiff.metal.WeightMatrix;
+import dev.decodiff.engine.ops.Precision;
 
 import java.util.Arrays;
 
 /**
- * One conversation over a {@link LlamaModel}, in fp32, following transformers 5.17's LlamaDecoderLayer top to bottom:
+ * One conversation over a {@link LlamaModel}, in fp32, following transformers 5.17's LlamaDecoderLayer top to bottom
+ * through the model's {@link LlamaOps} (the ops attribution recomputes with):
  * x += o_proj(attention(rope(q), rope(k), v)) of the input-normed x, then x += down(silu(gate)·up) of the
  * post-attention-normed x. The KV cache holds every position's keys (after qwen3's k_norm and RoPE) and values; every
  * query reads positions 0…p (no sliding window). Probes see every capture point and may replace what they see.
@@ -17,7 +17,7 @@ import java.util.Arrays;
 public final class LlamaSession implements ModelSession {
     private final LlamaModel model;
     private final LlamaConfig cfg;
-    private final LlamaWeights w;
+    private final LlamaOps ops;
     private Probe probe;
     private int position;
     private int step;
@@ -28,7 +28,7 @@ public final class LlamaSession implements ModelSession {
     LlamaSession(LlamaModel model, Probe probe) {
         this.model = model;
         this.cfg = model.config();
-        this.w = model.weights();
+        this.ops = model.ops();
         this.probe = probe;
         keys = new float[cfg.numLayers()][0];
         values = new float[cfg.numLayers()][0];
@@ -50,23 +50,21 @@ public final class LlamaSession implements ModelSession {
         if ((long) position + T > cfg.maxPositions())
             throw new IllegalArgumentException("position " + (position + T) + " exceeds max_position_embeddings " + cfg.maxPositions());
         if (probe != null) probe.beginStep(step, position, T);
-        float[] x = new float[T * H];
-        for (int t = 0; t < T; t++) w.embed().row(tokens[t], x, t * H);
+        var P = Precision.EXACT;
+        float[] x = ops.embed(tokens, P);
         capture(CapturePoints.EMBED, new int[]{T, H}, x);
         model.rope().prepare(position, T);
         for (int i = 0; i < cfg.numLayers(); i++) {
-            var lw = w.layers().get(i);
-            float[] attn = attention(i, lw, rmsNorm(x, T, H, lw.inputNorm()), T);
-            VectorMath.add(x, 0, attn, 0, x.length);
-            float[] mlp = mlp(lw, rmsNorm(x, T, H, lw.postAttentionNorm()), T);
+            float[] attn = ops.attentionOutput(i, attention(i, ops.inputNorm(i, x, T, P), T), T, P);
+            x = LlamaOps.add(x, attn, P);
+            float[] mlp = ops.mlp(i, ops.postAttentionNorm(i, x, T, P), T, P);
             capture(CapturePoints.layer(i, CapturePoints.MLP_OUT), new int[]{T, H}, mlp);
-            VectorMath.add(x, 0, mlp, 0, x.length);
+            x = LlamaOps.add(x, mlp, P);
             capture(CapturePoints.layer(i, CapturePoints.OUT), new int[]{T, H}, x);
         }
-        float[] h = rmsNorm(x, T, H, w.finalNorm());
+        float[] h = ops.finalNorm(x, T, P);
         capture(CapturePoints.FINAL_NORM, new int[]{T, H}, h);
-        float[] logits = new float[cfg.vocabSize()];
-        w.lmHead().matvec(h, (T - 1) * H, logits, 0);
+        float[] logits = ops.logits(h, T, P);
         capture(CapturePoints.LOGITS, new int[]{cfg.vocabSize()}, logits);
         position += T;
         if (probe != null) probe.endStep(step, logits, argmax(logits));
@@ -74,20 +72,12 @@ public final class LlamaSession implements ModelSession {
         return logits;
     }
 
-    /** Grouped-query attention over the cache, causal; returns o_proj's output [T, H]. */
-    private float[] attention(int i, LlamaWeights.Layer lw, float[] a, int T) {
-        int nh = cfg.numHeads(), nkv = cfg.numKvHeads(), d = cfg.headDim();
-        float[] q = linear(lw.q(), lw.qBias(), a, T), k = linear(lw.k(), lw.kBias(), a, T), v = linear(lw.v(), lw.vBias(), a, T);
-        var rope = model.rope();
-        for (int t = 0; t < T; t++) {
-            if (lw.qNorm() != null) { // qwen3: each head normalised before RoPE
-                for (int h = 0; h < nh; h++) VectorMath.rmsNorm(q, (t * nh + h) * d, d, lw.qNorm(), cfg.rmsNormEps(), q, (t * nh + h) * d);
-                for (int h = 0; h < nkv; h++) VectorMath.rmsNorm(k, (t * nkv + h) * d, d, lw.kNorm(), cfg.rmsNormEps(), k, (t * nkv + h) * d);
-            }
-            rope.apply(q, t * nh * d, nh, position + t);
-            rope.apply(k, t * nkv * d, nkv, position + t);
-        }
-        capture(CapturePoints.layer(i, CapturePoints.Q), new int[]{T, nh, d}, q);
+    /** Grouped-query attention over the cache, causal; returns attn.out [T, nh·d] (before o_proj). */
+    private float[] attention(int i, float[] a, int T) {
+        int nkv = cfg.numKvHeads(), d = cfg.headDim();
+        var qkv = ops.qkv(i, a, T, position, Precision.EXACT);
+        float[] q = qkv.q(), k = qkv.k(), v = qkv.v();
+        capture(CapturePoints.layer(i, CapturePoints.Q), new int[]{T, cfg.numHeads(), d}, q);
         capture(CapturePoints.layer(i, CapturePoints.K), new int[]{T, nkv, d}, k);
         capture(CapturePoints.layer(i, CapturePoints.V), new int[]{T, nkv, d}, v);
         int stride = nkv * d, total = position + T;
@@ -101,29 +91,9 @@ public final class LlamaSession implements ModelSession {
         // what this step's attention reads: the cache, or the probe's replacement of it (for this step only)
         float[] K = read(CapturePoints.layer(i, CapturePoints.K_READ), new int[]{total, nkv, d}, keys[i]);
         float[] V = read(CapturePoints.layer(i, CapturePoints.V_READ), new int[]{total, nkv, d}, values[i]);
-
-        float scale = (float) Math.pow(d, -0.5);
-        int group = nh / nkv;
-        float[] out = new float[T * nh * d];
-        float[] p = new float[total];
-        for (int t = 0; t < T; t++) {
-            int n = position + t + 1; // causal: the query at position+t reads 0…position+t
-            for (int h = 0; h < nh; h++) {
-                int qo = (t * nh + h) * d, kv = (h / group) * d;
-                for (int j = 0; j < n; j++) p[j] = VectorMath.dot(q, qo, K, j * stride + kv, d) * scale;
-                VectorMath.softmax(p, 0, n);
-                for (int j = 0; j < n; j++) VectorMath.axpy(p[j], V, j * stride + kv, out, qo, d);
-            }
-        }
-        capture(CapturePoints.layer(i, CapturePoints.ATTN_OUT), new int[]{T, nh * d}, out);
-        return linear(lw.o(), lw.oBias(), out, T);
-    }
-
-    /** down(silu(gate(x)) · up(x)). */
-    private float[] mlp(LlamaWeights.Layer lw, float[] x, int T) {
-        float[] g = linear(lw.gate(), lw.gateBias(), x, T), u = linear(lw.up(), lw.upBias(), x, T);
-        for (int j = 0; j < g.length; j++) g[j] = VectorMath.silu(g[j]) * u[j];
-        return linear(lw.down(), lw.downBias(), g, T);
+        float[] out = ops.attention(q, K, V, T, position, Precision.EXACT);
+        capture(CapturePoints.layer(i, CapturePoints.ATTN_OUT), new int[]{T, cfg.numHeads() * d}, out);
+        return out;
     }
 
     // ---------------------------------------------------------------------------------------------------------
@@ -177,21 +147,6 @@ public final class LlamaSession implements ModelSession {
         float[] copy = Arrays.copyOf(cache, shape[0] * shape[1] * shape[2]);
         capture(name, shape, copy);
         return copy;
-    }
-
-    /** x·Wᵀ (+ b) for T rows. */
-    private static float[] linear(WeightMatrix m, float[] bias, float[] x, int T) {
-        float[] y = new float[T * m.rows()];
-        m.matmul(x, T, y);
-        if (bias != null) for (int t = 0; t < T; t++) VectorMath.add(y, t * bias.length, bias, 0, bias.length);
-        return y;
-    }
-
-    /** LlamaRMSNorm per row: x·rsqrt(mean(x²)+eps)·w, in fp32. */
-    private float[] rmsNorm(float[] x, int T, int n, float[] weight) {
-        float[] y = new float[x.length];
-        for (int t = 0; t < T; t++) VectorMath.rmsNorm(x, t * n, n, weight, cfg.rmsNormEps(), y, t * n);
-        return y;
     }
 
     private static int argmax(float[] v) {

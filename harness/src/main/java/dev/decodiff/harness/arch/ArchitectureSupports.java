@@ -4,6 +4,7 @@ import dev.decodiff.engine.CheckpointException;
 import dev.decodiff.engine.arch.Architecture;
 import dev.decodiff.engine.arch.Architectures;
 import dev.decodiff.harness.arch.gemma4.Gemma4Support;
+import dev.decodiff.harness.arch.llama.LlamaSupport;
 import dev.decodiff.harness.arch.qwen35.Qwen35Support;
 
 import java.nio.file.Path;
@@ -15,10 +16,10 @@ import java.util.function.Function;
 public final class ArchitectureSupports {
     private ArchitectureSupports() {}
 
-    /** A family with nothing beyond the engine seam (the Llama family): every feature's default. */
+    /** A family with nothing beyond the engine seam: every feature's default. */
     private record Plain(Architecture architecture) implements ArchitectureSupport {}
 
-    private static final List<ArchitectureSupport> ALL = List.of(Gemma4Support.INSTANCE, Qwen35Support.INSTANCE);
+    private static final List<ArchitectureSupport> ALL = List.of(Gemma4Support.INSTANCE, Qwen35Support.INSTANCE, LlamaSupport.INSTANCE);
 
     /** The harness plug-in of an architecture. */
     public static ArchitectureSupport of(Architecture architecture) {

@@ -2,7 +2,6 @@ package dev.decodiff.harness.arch.qwen35;
 
 import dev.decodiff.engine.CapturePoints;
 import dev.decodiff.engine.ops.Format;
-import dev.decodiff.engine.ops.Gemma4Ops;
 import dev.decodiff.engine.ops.Precision;
 import dev.decodiff.engine.qwen35.Qwen35Config;
 import dev.decodiff.engine.qwen35.Qwen35Model;
@@ -198,7 +197,9 @@ public final class Qwen35Attribution extends OpAttribution {
                 from = in;
             }
             case CapturePoints.K_READ, CapturePoints.V_READ -> {
-                return cacheRead(point, kind, layer, cand, tol);
+                boolean keys = kind.equals(CapturePoints.K_READ);
+                return cacheRead(point, keys, cand, tol, get(layer, keys ? CapturePoints.K : CapturePoints.V), previous.get(point),
+                        cfg.numKvHeads() * cfg.headDim());
             }
             case CapturePoints.ATTN_OUT -> {
                 var needs = List.of(CapturePoints.Q, CapturePoints.ATTN_GATE, CapturePoints.K_READ, CapturePoints.V_READ);
@@ -260,37 +261,6 @@ public final class Qwen35Attribution extends OpAttribution {
         return e;
     }
 
-    /** The KV cache's reads on a full layer: the previous step's reads, then this step's k/v as they entered. */
-    private LocalError cacheRead(String point, String kind, int layer, float[] cand, double tol) {
-        boolean keys = kind.equals(CapturePoints.K_READ);
-        int stride = cfg.numKvHeads() * cfg.headDim(), total = start + T;
-        if (cand.length != total * stride) return LocalError.unattributed(step, point, tol, "its read window is not positions 0…" + (total - 1));
-        float[] entered = get(layer, keys ? CapturePoints.K : CapturePoints.V);
-        if (entered == null) return LocalError.unattributed(step, point, tol, "the side has no " + CapturePoints.layer(layer, keys ? CapturePoints.K : CapturePoints.V));
-        float[] prev = previous.get(point);
-        float[] expect = new float[total * stride];
-        boolean[] known = new boolean[total * stride];
-        if (prev != null) {
-            int n = Math.min(prev.length, start * stride);
-            System.arraycopy(prev, 0, expect, 0, n);
-            java.util.Arrays.fill(known, 0, n, true);
-        }
-        System.arraycopy(entered, 0, expect, start * stride, T * stride);
-        java.util.Arrays.fill(known, start * stride, total * stride, true);
-        var hs = new ArrayList<Precision>();
-        for (var s : List.of(Precision.KvStore.F16, Precision.KvStore.BF16, Precision.KvStore.Q8_0, Precision.KvStore.Q4_0))
-            hs.add(keys ? Precision.EXACT.withKeys(s) : Precision.EXACT.withValues(s));
-        boolean all = prev != null || start == 0;
-        return judge(point, kind, cand, tol, p -> {
-            var store = keys ? p.keys() : p.values();
-            if (store == Precision.KvStore.F32) return expect;
-            float[] e = expect.clone();
-            float[] fresh = Gemma4Ops.stored(java.util.Arrays.copyOfRange(expect, start * stride, total * stride), stride, store);
-            System.arraycopy(fresh, 0, e, start * stride, T * stride);
-            return e;
-        }, all ? null : known, "this step's " + (keys ? "k" : "v") + (start > 0 ? " after the rows read at the previous step" : ""), null, hs);
-    }
-
     // ---- shared sub-results --------------------------------------------------------------------------------------
 
     private float[] get(int layer, String kind) { return have.get(CapturePoints.layer(layer, kind)); }
@@ -314,25 +284,11 @@ public final class Qwen35Attribution extends OpAttribution {
         return Qwen35Ops.add(have.get(in), mix, p);
     }
 
-    /**
-     * A framework running the whole model in bf16 or fp16 (its recurrent state in fp32, as transformers keeps it), with
-     * RoPE's inverse frequencies kept in fp32 (transformers loading with dtype=) or cast with every other buffer
-     * (transformers' model.to(dtype)).
-     */
-    private static List<Precision> activationHypotheses() {
-        var out = new ArrayList<Precision>();
-        for (var f : List.of(Format.BF16, Format.F16)) {
-            out.add(Precision.EXACT.withActivations(f));
-            out.add(Precision.EXACT.withActivations(f).withRopeFrequencies(f));
-        }
-        return out;
-    }
-
     /** Besides the framework classes: ggml's matmuls on the GGUF's own matrices where they are known, else uniform half-precision inputs. */
     private List<Precision> matmulHypotheses() {
+        if (!ops.knowsStoredMatrices()) return uniformMatmulHypotheses();
         var out = new ArrayList<>(activationHypotheses());
-        if (ops.knowsStoredMatrices()) out.add(Precision.EXACT.withStoredMatrices(true));
-        else for (var f : List.of(Format.BF16, Format.F16)) out.add(Precision.EXACT.withMatmulInput(f));
+        out.add(Precision.EXACT.withStoredMatrices(true));
         return out;
     }
 }

@@ -315,6 +315,61 @@ public abstract class OpAttribution {
         return h.activations() != Format.F32 || h.attention() == Precision.Attention.GGML_FLASH;
     }
 
+    /**
+     * A framework running the whole model in bf16 or fp16, with RoPE's inverse frequencies kept in fp32 (transformers
+     * loading with dtype=) or cast with every other buffer (transformers' model.to(dtype)).
+     */
+    protected static List<Precision> activationHypotheses() {
+        var out = new ArrayList<Precision>();
+        for (var f : List.of(Format.BF16, Format.F16)) {
+            out.add(Precision.EXACT.withActivations(f));
+            out.add(Precision.EXACT.withActivations(f).withRopeFrequencies(f));
+        }
+        return out;
+    }
+
+    /** The framework classes and, besides them, every matmul's input rounded to bf16 or fp16 (ggml on half-precision weights). */
+    protected static List<Precision> uniformMatmulHypotheses() {
+        var out = new ArrayList<>(activationHypotheses());
+        for (var f : List.of(Format.BF16, Format.F16)) out.add(Precision.EXACT.withMatmulInput(f));
+        return out;
+    }
+
+    /**
+     * A KV cache's read window [start+T, stride] on an attention layer: the rows the side read at the previous step
+     * (positions 0…start−1, {@code previous}; null where it recorded none: those rows are not judged, unless start is
+     * 0), then this step's k or v ({@code entered}) as they entered the cache — exactly, or stored as f16, bf16, q8_0 or
+     * q4_0 and read back.
+     */
+    protected LocalError cacheRead(String point, boolean keys, float[] cand, double tol, float[] entered, float[] previous, int stride) {
+        int total = start + T;
+        if (cand.length != total * stride) return LocalError.unattributed(step, point, tol, "its read window is not positions 0…" + (total - 1));
+        String enteredKind = keys ? CapturePoints.K : CapturePoints.V;
+        if (entered == null) return LocalError.unattributed(step, point, tol, "the side has no " + CapturePoints.layer(CapturePoints.layerOf(point), enteredKind));
+        if (entered.length != T * stride) return LocalError.unattributed(step, point, tol, "its " + enteredKind + " does not have the checkpoint's shape");
+        float[] expect = new float[total * stride];
+        boolean[] known = new boolean[total * stride];
+        if (previous != null) {
+            int n = Math.min(previous.length, start * stride);
+            System.arraycopy(previous, 0, expect, 0, n);
+            java.util.Arrays.fill(known, 0, n, true);
+        }
+        System.arraycopy(entered, 0, expect, start * stride, T * stride);
+        java.util.Arrays.fill(known, start * stride, total * stride, true);
+        var hs = new ArrayList<Precision>();
+        for (var s : List.of(Precision.KvStore.F16, Precision.KvStore.BF16, Precision.KvStore.Q8_0, Precision.KvStore.Q4_0))
+            hs.add(keys ? Precision.EXACT.withKeys(s) : Precision.EXACT.withValues(s));
+        boolean all = previous != null || start == 0;
+        return judge(point, CapturePoints.kindOf(point), cand, tol, p -> {
+            var store = keys ? p.keys() : p.values();
+            if (store == Precision.KvStore.F32) return expect;
+            float[] e = expect.clone();
+            float[] fresh = Gemma4Ops.stored(java.util.Arrays.copyOfRange(expect, start * stride, total * stride), stride, store);
+            System.arraycopy(fresh, 0, e, start * stride, T * stride);
+            return e;
+        }, all ? null : known, "this step's " + (keys ? "k" : "v") + (start > 0 ? " after the rows read at the previous step" : ""), null, hs);
+    }
+
     /** The explanation of a reference op that only a precision its stated dtype does not cover reproduces. */
     public static final String REPRODUCED_BY = "reproduced only by ";
 

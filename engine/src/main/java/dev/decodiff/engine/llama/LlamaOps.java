@@ -1,0 +1,204 @@
+package dev.decodiff.engine.llama;
+
+import dev.decodiff.engine.Rope;
+import dev.decodiff.engine.ops.Format;
+import dev.decodiff.engine.ops.Precision;
+import dev.decodiff.metal.VectorMath;
+import dev.decodiff.metal.WeightMatrix;
+
+import java.util.Arrays;
+
+/**
+ * The Llama family's ops, the one description of its math: {@link LlamaSession}'s forward calls these with
+ * {@link Precision#EXACT}, and attribution calls them to recompute a capture point from a side's own recorded inputs,
+ * exactly or under a precision hypothesis. Under {@link Precision#EXACT} each op runs the fp32 kernels the engine has
+ * always run, to the bit. Each op rounds where that kind of engine rounds: {@code activations} (a framework running
+ * the model in bf16/fp16: after every linear — bias included, as addmm adds it before its one rounding — norm, RoPE
+ * product, attention output, SiLU, product and add; RMSNorm's statistics in fp32, its normalised value cast before
+ * the weight multiplies it, as LlamaRMSNorm does; softmax in fp32, the probabilities cast before P·V);
+ * {@code ropeFrequencies} (the inverse frequencies held in the model's dtype before the fp32 angle position·inv_freq);
+ * {@code matmulInput} (ggml converting a matmul's input for half-precision weights).
+ */
+public final class LlamaOps {
+    private final LlamaModel model;
+    private final LlamaConfig cfg;
+    private final LlamaWeights w;
+
+    public LlamaOps(LlamaModel model) {
+        this.model = model;
+        this.cfg = model.config();
+        this.w = model.weights();
+    }
+
+    public LlamaConfig config() { return cfg; }
+
+    public LlamaModel model() { return model; }
+
+    // ---- embedding, norms and the end ---------------------------------------------------------------------------
+
+    /** The embedding rows of the tokens [T, H] (no scaling in this family). */
+    public float[] embed(int[] tokens, Precision p) {
+        int T = tokens.length, H = cfg.hidden();
+        float[] x = new float[T * H];
+        for (int t = 0; t < T; t++) w.embed().row(tokens[t], x, t * H);
+        return act(x, p);
+    }
+
+    /** input_layernorm of a layer's input residual. */
+    public float[] inputNorm(int layer, float[] x, int T, Precision p) { return rmsNorm(x, T, cfg.hidden(), w.layers().get(layer).inputNorm(), p); }
+
+    /** post_attention_layernorm of the residual after attention. */
+    public float[] postAttentionNorm(int layer, float[] x, int T, Precision p) {
+        return rmsNorm(x, T, cfg.hidden(), w.layers().get(layer).postAttentionNorm(), p);
+    }
+
+    /** The final norm [T, H]. */
+    public float[] finalNorm(float[] x, int T, Precision p) { return rmsNorm(x, T, cfg.hidden(), w.finalNorm(), p); }
+
+    /** logits [V] of the last row of the final norm. */
+    public float[] logits(float[] finalNorm, int T, Precision p) {
+        int H = cfg.hidden();
+        float[] in = p.matmulInput() == Format.F32 ? finalNorm : p.matmulInput().round(Arrays.copyOfRange(finalNorm, (T - 1) * H, T * H));
+        int off = in == finalNorm ? (T - 1) * H : 0;
+        float[] logits = new float[cfg.vocabSize()];
+        w.lmHead().matvec(in, off, logits, 0);
+        return act(logits, p);
+    }
+
+    // ---- attention ------------------------------------------------------------------------------------------------
+
+    /** q [T, nh·d] and k [T, nkv·d] after qwen3's q/k norms and RoPE, v [T, nkv·d]. */
+    public record Qkv(float[] q, float[] k, float[] v) {}
+
+    /** q/k/v projections of the input-normed rows at positions start…start+T−1, q and k normalised (qwen3) and rotated. */
+    public Qkv qkv(int layer, float[] normed, int T, int start, Precision p) {
+        var lw = w.layers().get(layer);
+        int nh = cfg.numHeads(), nkv = cfg.numKvHeads(), d = cfg.headDim();
+        float[] q = linear(lw.q(), lw.qBias(), normed, T, p), k = linear(lw.k(), lw.kBias(), normed, T, p), v = linear(lw.v(), lw.vBias(), normed, T, p);
+        if (lw.qNorm() != null) { // qwen3: each head normalised before RoPE
+            for (int h = 0; h < T * nh; h++) rmsNormInPlace(q, h * d, d, lw.qNorm(), p);
+            for (int h = 0; h < T * nkv; h++) rmsNormInPlace(k, h * d, d, lw.kNorm(), p);
+        }
+        rope(q, nh, T, start, p);
+        rope(k, nkv, T, start, p);
+        return new Qkv(q, k, v);
+    }
+
+    /**
+     * Rotate-half RoPE of every head of x [T, heads·d] at positions start…: the angle the fp32 product
+     * float(position)·inv_freq[j] with inv_freq as the engine holds it ({@link Precision#frequenciesAsHeld}); in a
+     * half-precision framework cos and sin are cast to its dtype and each product and sum is rounded.
+     */
+    private void rope(float[] x, int heads, int T, int start, Precision p) {
+        var f = p.activations();
+        int d = cfg.headDim(), half = d / 2;
+        if (f == Format.F32) {
+            Rope r = p.ropeFrequencies() == Format.F32 ? model.rope() : Rope.ofInverseFrequencies(p.frequenciesAsHeld(model.rope().invFreq()), d);
+            if (r != model.rope()) r.prepare(start, T);
+            for (int t = 0; t < T; t++) r.apply(x, t * heads * d, heads, start + t);
+            return;
+        }
+        float[] inv = p.frequenciesAsHeld(model.rope().invFreq());
+        float[] cos = new float[half], sin = new float[half];
+        for (int t = 0; t < T; t++) {
+            float pos = start + t;
+            for (int j = 0; j < half; j++) {
+                float ang = pos * inv[j];
+                cos[j] = f.round((float) StrictMath.cos(ang));
+                sin[j] = f.round((float) StrictMath.sin(ang));
+            }
+            for (int h = 0; h < heads; h++) {
+                int o = (t * heads + h) * d;
+                for (int j = 0; j < half; j++) {
+                    float a = x[o + j], b = x[o + j + half];
+                    x[o + j] = f.round(f.round(a * cos[j]) - f.round(b * sin[j]));
+                    x[o + j + half] = f.round(f.round(b * cos[j]) + f.round(a * sin[j]));
+                }
+            }
+        }
+    }
+
+    /**
+     * attn.out [T, nh·d] (before o_proj): causal softmax(q·kᵀ/√d)·v per head over keys/values of positions
+     * 0…start+T−1 ([pos][nkv·d]), query head h reading KV head h/(nh/nkv). A half-precision framework casts the
+     * probabilities before P·V and the output after it.
+     */
+    public float[] attention(float[] q, float[] keys, float[] values, int T, int start, Precision p) {
+        int nh = cfg.numHeads(), nkv = cfg.numKvHeads(), d = cfg.headDim(), stride = nkv * d, group = nh / nkv;
+        var f = p.activations();
+        float scale = (float) Math.pow(d, -0.5);
+        float[] out = new float[T * nh * d];
+        float[] pr = new float[start + T];
+        for (int t = 0; t < T; t++) {
+            int n = start + t + 1; // causal: the query at start+t reads 0…start+t
+            for (int h = 0; h < nh; h++) {
+                int qo = (t * nh + h) * d, kv = (h / group) * d;
+                for (int j = 0; j < n; j++) pr[j] = VectorMath.dot(q, qo, keys, j * stride + kv, d) * scale;
+                VectorMath.softmax(pr, 0, n);
+                if (f != Format.F32) f.round(pr, 0, n);
+                for (int j = 0; j < n; j++) VectorMath.axpy(pr[j], values, j * stride + kv, out, qo, d);
+                if (f != Format.F32) f.round(out, qo, d);
+            }
+        }
+        return out;
+    }
+
+    /** o_proj of attn.out: the attention block's output [T, H]. */
+    public float[] attentionOutput(int layer, float[] attnOut, int T, Precision p) {
+        var lw = w.layers().get(layer);
+        return linear(lw.o(), lw.oBias(), attnOut, T, p);
+    }
+
+    // ---- residual and MLP -----------------------------------------------------------------------------------------
+
+    /** a + b, rounded as the model's dtype adds. */
+    public static float[] add(float[] a, float[] b, Precision p) {
+        float[] out = a.clone();
+        VectorMath.add(out, 0, b, 0, out.length);
+        return act(out, p);
+    }
+
+    /** mlp.out [T, H]: down(silu(gate(x))·up(x)) of the post-attention-normed rows. */
+    public float[] mlp(int layer, float[] normed, int T, Precision p) {
+        var lw = w.layers().get(layer);
+        var f = p.activations();
+        float[] g = linear(lw.gate(), lw.gateBias(), normed, T, p), u = linear(lw.up(), lw.upBias(), normed, T, p);
+        if (f == Format.F32) for (int j = 0; j < g.length; j++) g[j] = VectorMath.silu(g[j]) * u[j];
+        else for (int j = 0; j < g.length; j++) g[j] = f.round(f.round(VectorMath.silu(g[j])) * u[j]);
+        return linear(lw.down(), lw.downBias(), g, T, p);
+    }
+
+    // ---- the sub-ops, where each kind of engine rounds ---------------------------------------------------------------
+
+    private static float[] act(float[] a, Precision p) {
+        p.activations().round(a, 0, a.length);
+        return a;
+    }
+
+    /** x·Wᵀ (+ b) for T rows: the input rounded under matmulInput, the output (bias added) under activations. */
+    private static float[] linear(WeightMatrix m, float[] bias, float[] x, int T, Precision p) {
+        float[] y = new float[T * m.rows()];
+        m.matmul(p.matmulInput() == Format.F32 ? x : p.matmulInput().round(x.clone()), T, y);
+        if (bias != null) for (int t = 0; t < T; t++) VectorMath.add(y, t * bias.length, bias, 0, bias.length);
+        return act(y, p);
+    }
+
+    /** LlamaRMSNorm per row: x·rsqrt(mean(x²)+eps) in fp32, cast to the model's dtype, then times w (and cast). */
+    private float[] rmsNorm(float[] x, int T, int n, float[] weight, Precision p) {
+        float[] y = new float[x.length];
+        for (int t = 0; t < T; t++) rmsNorm(x, t * n, n, weight, p, y, t * n);
+        return y;
+    }
+
+    private void rmsNormInPlace(float[] x, int o, int n, float[] weight, Precision p) { rmsNorm(x, o, n, weight, p, x, o); }
+
+    private void rmsNorm(float[] x, int o, int n, float[] weight, Precision p, float[] y, int yo) {
+        var f = p.activations();
+        if (f == Format.F32) {
+            VectorMath.rmsNorm(x, o, n, weight, cfg.rmsNormEps(), y, yo);
+            return;
+        }
+        VectorMath.rmsNorm(x, o, n, null, cfg.rmsNormEps(), y, yo);
+        for (int j = 0; j < n; j++) y[yo + j] = f.round(weight[j] * f.round(y[yo + j]));
+    }
+}

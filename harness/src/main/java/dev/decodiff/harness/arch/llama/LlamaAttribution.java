@@ -1,0 +1,178 @@
+package dev.decodiff.harness.arch.llama;
+
+import dev.decodiff.engine.CapturePoints;
+import dev.decodiff.engine.llama.LlamaConfig;
+import dev.decodiff.engine.llama.LlamaModel;
+import dev.decodiff.engine.llama.LlamaOps;
+import dev.decodiff.engine.ops.Format;
+import dev.decodiff.engine.ops.Precision;
+import dev.decodiff.harness.compare.attribution.LocalError;
+import dev.decodiff.harness.compare.attribution.OpAttribution;
+import dev.decodiff.metal.TensorView;
+
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.function.Function;
+
+/**
+ * Local attribution of a Llama-family side (llama, mistral, qwen3): every capture point recomputed by
+ * {@link LlamaOps} (the ops the engine's own forward runs) from the side's own recorded inputs — q/k/v (after qwen3's
+ * q/k norms and RoPE) from the layer's input; the cache reads from the previous step's reads and this step's k/v;
+ * attn.out from q, k_read, v_read; mlp.out from the layer's input and attn.out (through o_proj, the residual and the
+ * post-attention norm); the layer's out from the input, attn.out and mlp.out; the final norm from the last layer's
+ * out; the logits from the final norm. Its hypotheses: a framework in bf16 or fp16 (RoPE's frequencies held in fp32
+ * or in that dtype), uniform bf16/fp16 matmul inputs, and a KV cache stored as f16, bf16, q8_0 or q4_0.
+ */
+public final class LlamaAttribution extends OpAttribution {
+    private final LlamaOps ops;
+    private final LlamaConfig cfg;
+
+    private int[] stepTokens;
+    private Map<String, float[]> have = new HashMap<>();
+    /** Per layer, the cache reads the side recorded at the last step that had them. */
+    private final Map<String, float[]> previous = new HashMap<>(), thisStep = new HashMap<>();
+
+    /**
+     * @param everyCell measure every cell (a third-party candidate); false: only cells over tolerance (decodiff's own
+     *                  engine, whose ops are these ops)
+     */
+    public LlamaAttribution(LlamaModel model, boolean everyCell) { this(model.ops(), everyCell, null, false); }
+
+    private LlamaAttribution(LlamaOps ops, boolean everyCell, Format stated, boolean reference) {
+        super(everyCell, stated, reference);
+        this.ops = ops;
+        this.cfg = ops.config();
+    }
+
+    @Override
+    public LlamaAttribution stating(String dtype) { return new LlamaAttribution(ops, everyCell, classOf(dtype), reference); }
+
+    @Override
+    public LlamaAttribution forReference(String dtype) {
+        var f = classOf(dtype);
+        return new LlamaAttribution(ops, false, f == null ? Format.F32 : f, true);
+    }
+
+    @Override
+    public void beginStep(int step, int start, int length, int[] tokens) {
+        this.step = step;
+        this.start = start;
+        this.T = length;
+        this.stepTokens = java.util.Arrays.copyOfRange(tokens, start, start + length);
+        have = new HashMap<>();
+        thisStep.clear();
+    }
+
+    @Override
+    public void accept(String point, TensorView t, boolean failed) {
+        String kind = CapturePoints.kindOf(point);
+        int layer = CapturePoints.layerOf(point);
+        if (layer >= cfg.numLayers()) return;
+        float[] c = t.floatsToRead();
+        have.put(point, c);
+        if (CapturePoints.isCacheRead(kind)) thisStep.put(point, c);
+        if (!everyCell && !failed) return;
+        try {
+            var e = attribute(point, kind, layer, c);
+            if (e != null) errors.put(key(step, point), e);
+        } catch (RuntimeException ex) {
+            errors.put(key(step, point), LocalError.unattributed(step, point, FP32.tolerance(point), "its inputs do not have the checkpoint's shapes"));
+        }
+    }
+
+    @Override
+    public boolean carriesAcrossSteps(String kind) { return CapturePoints.isCacheRead(kind); }
+
+    @Override
+    public void endStep() {
+        // a step fed nothing (the reference side is fed only steps with cells over tolerance) keeps the older history
+        previous.putAll(thisStep);
+        have = new HashMap<>();
+    }
+
+    // ---- one cell ----------------------------------------------------------------------------------------------
+
+    private LocalError attribute(String point, String kind, int layer, float[] cand) {
+        double tol = FP32.tolerance(point);
+        String in = layer < 0 ? null : layer == 0 ? CapturePoints.EMBED : CapturePoints.layer(layer - 1, CapturePoints.OUT);
+        String attn = layer < 0 ? null : CapturePoints.layer(layer, CapturePoints.ATTN_OUT);
+        String missing = null;
+        Function<Precision, float[]> op;
+        String from;
+        List<Precision> hyps = uniformMatmulHypotheses();
+        switch (kind) {
+            case CapturePoints.EMBED -> {
+                op = p -> ops.embed(stepTokens, p);
+                from = "the tokens";
+                hyps = activationHypotheses();
+            }
+            case CapturePoints.Q, CapturePoints.K, CapturePoints.V -> {
+                if (!have.containsKey(in)) missing = in;
+                op = p -> {
+                    var qkv = ops.qkv(layer, ops.inputNorm(layer, have.get(in), T, p), T, start, p);
+                    return switch (kind) {
+                        case CapturePoints.Q -> qkv.q();
+                        case CapturePoints.K -> qkv.k();
+                        default -> qkv.v();
+                    };
+                };
+                from = in;
+            }
+            case CapturePoints.K_READ, CapturePoints.V_READ -> {
+                boolean keys = kind.equals(CapturePoints.K_READ);
+                return cacheRead(point, keys, cand, tol, get(layer, keys ? CapturePoints.K : CapturePoints.V), previous.get(point),
+                        cfg.numKvHeads() * cfg.headDim());
+            }
+            case CapturePoints.ATTN_OUT -> {
+                for (String n : List.of(CapturePoints.Q, CapturePoints.K_READ, CapturePoints.V_READ))
+                    if (!have.containsKey(CapturePoints.layer(layer, n))) missing = CapturePoints.layer(layer, n);
+                int stride = cfg.numKvHeads() * cfg.headDim();
+                if (missing == null && (get(layer, CapturePoints.K_READ).length != (start + T) * stride
+                        || get(layer, CapturePoints.V_READ).length != (start + T) * stride))
+                    return LocalError.unattributed(step, point, tol, "its cache reads do not hold positions 0…" + (start + T - 1));
+                op = p -> ops.attention(get(layer, CapturePoints.Q), get(layer, CapturePoints.K_READ), get(layer, CapturePoints.V_READ), T, start, p);
+                from = "its q, k_read, v_read";
+                hyps = activationHypotheses();
+            }
+            case CapturePoints.MLP_OUT -> {
+                if (!have.containsKey(in)) missing = in;
+                else if (!have.containsKey(attn)) missing = attn;
+                op = p -> ops.mlp(layer, ops.postAttentionNorm(layer, residual(layer, in, p), T, p), T, p);
+                from = in + ", " + attn;
+            }
+            case CapturePoints.OUT -> {
+                String mlp = CapturePoints.layer(layer, CapturePoints.MLP_OUT);
+                for (String n : List.of(in, attn, mlp)) if (!have.containsKey(n)) missing = n;
+                op = p -> LlamaOps.add(residual(layer, in, p), have.get(mlp), p);
+                from = in + ", " + attn + ", " + mlp;
+            }
+            case CapturePoints.FINAL_NORM -> {
+                String last = CapturePoints.layer(cfg.numLayers() - 1, CapturePoints.OUT);
+                if (!have.containsKey(last)) missing = last;
+                op = p -> ops.finalNorm(have.get(last), T, p);
+                from = last;
+                hyps = activationHypotheses();
+            }
+            case CapturePoints.LOGITS -> {
+                if (!have.containsKey(CapturePoints.FINAL_NORM)) missing = CapturePoints.FINAL_NORM;
+                op = p -> ops.logits(have.get(CapturePoints.FINAL_NORM), T, p);
+                from = CapturePoints.FINAL_NORM;
+            }
+            default -> {
+                return null;
+            }
+        }
+        if (missing != null) return LocalError.unattributed(step, point, tol, "the side has no " + missing + ", an input of this op");
+        return judge(point, kind, cand, tol, op, null, from, null, hyps);
+    }
+
+    // ---- shared sub-results --------------------------------------------------------------------------------------
+
+    private float[] get(int layer, String kind) { return have.get(CapturePoints.layer(layer, kind)); }
+
+    /** The residual after attention: the layer's input plus o_proj of attn.out (recomputed each time, never cached). */
+    private float[] residual(int layer, String in, Precision p) {
+        return LlamaOps.add(have.get(in), ops.attentionOutput(layer, get(layer, CapturePoints.ATTN_OUT), T, p), p);
+    }
+}
