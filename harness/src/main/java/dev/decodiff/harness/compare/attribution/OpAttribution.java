@@ -143,6 +143,8 @@ public abstract class OpAttribution {
         Precision best = tried.isEmpty() ? null : tried.get(0).h();
         double bestLeft = tried.isEmpty() ? Double.POSITIVE_INFINITY : tried.get(0).left();
         String ties = null;
+        // per hypothesis, the least it leaves with the near-tie roundings and routing decisions that go the other way
+        var closest = new java.util.HashMap<Precision, Double>();
         // roundings at a near-tie may go either way in the candidate: for the three closest hypotheses, keep each flip
         // that brings it closer
         for (int k = 0; k < Math.min(3, tried.size()) && bestLeft > tol; k++) {
@@ -156,6 +158,7 @@ public abstract class OpAttribution {
                 if (l < left) left = l;
                 else tieFlips.remove(site);
             }
+            closest.merge(h, left, Math::min);
             if (left < bestLeft) {
                 bestLeft = left;
                 best = h;
@@ -164,17 +167,20 @@ public abstract class OpAttribution {
         }
         // the routing may also have gone the other way at a near-tie under a hypothesis (an MLX engine's router on its
         // own dequantized weights): for each, keep the near-tie routing flips that bring it closer
+        Precision routedUnder = null;
         for (int k = 0; k < tried.size() && bestLeft > tol && routed == null && !precomputed; k++) {
             var h = tried.get(k).h();
             var hf = routingFlips(q -> op.apply(h), cand, rowMask, rel(cand, op.apply(h), rowMask));
             if (hf.isEmpty()) continue;
             var f = java.util.Set.copyOf(hf.keySet());
             double left = rel(cand, Gemma4Ops.withRoutingFlipped(f, () -> op.apply(h)), rowMask);
+            closest.merge(h, left, Math::min);
             if (left < bestLeft) {
                 bestLeft = left;
                 best = h;
                 ties = null;
                 routed = routingWords(hf, Double.NaN);
+                routedUnder = h;
             }
         }
         if (best != null && bestLeft <= tol) {
@@ -189,17 +195,22 @@ public abstract class OpAttribution {
         if (chain != null) {
             var h = chain.h();
             double floor = KAPPA * envelope(op, h, exact, rowMask, precomputed);
-            var variant = knownVariant(h, cand, rowMask, chain.left());
+            // a rounding or a routing decision this class brought to a near-tie (an exact tie in bf16 included), taken
+            // the other way, is part of the class's rounding: a known variant must beat what is left after it
+            boolean routedHere = h.equals(routedUnder);
+            double chainLeft = Math.min(chain.left(), closest.getOrDefault(h, Double.POSITIVE_INFINITY));
+            var variant = knownVariant(h, cand, rowMask, chainLeft);
             if (variant != null)
-                return new LocalError(step, point, LocalError.Status.UNEXPLAINED, local, tol, h.describe() + "; " + variant, chain.left(), from,
+                return new LocalError(step, point, LocalError.Status.UNEXPLAINED, local, tol, h.describe() + "; " + variant, chainLeft, from,
                         granularity, floor, false);
             if (local <= floor) {
                 if (envelopeClass == null) envelopeClass = classKey(h);
                 if (CapturePoints.isCacheRead(kind)) readExplained.put(point, h);
-                return new LocalError(step, point, LocalError.Status.PRECISION, local, tol, h.describe() + (routed == null ? "" : "; " + routed),
-                        chain.left(), from, granularity, floor, true);
+                return new LocalError(step, point, LocalError.Status.PRECISION, local, tol, h.describe()
+                        + (h.equals(best) && ties != null ? " (" + ties + ")" : "") + (routed == null || !routedHere ? "" : "; " + routed),
+                        chainLeft, from, granularity, floor, true);
             }
-            return new LocalError(step, point, LocalError.Status.UNEXPLAINED, local, tol, h.describe(), chain.left(), from, granularity, floor, false);
+            return new LocalError(step, point, LocalError.Status.UNEXPLAINED, local, tol, h.describe(), chainLeft, from, granularity, floor, false);
         }
         return new LocalError(step, point, LocalError.Status.UNEXPLAINED, local, tol, best == null ? null : best.describe(), bestLeft, from, granularity);
     }
