@@ -40,7 +40,7 @@ class PackageDependenciesTest {
             "bench/BenchCommand.java", "bench/BenchSetup.java", "bench/CaptureOverhead.java", "bench/CompareThroughput.java",
             "bench/QuantizedDecode.java", "bench/QwenBench.java",
             "cli/EngineFlags.java", "cli/PlanCommand.java", "plan/CapturePlan.java",
-            "compare/attribution/OpAttribution.java", "compare/detect/DetectorContext.java",
+            "compare/detect/DetectorContext.java",
             "selftest/CatalogSelfTest.java", "selftest/ExpectedCell.java", "selftest/ExpectedVariant.java",
             "selftest/Qwen35Expectations.java", "selftest/SelfTest.java", "selftest/SelfTestReport.java",
             "testing/DecodiffExtension.java", "testing/EngineRun.java");
