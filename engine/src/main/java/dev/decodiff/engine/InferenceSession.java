@@ -734,7 +734,7 @@ public final class InferenceSession {
         for (int t = 0; t < T; t++) {
             int o = t * E;
             VectorMath.softmax(logits, o, E);
-            int[] top = dev.decodiff.engine.ops.Gemma4Ops.topK(logits, o, E, K);
+            int[] top = dev.decodiff.engine.ops.MoeRouting.topK(logits, o, E, K);
             float sum = 0;
             for (int e : top) sum += logits[o + e];
             if (faults.routingNotRenormalised()) sum = 1f;

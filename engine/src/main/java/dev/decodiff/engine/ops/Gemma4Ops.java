@@ -356,9 +356,8 @@ public final class Gemma4Ops {
         for (int t = 0; t < T; t++) {
             int o = t * E;
             VectorMath.softmax(logits, o, E);
-            int[] top = rw.has(Rewire.Wire.TOP_K_TIES_LAST) ? topKTiesLast(logits, o, E, K) : topK(logits, o, E, K);
-            var ties = ROUTING.get();
-            if (ties != null && K < E) top = ties.visit(t, logits, o, E, top);
+            int[] top = rw.has(Rewire.Wire.TOP_K_TIES_LAST) ? topKTiesLast(logits, o, E, K) : MoeRouting.topK(logits, o, E, K);
+            top = MoeRouting.visit(t, logits, o, E, top);
             float sum = 0;
             for (int e : top) sum += logits[o + e];
             if (rw.has(Rewire.Wire.ROUTING_NOT_RENORMALISED)) sum = 1f;
@@ -673,85 +672,6 @@ public final class Gemma4Ops {
     private static float ggmlGelu(float x) {
         final float sqrt2OverPi = 0.79788456080286535587989211986876f, coefA = 0.044715f;
         return 0.5f * x * (1.0f + (float) Math.tanh(sqrt2OverPi * x * (1.0f + coefA * x * x)));
-    }
-
-    /** The indices of the k largest of p[off .. off+n), largest first (the first of equals first). */
-    /**
-     * A routing decision at a near-tie: the router's k-th and (k+1)-th experts of a token whose probabilities are
-     * nearly equal, where an engine of lower precision may pick the other one. While a RoutingTies is set on this
-     * thread, each routed token is counted in order; a recording one notes each token's margin (the k-th probability
-     * minus the (k+1)-th, relative to the k-th), a flipping one swaps the k-th expert for the (k+1)-th at the tokens asked.
-     */
-    public static final class RoutingTies {
-        private final java.util.Set<Integer> flip;
-        private final java.util.List<double[]> margins = new ArrayList<>();
-        private int count;
-
-        private RoutingTies(java.util.Set<Integer> flip) { this.flip = flip; }
-
-        int[] visit(int t, float[] p, int off, int n, int[] top) {
-            int i = count++;
-            int k = top.length;
-            boolean[] used = new boolean[n];
-            for (int e : top) used[e] = true;
-            int next = -1;
-            for (int e = 0; e < n; e++) if (!used[e] && (next < 0 || p[off + e] > p[off + next])) next = e;
-            float kth = p[off + top[k - 1]];
-            margins.add(new double[]{i, kth == 0 ? Double.POSITIVE_INFINITY : (kth - p[off + next]) / kth});
-            if (!flip.contains(i)) return top;
-            int[] out = top.clone();
-            out[k - 1] = next;
-            return out;
-        }
-    }
-
-    private static final ThreadLocal<RoutingTies> ROUTING = new ThreadLocal<>();
-
-    /** Runs op and returns each routed token's margin (count, relative margin), nearest the tie first; empty without MoE. */
-    public static java.util.List<double[]> routingMargins(Runnable op) {
-        var r = new RoutingTies(java.util.Set.of());
-        ROUTING.set(r);
-        try {
-            op.run();
-        } finally {
-            ROUTING.remove();
-        }
-        var m = new ArrayList<>(r.margins);
-        m.sort(java.util.Comparator.comparingDouble(x -> x[1]));
-        return m;
-    }
-
-    /** Runs op with the routing of the tokens of these counts taken the other way at their k-th expert. */
-    public static <T> T withRoutingFlipped(java.util.Set<Integer> flip, java.util.function.Supplier<T> op) {
-        ROUTING.set(new RoutingTies(flip));
-        try {
-            return op.get();
-        } finally {
-            ROUTING.remove();
-        }
-    }
-
-    /**
-     * The router's top-k of one token (largest first), as the routing near-tie machinery may take it: unchanged unless
-     * a {@link #routingMargins} / {@link #withRoutingFlipped} run is in progress on this thread. Every architecture's
-     * MoE routes through here, so one mechanism names a routing decision at a near-tie.
-     */
-    public static int[] routedTopK(float[] p, int off, int n, int k, int token) {
-        int[] top = topK(p, off, n, k);
-        var ties = ROUTING.get();
-        return ties != null && k < n ? ties.visit(token, p, off, n, top) : top;
-    }
-
-    public static int[] topK(float[] p, int off, int n, int k) {
-        int[] idx = new int[k];
-        boolean[] used = new boolean[n];
-        for (int j = 0; j < k; j++) {
-            int best = -1;
-            for (int e = 0; e < n; e++) if (!used[e] && (best < 0 || p[off + e] > p[off + best])) best = e;
-            used[best] = true;
-            idx[j] = best;
-        }
-        return idx;
     }
 
     /** topK with ties going to the higher index. */

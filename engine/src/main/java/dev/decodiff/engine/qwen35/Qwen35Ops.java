@@ -2,6 +2,7 @@ package dev.decodiff.engine.qwen35;
 
 import dev.decodiff.engine.ops.Format;
 import dev.decodiff.engine.ops.Gemma4Ops;
+import dev.decodiff.engine.ops.MoeRouting;
 import dev.decodiff.engine.ops.Precision;
 import dev.decodiff.metal.Parallel;
 import dev.decodiff.metal.WeightMatrix;
@@ -421,7 +422,7 @@ public final class Qwen35Ops {
         for (int t = 0; t < T; t++) {
             float[] pr = Arrays.copyOfRange(logits, t * E, (t + 1) * E);
             softmax(pr);
-            int[] idx = Gemma4Ops.routedTopK(pr, 0, E, topK, t);
+            int[] idx = MoeRouting.routedTopK(pr, 0, E, topK, t);
             boolean[] taken = new boolean[E];
             float[] wt = new float[topK];
             float sum = 0f;

@@ -2,7 +2,7 @@ package dev.decodiff.harness.compare.attribution;
 
 import dev.decodiff.engine.CapturePoints;
 import dev.decodiff.engine.ops.Format;
-import dev.decodiff.engine.ops.Gemma4Ops;
+import dev.decodiff.engine.ops.MoeRouting;
 import dev.decodiff.engine.ops.Precision;
 import dev.decodiff.engine.ops.Rewire;
 import dev.decodiff.harness.compare.ToleranceProfile;
@@ -119,7 +119,7 @@ public abstract class OpAttribution {
         var flips = routingFlips(given, cand, rowMask, local);
         if (flips.isEmpty()) return plain;
         var flipped = java.util.Set.copyOf(flips.keySet());
-        Function<Precision, float[]> op = q -> Gemma4Ops.withRoutingFlipped(flipped, () -> given.apply(q));
+        Function<Precision, float[]> op = q -> MoeRouting.withRoutingFlipped(flipped, () -> given.apply(q));
         float[] exactFlipped = op.apply(Precision.EXACT);
         double localFlipped = rel(cand, exactFlipped, rowMask);
         String routed = routingWords(flips, local);
@@ -173,7 +173,7 @@ public abstract class OpAttribution {
             var hf = routingFlips(q -> op.apply(h), cand, rowMask, rel(cand, op.apply(h), rowMask));
             if (hf.isEmpty()) continue;
             var f = java.util.Set.copyOf(hf.keySet());
-            double left = rel(cand, Gemma4Ops.withRoutingFlipped(f, () -> op.apply(h)), rowMask);
+            double left = rel(cand, MoeRouting.withRoutingFlipped(f, () -> op.apply(h)), rowMask);
             closest.merge(h, left, Math::min);
             if (left < bestLeft) {
                 bestLeft = left;
@@ -227,14 +227,14 @@ public abstract class OpAttribution {
      * margin. Empty when the op routes nothing or no flip helps.
      */
     private java.util.Map<Integer, Double> routingFlips(Function<Precision, float[]> op, float[] cand, boolean[] rowMask, double local) {
-        var margins = Gemma4Ops.routingMargins(() -> op.apply(Precision.EXACT));
+        var margins = MoeRouting.routingMargins(() -> op.apply(Precision.EXACT));
         var kept = new java.util.LinkedHashMap<Integer, Double>();
         double left = local;
         for (var m : margins) {
             if (m[1] > ROUTER_TIE || kept.size() >= 8) break;
             int i = (int) m[0];
             kept.put(i, m[1]);
-            double l = rel(cand, Gemma4Ops.withRoutingFlipped(kept.keySet(), () -> op.apply(Precision.EXACT)), rowMask);
+            double l = rel(cand, MoeRouting.withRoutingFlipped(kept.keySet(), () -> op.apply(Precision.EXACT)), rowMask);
             if (l < left) left = l;
             else kept.remove(i);
         }
