@@ -8,6 +8,7 @@ import dev.decodiff.metal.VectorMath;
 import dev.decodiff.metal.WeightMatrix;
 
 import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
 import java.lang.foreign.ValueLayout;
 import java.util.Arrays;
 import java.util.Collections;
@@ -25,7 +26,9 @@ import java.util.Map;
  * {@code ropeFrequencies} (the inverse frequencies held in the model's dtype before the fp32 angle position·inv_freq);
  * {@code matmulInput} (ggml converting a matmul's input for half-precision weights). Either way the weights are held
  * in that format too, as such an engine holds them (a framework in bf16 casts every parameter, ggml runs bf16/f16
- * matrices): a no-op on a checkpoint already in it, a rounded copy of each matrix, made once, on an fp32 checkpoint.
+ * matrices): a no-op on a checkpoint already in it, a rounded copy of each matrix (fp32 values, made once) otherwise.
+ * {@code weights} alone holds every parameter so (matrices, norm weights, biases) with the arithmetic fp32: an engine
+ * that casts an fp32 checkpoint to bf16 or fp16 and computes in fp32.
  */
 public final class LlamaOps {
     private final LlamaModel model;
@@ -51,7 +54,7 @@ public final class LlamaOps {
         int T = tokens.length, H = cfg.hidden();
         float[] x = new float[T * H];
         for (int t = 0; t < T; t++) w.embed().row(tokens[t], x, t * H);
-        return act(heldIn(x, p.activations()), p);
+        return act(heldIn(x, weightFormat(p)), p);
     }
 
     /** input_layernorm of a layer's input residual. */
@@ -193,29 +196,36 @@ public final class LlamaOps {
         float[] y = new float[T * m.rows()];
         heldIn(m, weightFormat(p)).matmul(p.matmulInput() == Format.F32 ? x : p.matmulInput().round(x.clone()), T, y);
         if (bias != null) {
-            float[] b = p.activations() == Format.F32 ? bias : heldIn(bias.clone(), p.activations());
+            float[] b = paramFormat(p) == Format.F32 ? bias : heldIn(bias.clone(), paramFormat(p));
             for (int t = 0; t < T; t++) VectorMath.add(y, t * b.length, b, 0, b.length);
         }
         return act(y, p);
     }
 
-    /** The format the matrices are held in: the model's dtype under activations, else the matmuls' input format. */
-    private static Format weightFormat(Precision p) { return p.activations() != Format.F32 ? p.activations() : p.matmulInput(); }
+    /** The format the vectors (norm weights, biases) are held in: the model's dtype, else {@code weights} (ggml keeps them F32). */
+    private static Format paramFormat(Precision p) { return p.activations() != Format.F32 ? p.activations() : p.weights(); }
 
-    /** The matrix as held in f: itself where its dtype is f (or f is fp32), else its values rounded to f, made once. */
+    /** The format the matrices are held in: the model's dtype under activations, else the matmuls' input format, else {@code weights}. */
+    private static Format weightFormat(Precision p) {
+        return p.activations() != Format.F32 ? p.activations() : p.matmulInput() != Format.F32 ? p.matmulInput() : p.weights();
+    }
+
+    /**
+     * The matrix as held in f: itself where its dtype is f (or f is fp32), else its values rounded to f, made once and
+     * kept as fp32 values, so the matmul is the fp32 kernel's on them (a bf16 matrix's kernels may round the input too).
+     */
     private WeightMatrix heldIn(WeightMatrix m, Format f) {
         if (f == Format.F32 || m.dtype() == (f == Format.BF16 ? DType.BF16 : DType.F16)) return m;
         var byMatrix = held.computeIfAbsent(f, k -> Collections.synchronizedMap(new IdentityHashMap<>()));
         return byMatrix.computeIfAbsent(m, x -> {
             int R = x.rows(), C = x.cols();
-            var seg = Arena.ofAuto().allocate((long) R * C * 2, 64);
+            var seg = Arena.ofAuto().allocate((long) R * C * Float.BYTES, 64);
             float[] row = new float[C];
             for (int r = 0; r < R; r++) {
                 x.row(r, row, 0);
-                for (int c = 0; c < C; c++)
-                    seg.setAtIndex(ValueLayout.JAVA_SHORT, (long) r * C + c, f == Format.BF16 ? bf16Bits(row[c]) : Float.floatToFloat16(row[c]));
+                MemorySegment.copy(heldIn(row, f), 0, seg, ValueLayout.JAVA_FLOAT, (long) r * C * Float.BYTES, C);
             }
-            return new WeightMatrix(x.name(), f == Format.BF16 ? DType.BF16 : DType.F16, R, C, seg);
+            return new WeightMatrix(x.name(), DType.F32, R, C, seg);
         });
     }
 
@@ -247,7 +257,7 @@ public final class LlamaOps {
     private void rmsNorm(float[] x, int o, int n, float[] weight, Precision p, float[] y, int yo) {
         var f = p.activations();
         if (f == Format.F32) {
-            VectorMath.rmsNorm(x, o, n, weight, cfg.rmsNormEps(), y, yo);
+            VectorMath.rmsNorm(x, o, n, p.weights() == Format.F32 ? weight : heldIn(weight.clone(), p.weights()), cfg.rmsNormEps(), y, yo);
             return;
         }
         VectorMath.rmsNorm(x, o, n, null, cfg.rmsNormEps(), y, yo);
