@@ -26,7 +26,7 @@ import java.util.Map;
  * {@code ropeFrequencies} (the inverse frequencies held in the model's dtype before the fp32 angle position·inv_freq);
  * {@code matmulInput} (ggml converting a matmul's input for half-precision weights). Either way the weights are held
  * in that format too, as such an engine holds them (a framework in bf16 casts every parameter, ggml runs bf16/f16
- * matrices): a no-op on a checkpoint already in it, a rounded copy of each matrix (fp32 values, made once) otherwise.
+ * matrices): a no-op on a half-precision checkpoint, a rounded copy of each matrix (fp32 values, made once) of an fp32 one.
  * {@code weights} alone holds every parameter so (matrices, norm weights, biases) with the arithmetic fp32: an engine
  * that casts an fp32 checkpoint to bf16 or fp16 and computes in fp32.
  */
@@ -211,11 +211,13 @@ public final class LlamaOps {
     }
 
     /**
-     * The matrix as held in f: itself where its dtype is f (or f is fp32), else its values rounded to f, made once and
-     * kept as fp32 values, so the matmul is the fp32 kernel's on them (a bf16 matrix's kernels may round the input too).
+     * The matrix as held in f: itself where f is fp32 or the checkpoint holds it in a half format already (bf16 weights
+     * taken as held in fp16 too: they differ only below fp16's normal range, and a copy of a large model's every
+     * matrix is not made for that); an fp32 matrix's values rounded to f, made once and kept as fp32 values, so the
+     * matmul is the fp32 kernel's on them (a bf16 matrix's kernels may round the input too).
      */
     private WeightMatrix heldIn(WeightMatrix m, Format f) {
-        if (f == Format.F32 || m.dtype() == (f == Format.BF16 ? DType.BF16 : DType.F16)) return m;
+        if (f == Format.F32 || m.dtype() != DType.F32) return m;
         var byMatrix = held.computeIfAbsent(f, k -> Collections.synchronizedMap(new IdentityHashMap<>()));
         return byMatrix.computeIfAbsent(m, x -> {
             int R = x.rows(), C = x.cols();
