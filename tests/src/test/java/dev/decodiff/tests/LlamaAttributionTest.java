@@ -18,12 +18,13 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 /**
  * Local attribution on the Llama family (llama-tiny: llama3 RoPE, attention and MLP biases; qwen3-tiny: q/k norms),
- * against data transformers wrote: its fp32 runs, the same runs stored in bf16 (a candidate whose every recorded
- * tensor is rounded to bf16, as a dump writer in bf16 keeps them), and the same runs with a bug planted in one cell.
- * No candidate here is decodiff's own output. The engine still matches its references with every cell judged; the
- * fp32 run as a candidate is exact at every op; the bf16-stored run is precision, every op reproduced or inside the
- * bf16 envelope and named so; a planted scale of one op's output is the divergence at that cell with its op
- * unexplained, on top of bf16 noise too; a reference so edited is named reference_disagrees against the engine.
+ * against data transformers wrote: its fp32 runs, the same runs stored in bf16 or fp16 (a candidate whose every
+ * recorded tensor is rounded to that dtype, as a dump writer in it keeps them), and the same runs with a bug planted
+ * in one cell. No candidate here is decodiff's own output. The engine still matches its references with every cell
+ * judged; the fp32 run as a candidate is exact at every op; the bf16- or fp16-stored run is precision, every op
+ * reproduced or inside that dtype's envelope and named so; a planted scale of one op's output is the divergence at
+ * that cell with its op unexplained, on top of bf16 noise too; a reference so edited is named reference_disagrees
+ * against the engine.
  */
 class LlamaAttributionTest {
     static final ObjectMapper JSON = new ObjectMapper();
@@ -62,19 +63,20 @@ class LlamaAttributionTest {
         }
     }
 
-    /** Every recorded tensor rounded to bf16 (round to nearest even), the manifest stating bfloat16. */
-    static Path storedInBf16(Path src, Path dst) throws Exception {
+    /** Every recorded tensor rounded to bf16 or fp16 (round to nearest even), the manifest stating that dtype. */
+    static Path storedIn(String dtype, Path src, Path dst) throws Exception {
+        boolean bf16 = dtype.equals("bfloat16");
         DumpSurgery.copy(src, dst);
         for (int s = 0; s < steps(dst); s++)
             DumpSurgery.editStep(dst, s, ts -> ts.replaceAll((n, t) -> {
                 float[] d = t.data().clone();
                 for (int i = 0; i < d.length; i++) {
                     int b = Float.floatToRawIntBits(d[i]);
-                    d[i] = Float.intBitsToFloat((b + 0x7FFF + ((b >>> 16) & 1)) & 0xFFFF0000);
+                    d[i] = bf16 ? Float.intBitsToFloat((b + 0x7FFF + ((b >>> 16) & 1)) & 0xFFFF0000) : Float.float16ToFloat(Float.floatToFloat16(d[i]));
                 }
                 return new CapturedTensor(t.point(), t.shape(), d);
             }));
-        DumpSurgery.editManifest(dst, m -> m.replace("\"dtype\": \"float32\"", "\"dtype\": \"bfloat16\""));
+        DumpSurgery.editManifest(dst, m -> m.replace("\"dtype\": \"float32\"", "\"dtype\": \"" + dtype + "\""));
         return dst;
     }
 
@@ -108,24 +110,24 @@ class LlamaAttributionTest {
         for (var c : cells) assertThat(c.get("status").asText()).as(c.toString()).isEqualTo("exact");
     }
 
-    @ParameterizedTest(name = "{0}")
-    @ValueSource(strings = {"llama-tiny", "qwen3-tiny"})
-    void aRunStoredInBf16IsPrecisionNamingBf16Rounding(String model) throws Exception {
-        Path bf16 = storedInBf16(ref(model), tmp.resolve("bf16"));
-        var j = compare(0, ref(model).toString(), bf16.toString(), "--model", root.resolve("checkpoints/" + model).toString());
+    @ParameterizedTest(name = "{0} {1}")
+    @CsvSource({"llama-tiny, bfloat16, bf16", "qwen3-tiny, bfloat16, bf16", "llama-tiny, float16, fp16", "qwen3-tiny, float16, fp16"})
+    void aRunStoredInHalfPrecisionIsPrecisionNamingThatRounding(String model, String dtype, String id) throws Exception {
+        Path half = storedIn(dtype, ref(model), tmp.resolve(id));
+        var j = compare(0, ref(model).toString(), half.toString(), "--model", root.resolve("checkpoints/" + model).toString());
         assertThat(j.get("verdict").asText()).isEqualTo("precision");
-        assertThat(j.get("failing_cells").asInt()).as("bf16 noise is over every fp32 tolerance").isEqualTo(j.get("cells").asInt());
+        assertThat(j.get("failing_cells").asInt()).as(id + " noise is over every fp32 tolerance").isEqualTo(j.get("cells").asInt());
         int precision = 0;
         for (var c : j.get("attribution").get("cells")) {
             assertThat(c.get("status").asText()).as(c.toString()).isIn("exact", "precision");
             if (c.get("status").asText().equals("precision")) precision++;
         }
         assertThat(precision).isPositive();
-        assertThat(j.get("attribution").get("precision_effects").get(0).get("explanation").asText()).startsWith("bf16 activations");
+        for (var e : j.get("attribution").get("precision_effects")) assertThat(e.get("explanation").asText()).startsWith(id + " activations");
         // the cache reads are this step's rounded k/v after the rows read before: exact, every step
         assertThat(cell(j, 3, "layers.0.attn.k_read").get("status").asText()).isEqualTo("exact");
         // without attribution the same run is a divergence at its first cell: the false alarm attribution removes
-        var plain = compare(1, ref(model).toString(), bf16.toString(), "--model", root.resolve("checkpoints/" + model).toString(), "--no-attribution");
+        var plain = compare(1, ref(model).toString(), half.toString(), "--model", root.resolve("checkpoints/" + model).toString(), "--no-attribution");
         assertThat(plain.get("verdict").asText()).isEqualTo("divergence");
     }
 
@@ -143,7 +145,7 @@ class LlamaAttributionTest {
     @ParameterizedTest(name = "{0}")
     @ValueSource(strings = {"llama-tiny", "qwen3-tiny"})
     void aPlantedBugUnderBf16NoiseIsStillTheDivergence(String model) throws Exception {
-        Path bug = scaled(storedInBf16(ref(model), tmp.resolve("bf16-bug")), "layers.1.mlp.out", 1.05f);
+        Path bug = scaled(storedIn("bfloat16", ref(model), tmp.resolve("bf16-bug")), "layers.1.mlp.out", 1.05f);
         var j = compare(1, ref(model).toString(), bug.toString(), "--model", root.resolve("checkpoints/" + model).toString());
         assertThat(j.get("first_divergence").get("point").asText()).isEqualTo("layers.1.mlp.out");
         assertThat(cell(j, 0, "layers.1.mlp.out").get("status").asText()).isEqualTo("unexplained");

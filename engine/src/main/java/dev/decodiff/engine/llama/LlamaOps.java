@@ -3,10 +3,17 @@ package dev.decodiff.engine.llama;
 import dev.decodiff.engine.Rope;
 import dev.decodiff.engine.ops.Format;
 import dev.decodiff.engine.ops.Precision;
+import dev.decodiff.metal.DType;
 import dev.decodiff.metal.VectorMath;
 import dev.decodiff.metal.WeightMatrix;
 
+import java.lang.foreign.Arena;
+import java.lang.foreign.MemorySegment;
+import java.lang.foreign.ValueLayout;
 import java.util.Arrays;
+import java.util.Collections;
+import java.util.IdentityHashMap;
+import java.util.Map;
 
 /**
  * The Llama family's ops, the one description of its math: {@link LlamaSession}'s forward calls these with
@@ -17,12 +24,18 @@ import java.util.Arrays;
  * product, attention output, SiLU, product and add; RMSNorm's statistics in fp32, its normalised value cast before
  * the weight multiplies it, as LlamaRMSNorm does; softmax in fp32, the probabilities cast before P·V);
  * {@code ropeFrequencies} (the inverse frequencies held in the model's dtype before the fp32 angle position·inv_freq);
- * {@code matmulInput} (ggml converting a matmul's input for half-precision weights).
+ * {@code matmulInput} (ggml converting a matmul's input for half-precision weights). Either way the weights are held
+ * in that format too, as such an engine holds them (a framework in bf16 casts every parameter, ggml runs bf16/f16
+ * matrices): a no-op on a half-precision checkpoint, a rounded copy of each matrix (fp32 values, made once) of an fp32 one.
+ * {@code weights} alone holds every parameter so (matrices, norm weights, biases) with the arithmetic fp32: an engine
+ * that casts an fp32 checkpoint to bf16 or fp16 and computes in fp32.
  */
 public final class LlamaOps {
     private final LlamaModel model;
     private final LlamaConfig cfg;
     private final LlamaWeights w;
+    /** Per format, each matrix rounded to it (only those the checkpoint does not already hold in it), made on first use. */
+    private final Map<Format, Map<WeightMatrix, WeightMatrix>> held = Collections.synchronizedMap(new java.util.EnumMap<>(Format.class));
 
     public LlamaOps(LlamaModel model) {
         this.model = model;
@@ -41,7 +54,7 @@ public final class LlamaOps {
         int T = tokens.length, H = cfg.hidden();
         float[] x = new float[T * H];
         for (int t = 0; t < T; t++) w.embed().row(tokens[t], x, t * H);
-        return act(x, p);
+        return act(heldIn(x, weightFormat(p)), p);
     }
 
     /** input_layernorm of a layer's input residual. */
@@ -61,7 +74,7 @@ public final class LlamaOps {
         float[] in = p.matmulInput() == Format.F32 ? finalNorm : p.matmulInput().round(Arrays.copyOfRange(finalNorm, (T - 1) * H, T * H));
         int off = in == finalNorm ? (T - 1) * H : 0;
         float[] logits = new float[cfg.vocabSize()];
-        w.lmHead().matvec(in, off, logits, 0);
+        heldIn(w.lmHead(), weightFormat(p)).matvec(in, off, logits, 0);
         return act(logits, p);
     }
 
@@ -175,12 +188,63 @@ public final class LlamaOps {
         return a;
     }
 
-    /** x·Wᵀ (+ b) for T rows: the input rounded under matmulInput, the output (bias added) under activations. */
-    private static float[] linear(WeightMatrix m, float[] bias, float[] x, int T, Precision p) {
+    /**
+     * x·Wᵀ (+ b) for T rows: the weights as held ({@link #weightFormat}), the input rounded under matmulInput, the
+     * output (bias added, the bias in the model's dtype) under activations.
+     */
+    private float[] linear(WeightMatrix m, float[] bias, float[] x, int T, Precision p) {
         float[] y = new float[T * m.rows()];
-        m.matmul(p.matmulInput() == Format.F32 ? x : p.matmulInput().round(x.clone()), T, y);
-        if (bias != null) for (int t = 0; t < T; t++) VectorMath.add(y, t * bias.length, bias, 0, bias.length);
+        heldIn(m, weightFormat(p)).matmul(p.matmulInput() == Format.F32 ? x : p.matmulInput().round(x.clone()), T, y);
+        if (bias != null) {
+            float[] b = paramFormat(p) == Format.F32 ? bias : heldIn(bias.clone(), paramFormat(p));
+            for (int t = 0; t < T; t++) VectorMath.add(y, t * b.length, b, 0, b.length);
+        }
         return act(y, p);
+    }
+
+    /** The format the vectors (norm weights, biases) are held in: the model's dtype, else {@code weights} (ggml keeps them F32). */
+    private static Format paramFormat(Precision p) { return p.activations() != Format.F32 ? p.activations() : p.weights(); }
+
+    /** The format the matrices are held in: the model's dtype under activations, else the matmuls' input format, else {@code weights}. */
+    private static Format weightFormat(Precision p) {
+        return p.activations() != Format.F32 ? p.activations() : p.matmulInput() != Format.F32 ? p.matmulInput() : p.weights();
+    }
+
+    /**
+     * The matrix as held in f: itself where f is fp32 or the checkpoint holds it in a half format already (bf16 weights
+     * taken as held in fp16 too: they differ only below fp16's normal range, and a copy of a large model's every
+     * matrix is not made for that); an fp32 matrix's values rounded to f, made once and kept as fp32 values, so the
+     * matmul is the fp32 kernel's on them (a bf16 matrix's kernels may round the input too).
+     */
+    private WeightMatrix heldIn(WeightMatrix m, Format f) {
+        if (f == Format.F32 || m.dtype() != DType.F32) return m;
+        var byMatrix = held.computeIfAbsent(f, k -> Collections.synchronizedMap(new IdentityHashMap<>()));
+        return byMatrix.computeIfAbsent(m, x -> {
+            int R = x.rows(), C = x.cols();
+            var seg = Arena.ofAuto().allocate((long) R * C * Float.BYTES, 64);
+            float[] row = new float[C];
+            for (int r = 0; r < R; r++) {
+                x.row(r, row, 0);
+                MemorySegment.copy(heldIn(row, f), 0, seg, ValueLayout.JAVA_FLOAT, (long) r * C * Float.BYTES, C);
+            }
+            return new WeightMatrix(x.name(), DType.F32, R, C, seg);
+        });
+    }
+
+    /**
+     * Parameters held in f, rounded in place (round to nearest even, never the envelope's sampled rounding: a model's
+     * parameters are fixed, whatever its arithmetic does).
+     */
+    private static float[] heldIn(float[] v, Format f) {
+        if (f == Format.F32) return v;
+        for (int j = 0; j < v.length; j++) v[j] = f == Format.BF16 ? Float.intBitsToFloat(bf16Bits(v[j]) << 16) : Float.float16ToFloat(Float.floatToFloat16(v[j]));
+        return v;
+    }
+
+    private static short bf16Bits(float x) {
+        if (Float.isNaN(x)) return (short) (Float.floatToRawIntBits(x) >>> 16);
+        int b = Float.floatToRawIntBits(x);
+        return (short) ((b + 0x7FFF + ((b >>> 16) & 1)) >>> 16);
     }
 
     /** LlamaRMSNorm per row: x·rsqrt(mean(x²)+eps) in fp32, cast to the model's dtype, then times w (and cast). */
@@ -195,10 +259,11 @@ public final class LlamaOps {
     private void rmsNorm(float[] x, int o, int n, float[] weight, Precision p, float[] y, int yo) {
         var f = p.activations();
         if (f == Format.F32) {
-            VectorMath.rmsNorm(x, o, n, weight, cfg.rmsNormEps(), y, yo);
+            VectorMath.rmsNorm(x, o, n, p.weights() == Format.F32 ? weight : heldIn(weight.clone(), p.weights()), cfg.rmsNormEps(), y, yo);
             return;
         }
         VectorMath.rmsNorm(x, o, n, null, cfg.rmsNormEps(), y, yo);
-        for (int j = 0; j < n; j++) y[yo + j] = f.round(weight[j] * f.round(y[yo + j]));
+        float[] wf = heldIn(weight.clone(), f);
+        for (int j = 0; j < n; j++) y[yo + j] = f.round(wf[j] * f.round(y[yo + j]));
     }
 }

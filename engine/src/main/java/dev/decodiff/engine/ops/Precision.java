@@ -29,9 +29,9 @@ import java.util.ArrayList;
  */
 public record Precision(Format activations, Format matmulInput, boolean geluTable, KvStore keys, KvStore values, Attention attention,
                         Format expertInput, Format pleGateInput, boolean q8Input, boolean scaleFormatDequant, boolean storedMatrices,
-                        Format ropeFrequencies) {
+                        Format ropeFrequencies, Format weights) {
     public static final Precision EXACT = new Precision(Format.F32, Format.F32, false, KvStore.F32, KvStore.F32, Attention.EXACT, Format.F32,
-            Format.F32, false, false, false, Format.F32);
+            Format.F32, false, false, false, Format.F32, Format.F32);
 
     /**
      * @param scaleFormatDequant affine-quantized (MLX) matrices dequantized as MLX does, scale·q + bias computed in the
@@ -45,8 +45,18 @@ public record Precision(Format activations, Format matmulInput, boolean geluTabl
      *                           position·inv_freq is formed: a framework that casts every buffer to the model's dtype
      *                           (transformers' {@code model.to(torch.bfloat16)}) rounds them, and the angle error grows
      *                           with the position
+     * @param weights            the format the parameters are held in while the arithmetic stays fp32 (an engine that
+     *                           casts an fp32 checkpoint to bf16 or fp16 and computes in fp32); the ops that describe it
+     *                           read it (the Llama family's), the others ignore it
      */
     public Precision {}
+
+    public Precision(Format activations, Format matmulInput, boolean geluTable, KvStore keys, KvStore values, Attention attention,
+                     Format expertInput, Format pleGateInput, boolean q8Input, boolean scaleFormatDequant, boolean storedMatrices,
+                     Format ropeFrequencies) {
+        this(activations, matmulInput, geluTable, keys, values, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant, storedMatrices,
+                ropeFrequencies, Format.F32);
+    }
 
     public Precision(Format activations, Format matmulInput, boolean geluTable, KvStore keys, KvStore values, Attention attention,
                      Format expertInput, Format pleGateInput, boolean q8Input, boolean scaleFormatDequant, boolean storedMatrices) {
@@ -64,11 +74,11 @@ public record Precision(Format activations, Format matmulInput, boolean geluTabl
     }
 
     public Precision withScaleFormatDequant(boolean d) {
-        return new Precision(activations, matmulInput, geluTable, keys, values, attention, expertInput, pleGateInput, q8Input, d, storedMatrices, ropeFrequencies);
+        return new Precision(activations, matmulInput, geluTable, keys, values, attention, expertInput, pleGateInput, q8Input, d, storedMatrices, ropeFrequencies, weights);
     }
 
     public Precision withStoredMatrices(boolean m) {
-        return new Precision(activations, matmulInput, geluTable, keys, values, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant, m, ropeFrequencies);
+        return new Precision(activations, matmulInput, geluTable, keys, values, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant, m, ropeFrequencies, weights);
     }
 
     /** How K/V rows come back from a cache: fp32, a float format, or one of llama.cpp's block quantizations. */
@@ -111,26 +121,30 @@ public record Precision(Format activations, Format matmulInput, boolean geluTabl
 
     public boolean exact() { return equals(EXACT); }
 
-    public Precision withActivations(Format f) { return new Precision(f, matmulInput, geluTable, keys, values, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant, storedMatrices, ropeFrequencies); }
+    public Precision withActivations(Format f) { return new Precision(f, matmulInput, geluTable, keys, values, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant, storedMatrices, ropeFrequencies, weights); }
 
-    public Precision withMatmulInput(Format f) { return new Precision(activations, f, geluTable, keys, values, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant, storedMatrices, ropeFrequencies); }
+    public Precision withMatmulInput(Format f) { return new Precision(activations, f, geluTable, keys, values, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant, storedMatrices, ropeFrequencies, weights); }
 
-    public Precision withGeluTable(boolean t) { return new Precision(activations, matmulInput, t, keys, values, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant, storedMatrices, ropeFrequencies); }
+    public Precision withGeluTable(boolean t) { return new Precision(activations, matmulInput, t, keys, values, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant, storedMatrices, ropeFrequencies, weights); }
 
-    public Precision withKeys(KvStore s) { return new Precision(activations, matmulInput, geluTable, s, values, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant, storedMatrices, ropeFrequencies); }
+    public Precision withKeys(KvStore s) { return new Precision(activations, matmulInput, geluTable, s, values, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant, storedMatrices, ropeFrequencies, weights); }
 
-    public Precision withValues(KvStore s) { return new Precision(activations, matmulInput, geluTable, keys, s, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant, storedMatrices, ropeFrequencies); }
+    public Precision withValues(KvStore s) { return new Precision(activations, matmulInput, geluTable, keys, s, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant, storedMatrices, ropeFrequencies, weights); }
 
-    public Precision withAttention(Attention a) { return new Precision(activations, matmulInput, geluTable, keys, values, a, expertInput, pleGateInput, q8Input, scaleFormatDequant, storedMatrices, ropeFrequencies); }
+    public Precision withAttention(Attention a) { return new Precision(activations, matmulInput, geluTable, keys, values, a, expertInput, pleGateInput, q8Input, scaleFormatDequant, storedMatrices, ropeFrequencies, weights); }
 
-    public Precision withExpertInput(Format f) { return new Precision(activations, matmulInput, geluTable, keys, values, attention, f, pleGateInput, q8Input, scaleFormatDequant, storedMatrices, ropeFrequencies); }
+    public Precision withExpertInput(Format f) { return new Precision(activations, matmulInput, geluTable, keys, values, attention, f, pleGateInput, q8Input, scaleFormatDequant, storedMatrices, ropeFrequencies, weights); }
 
-    public Precision withPleGateInput(Format f) { return new Precision(activations, matmulInput, geluTable, keys, values, attention, expertInput, f, q8Input, scaleFormatDequant, storedMatrices, ropeFrequencies); }
+    public Precision withPleGateInput(Format f) { return new Precision(activations, matmulInput, geluTable, keys, values, attention, expertInput, f, q8Input, scaleFormatDequant, storedMatrices, ropeFrequencies, weights); }
 
-    public Precision withQ8Input(boolean q) { return new Precision(activations, matmulInput, geluTable, keys, values, attention, expertInput, pleGateInput, q, scaleFormatDequant, storedMatrices, ropeFrequencies); }
+    public Precision withQ8Input(boolean q) { return new Precision(activations, matmulInput, geluTable, keys, values, attention, expertInput, pleGateInput, q, scaleFormatDequant, storedMatrices, ropeFrequencies, weights); }
 
     public Precision withRopeFrequencies(Format f) {
-        return new Precision(activations, matmulInput, geluTable, keys, values, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant, storedMatrices, f);
+        return new Precision(activations, matmulInput, geluTable, keys, values, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant, storedMatrices, f, weights);
+    }
+
+    public Precision withWeights(Format f) {
+        return new Precision(activations, matmulInput, geluTable, keys, values, attention, expertInput, pleGateInput, q8Input, scaleFormatDequant, storedMatrices, ropeFrequencies, f);
     }
 
     /** RoPE's inverse frequencies as this engine holds them (rounded to {@link #ropeFrequencies}). */
@@ -149,6 +163,8 @@ public record Precision(Format activations, Format matmulInput, boolean geluTabl
         if (exact()) return "exact fp32";
         var parts = new ArrayList<String>();
         if (activations != Format.F32) parts.add(activations.id() + " activations (every intermediate rounded to " + activations.id() + ")");
+        if (weights != Format.F32 && weights != activations && weights != matmulInput)
+            parts.add("weights held in " + weights.id() + " (every parameter rounded to " + weights.id() + ", the arithmetic fp32)");
         if (matmulInput != Format.F32) parts.add("matmul inputs rounded to " + matmulInput.id() + " (as for " + matmulInput.id() + " weights)");
         if (expertInput != Format.F32 && expertInput != matmulInput)
             parts.add("the experts' matmul inputs rounded to " + expertInput.id() + " (as for " + expertInput.id() + " expert weights)");

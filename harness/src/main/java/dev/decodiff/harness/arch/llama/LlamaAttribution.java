@@ -22,7 +22,8 @@ import java.util.function.Function;
  * attn.out from q, k_read, v_read; mlp.out from the layer's input and attn.out (through o_proj, the residual and the
  * post-attention norm); the layer's out from the input, attn.out and mlp.out; the final norm from the last layer's
  * out; the logits from the final norm. Its hypotheses: a framework in bf16 or fp16 (RoPE's frequencies held in fp32
- * or in that dtype), uniform bf16/fp16 matmul inputs, and a KV cache stored as f16, bf16, q8_0 or q4_0.
+ * or in that dtype), uniform bf16/fp16 matmul inputs, fp32 arithmetic over weights held in bf16 or fp16, and a KV
+ * cache stored as f16, bf16, q8_0 or q4_0.
  */
 public final class LlamaAttribution extends OpAttribution {
     private final LlamaOps ops;
@@ -100,12 +101,12 @@ public final class LlamaAttribution extends OpAttribution {
         String missing = null;
         Function<Precision, float[]> op;
         String from;
-        List<Precision> hyps = uniformMatmulHypotheses();
+        List<Precision> hyps = matmulHypotheses();
         switch (kind) {
             case CapturePoints.EMBED -> {
                 op = p -> ops.embed(stepTokens, p);
                 from = "the tokens";
-                hyps = activationHypotheses();
+                hyps = withWeightsHeld(activationHypotheses());
             }
             case CapturePoints.Q, CapturePoints.K, CapturePoints.V -> {
                 if (!have.containsKey(in)) missing = in;
@@ -152,7 +153,7 @@ public final class LlamaAttribution extends OpAttribution {
                 if (!have.containsKey(last)) missing = last;
                 op = p -> ops.finalNorm(have.get(last), T, p);
                 from = last;
-                hyps = activationHypotheses();
+                hyps = withWeightsHeld(activationHypotheses());
             }
             case CapturePoints.LOGITS -> {
                 if (!have.containsKey(CapturePoints.FINAL_NORM)) missing = CapturePoints.FINAL_NORM;
@@ -165,6 +166,16 @@ public final class LlamaAttribution extends OpAttribution {
         }
         if (missing != null) return LocalError.unattributed(step, point, tol, "the side has no " + missing + ", an input of this op");
         return judge(point, kind, cand, tol, op, null, from, null, hyps);
+    }
+
+    /** The framework classes, uniform bf16/fp16 matmul inputs, and fp32 arithmetic over weights held in bf16 or fp16. */
+    private static List<Precision> matmulHypotheses() { return withWeightsHeld(uniformMatmulHypotheses()); }
+
+    /** These hypotheses and, besides them, fp32 arithmetic over every parameter held in bf16 or fp16. */
+    private static List<Precision> withWeightsHeld(List<Precision> hs) {
+        var out = new java.util.ArrayList<>(hs);
+        for (var f : List.of(Format.BF16, Format.F16)) out.add(Precision.EXACT.withWeights(f));
+        return out;
     }
 
     // ---- shared sub-results --------------------------------------------------------------------------------------
