@@ -139,20 +139,7 @@ public final class Gemma4Ops {
     }
 
     /** The rows a cache hands back when it stores them in {@code store} (k_read / v_read of a lossy cache). */
-    public static float[] stored(float[] rows, int stride, Precision.KvStore store) {
-        if (store == Precision.KvStore.F32) return rows;
-        float[] out = rows.clone();
-        switch (store) {
-            case F32 -> {}
-            case BF16 -> Format.BF16.round(out);
-            case F16 -> Format.F16.round(out);
-            default -> {
-                if (stride % dev.decodiff.engine.KvType.BLOCK != 0 || out.length % stride != 0) return rows; // not blockable: ggml would not either
-                store.kvType().roundTrip(out, 0, out.length / stride, stride);
-            }
-        }
-        return out;
-    }
+    public static float[] stored(float[] rows, int stride, Precision.KvStore store) { return store.readBack(rows, stride); }
 
     /**
      * Keys and values by absolute position for one layer's attention: rows [base, base + known.length), each row

@@ -97,6 +97,24 @@ public record Precision(Format activations, Format matmulInput, boolean geluTabl
             };
         }
 
+        /**
+         * Rows [n, stride] as they come back from a cache of this type: a rounded copy, or the rows themselves where
+         * nothing rounds (F32, or a block type whose blocks do not tile the row: ggml would not store it either).
+         */
+        public float[] readBack(float[] rows, int stride) {
+            if (this == F32) return rows;
+            float[] out = rows.clone();
+            switch (this) {
+                case BF16 -> Format.BF16.round(out);
+                case F16 -> Format.F16.round(out);
+                default -> {
+                    if (stride % KvType.BLOCK != 0 || out.length % stride != 0) return rows;
+                    kvType().roundTrip(out, 0, out.length / stride, stride);
+                }
+            }
+            return out;
+        }
+
         /** The format ggml converts the other operand of a matmul with rows of this type to (its vec_dot_type). */
         public KvStore vecDot() {
             return switch (this) {

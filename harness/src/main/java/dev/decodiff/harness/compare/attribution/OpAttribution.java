@@ -375,7 +375,7 @@ public abstract class OpAttribution {
             var store = keys ? p.keys() : p.values();
             if (store == Precision.KvStore.F32) return expect;
             float[] e = expect.clone();
-            float[] fresh = Gemma4Ops.stored(java.util.Arrays.copyOfRange(expect, start * stride, total * stride), stride, store);
+            float[] fresh = store.readBack(java.util.Arrays.copyOfRange(expect, start * stride, total * stride), stride);
             System.arraycopy(fresh, 0, e, start * stride, T * stride);
             return e;
         }, all ? null : known, "this step's " + (keys ? "k" : "v") + (start > 0 ? " after the rows read at the previous step" : ""), null, hs);
