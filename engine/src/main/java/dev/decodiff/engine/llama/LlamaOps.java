@@ -34,7 +34,7 @@ public final class LlamaOps {
     private final LlamaModel model;
     private final LlamaConfig cfg;
     private final LlamaWeights w;
-    /** Per format, each matrix rounded to it (only those the checkpoint does not already hold in it), made on first use. */
+    /** Per format, each fp32 matrix rounded to it, made on first use. */
     private final Map<Format, Map<WeightMatrix, WeightMatrix>> held = Collections.synchronizedMap(new java.util.EnumMap<>(Format.class));
 
     public LlamaOps(LlamaModel model) {
@@ -54,7 +54,8 @@ public final class LlamaOps {
         int T = tokens.length, H = cfg.hidden();
         float[] x = new float[T * H];
         for (int t = 0; t < T; t++) w.embed().row(tokens[t], x, t * H);
-        return act(heldIn(x, weightFormat(p)), p);
+        // the rows as the matrix is held ({@link #heldIn(WeightMatrix, Format)}: an fp32 checkpoint's rounded)
+        return act(w.embed().dtype() == DType.F32 ? heldIn(x, weightFormat(p)) : x, p);
     }
 
     /** input_layernorm of a layer's input residual. */
