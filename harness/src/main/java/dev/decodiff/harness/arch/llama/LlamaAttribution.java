@@ -7,12 +7,9 @@ import dev.decodiff.engine.llama.LlamaOps;
 import dev.decodiff.engine.ops.Format;
 import dev.decodiff.engine.ops.Precision;
 import dev.decodiff.harness.compare.attribution.LocalError;
-import dev.decodiff.harness.compare.attribution.OpAttribution;
-import dev.decodiff.metal.TensorView;
+import dev.decodiff.harness.compare.attribution.RecordedInputsAttribution;
 
-import java.util.HashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.function.Function;
 
 /**
@@ -25,14 +22,9 @@ import java.util.function.Function;
  * or in that dtype), uniform bf16/fp16 matmul inputs, fp32 arithmetic over weights held in bf16 or fp16, and a KV
  * cache stored as f16, bf16, q8_0 or q4_0.
  */
-public final class LlamaAttribution extends OpAttribution {
+public final class LlamaAttribution extends RecordedInputsAttribution {
     private final LlamaOps ops;
     private final LlamaConfig cfg;
-
-    private int[] stepTokens;
-    private Map<String, float[]> have = new HashMap<>();
-    /** Per layer, the cache reads the side recorded at the last step that had them. */
-    private final Map<String, float[]> previous = new HashMap<>(), thisStep = new HashMap<>();
 
     /**
      * @param everyCell measure every cell (a third-party candidate); false: only cells over tolerance (decodiff's own
@@ -56,45 +48,15 @@ public final class LlamaAttribution extends OpAttribution {
     }
 
     @Override
-    public void beginStep(int step, int start, int length, int[] tokens) {
-        this.step = step;
-        this.start = start;
-        this.T = length;
-        this.stepTokens = java.util.Arrays.copyOfRange(tokens, start, start + length);
-        have = new HashMap<>();
-        thisStep.clear();
-    }
-
-    @Override
-    public void accept(String point, TensorView t, boolean failed) {
-        String kind = CapturePoints.kindOf(point);
-        int layer = CapturePoints.layerOf(point);
-        if (layer >= cfg.numLayers()) return;
-        float[] c = t.floatsToRead();
-        have.put(point, c);
-        if (CapturePoints.isCacheRead(kind)) thisStep.put(point, c);
-        if (!everyCell && !failed) return;
-        try {
-            var e = attribute(point, kind, layer, c);
-            if (e != null) errors.put(key(step, point), e);
-        } catch (RuntimeException ex) {
-            errors.put(key(step, point), LocalError.unattributed(step, point, FP32.tolerance(point), "its inputs do not have the checkpoint's shapes"));
-        }
-    }
-
-    @Override
     public boolean carriesAcrossSteps(String kind) { return CapturePoints.isCacheRead(kind); }
-
-    @Override
-    public void endStep() {
-        // a step fed nothing (the reference side is fed only steps with cells over tolerance) keeps the older history
-        previous.putAll(thisStep);
-        have = new HashMap<>();
-    }
 
     // ---- one cell ----------------------------------------------------------------------------------------------
 
-    private LocalError attribute(String point, String kind, int layer, float[] cand) {
+    @Override
+    protected int numLayers() { return cfg.numLayers(); }
+
+    @Override
+    protected LocalError attribute(String point, String kind, int layer, float[] cand) {
         double tol = FP32.tolerance(point);
         String in = layer < 0 ? null : layer == 0 ? CapturePoints.EMBED : CapturePoints.layer(layer - 1, CapturePoints.OUT);
         String attn = layer < 0 ? null : CapturePoints.layer(layer, CapturePoints.ATTN_OUT);
@@ -179,8 +141,6 @@ public final class LlamaAttribution extends OpAttribution {
     }
 
     // ---- shared sub-results --------------------------------------------------------------------------------------
-
-    private float[] get(int layer, String kind) { return have.get(CapturePoints.layer(layer, kind)); }
 
     /** The residual after attention: the layer's input plus o_proj of attn.out (recomputed each time, never cached). */
     private float[] residual(int layer, String in, Precision p) {

@@ -7,13 +7,10 @@ import dev.decodiff.engine.qwen35.Qwen35Config;
 import dev.decodiff.engine.qwen35.Qwen35Model;
 import dev.decodiff.engine.qwen35.Qwen35Ops;
 import dev.decodiff.harness.compare.attribution.LocalError;
-import dev.decodiff.harness.compare.attribution.OpAttribution;
-import dev.decodiff.metal.TensorView;
+import dev.decodiff.harness.compare.attribution.RecordedInputsAttribution;
 
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.Set;
 import java.util.function.Function;
 
@@ -29,14 +26,9 @@ import java.util.function.Function;
  * bug of its own, not precision: transformers keeps that state in fp32 whatever the model's dtype, and the rounding
  * compounds over every later step. It is named ("recurrent state kept in bf16") and never excused.
  */
-public final class Qwen35Attribution extends OpAttribution {
+public final class Qwen35Attribution extends RecordedInputsAttribution {
     private final Qwen35Ops ops;
     private final Qwen35Config cfg;
-
-    private int[] stepTokens;
-    private Map<String, float[]> have = new HashMap<>();
-    /** Per layer, what the side recorded at the last step that had it: the conv state and state written, the cache reads. */
-    private final Map<String, float[]> previous = new HashMap<>(), thisStep = new HashMap<>();
 
     /**
      * @param everyCell measure every cell (a third-party candidate); false: only cells over tolerance (decodiff's own
@@ -63,50 +55,19 @@ public final class Qwen35Attribution extends OpAttribution {
     }
 
     @Override
-    public void beginStep(int step, int start, int length, int[] tokens) {
-        this.step = step;
-        this.start = start;
-        this.T = length;
-        this.stepTokens = java.util.Arrays.copyOfRange(tokens, start, start + length);
-        have = new HashMap<>();
-        thisStep.clear();
-    }
-
-    @Override
-    public void accept(String point, TensorView t, boolean failed) {
-        String kind = CapturePoints.kindOf(point);
-        int layer = CapturePoints.layerOf(point);
-        if (layer >= cfg.numLayers()) return;
-        float[] c = t.floatsToRead();
-        have.put(point, c);
-        if (kind.equals(CapturePoints.LINEAR_CONV_STATE) || kind.equals(CapturePoints.LINEAR_STATE) || CapturePoints.isCacheRead(kind))
-            thisStep.put(point, c);
-        if (!everyCell && !failed) return;
-        try {
-            var e = attribute(point, kind, layer, c);
-            if (e != null) errors.put(key(step, point), e);
-        } catch (RuntimeException ex) {
-            errors.put(key(step, point), LocalError.unattributed(step, point, FP32.tolerance(point), "its inputs do not have the checkpoint's shapes"));
-        }
-    }
-
-    @Override
     public boolean carriesAcrossSteps(String kind) {
         return kind.equals(CapturePoints.LINEAR_CONV_STATE) || kind.equals(CapturePoints.LINEAR_STATE) || CapturePoints.isCacheRead(kind);
-    }
-
-    @Override
-    public void endStep() {
-        // a step fed nothing (the reference side is fed only steps with cells over tolerance) keeps the older history
-        previous.putAll(thisStep);
-        have = new HashMap<>();
     }
 
     // ---- one cell ----------------------------------------------------------------------------------------------
 
     private static final Set<dev.decodiff.engine.qwen35.Qwen35Fault> NONE = Set.of();
 
-    private LocalError attribute(String point, String kind, int layer, float[] cand) {
+    @Override
+    protected int numLayers() { return cfg.numLayers(); }
+
+    @Override
+    protected LocalError attribute(String point, String kind, int layer, float[] cand) {
         double tol = FP32.tolerance(point);
         String in = layer < 0 ? null : layer == 0 ? CapturePoints.EMBED : CapturePoints.layer(layer - 1, CapturePoints.OUT);
         boolean linear = layer >= 0 && cfg.mixer(layer) == Qwen35Config.Mixer.LINEAR;
@@ -262,8 +223,6 @@ public final class Qwen35Attribution extends OpAttribution {
     }
 
     // ---- shared sub-results --------------------------------------------------------------------------------------
-
-    private float[] get(int layer, String kind) { return have.get(CapturePoints.layer(layer, kind)); }
 
     private String mixerPoint(int layer, boolean linear) {
         return CapturePoints.layer(layer, linear ? CapturePoints.LINEAR_OUT : CapturePoints.ATTN_OUT);
