@@ -40,19 +40,11 @@ import traceback
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def find_repo(start):
-    d = start
-    while True:
-        if os.path.isfile(os.path.join(d, "reference-dumps", "qwen35_dumps.py")):
-            return d
-        if os.path.dirname(d) == d:
-            sys.exit("make_qwen_corpus.py: no reference-dumps/qwen35_dumps.py in this folder or above it")
-        d = os.path.dirname(d)
+sys.path.insert(0, HERE)
+import make_corpus as gemma_corpus  # noqa: E402  (the repository's paths, and a bug's measured fp32 effect)
 
-
-REPO = os.environ.get("DECODIFF_REPO") or find_repo(HERE)
-sys.path.insert(0, os.path.join(REPO, "reference-dumps"))
-sys.path.insert(0, os.path.join(REPO, "checkpoints"))
+REPO = gemma_corpus.REPO
+effect = gemma_corpus.effect
 
 LIN, FULL = "linear_attention", "full_attention"
 BUG_NAMES = ["state-kept-in-bf16", "gated-norm-no-gate", "decay-after-update", "beta-not-sigmoided",
@@ -206,29 +198,6 @@ def dump(ck, out, feeds=None, greedy=None, dtype="float32", device="cpu", bug=No
     import qwen35_dumps as qd
     return qd.make_dump(ck, out, "corpus" if bug is None else f"corpus-{bug}", feeds=feeds, greedy=greedy, dtype=dtype,
                         device=device, bug=bug, hf_check=False)
-
-
-def effect(ref_dir, other_dir):
-    """How a bug shows in fp32: the first cell (causal order) that differs from the clean reference at all, its rel L2,
-    the worst cell and the logits' worst rel L2."""
-    import make_dumps as md
-    from safetensors import safe_open
-    ma = json.load(open(os.path.join(ref_dir, "manifest.json")))
-    mb = json.load(open(os.path.join(other_dir, "manifest.json")))
-    first = worst = None
-    logits = 0.0
-    for sa, sb in zip(ma["steps"], mb["steps"]):
-        with safe_open(os.path.join(ref_dir, sa["file"]), "pt") as fa, safe_open(os.path.join(other_dir, sb["file"]), "pt") as fb:
-            for k in sorted(set(fa.keys()) & set(fb.keys()), key=md.point_order):
-                a, b = fa.get_tensor(k).double(), fb.get_tensor(k).double()
-                rel = float("inf") if a.shape != b.shape else float((a - b).norm() / max(float(a.norm()), 1e-30))
-                if rel > 0 and first is None:
-                    first = {"step": sa["index"], "point": k, "rel_l2": rel}
-                if worst is None or rel > worst["rel_l2"]:
-                    worst = {"step": sa["index"], "point": k, "rel_l2": rel}
-                if k == "logits":
-                    logits = max(logits, rel)
-    return {"first": first, "worst": worst, "logits_rel_l2": logits}
 
 
 def rel(root, p):

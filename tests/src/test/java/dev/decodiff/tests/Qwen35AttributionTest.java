@@ -88,6 +88,32 @@ class Qwen35AttributionTest {
         assertThat(j.get("attribution").get("precision_effects")).isEmpty();
     }
 
+    /**
+     * transformers' reference with layer 0's conv state dropped at the hand-over (its conv_state_read zeroed from the
+     * first decode step on, as a producer that loses the state records it): the reference's own read is not the state
+     * it wrote the step before, so the reference disagrees there, at step 1 — against decodiff's live engine and
+     * against the intact reference as a candidate alike. Zeros at a state read are evidence, not an empty tensor.
+     */
+    @ParameterizedTest(name = "live {0}")
+    @org.junit.jupiter.params.provider.ValueSource(booleans = {true, false})
+    void aReferenceThatDroppedItsConvStateDisagreesAtTheFirstDecodeStep(boolean live, @org.junit.jupiter.api.io.TempDir Path tmp) throws Exception {
+        Path intact = root.resolve("reference-dumps/qwen35-tiny/long");
+        Path dropped = DumpSurgery.copy(intact, tmp.resolve("dropped"));
+        int steps = (int) java.nio.file.Files.list(intact).filter(f -> f.getFileName().toString().startsWith("step-")).count();
+        for (int s = 1; s < steps; s++)
+            DumpSurgery.editStep(dropped, s, m -> {
+                var t = m.get("layers.0.linear.conv_state_read");
+                m.put(t.point(), new dev.decodiff.harness.dump.CapturedTensor(t.point(), t.shape(), new float[t.data().length]));
+            });
+        String ck = root.resolve("checkpoints/qwen35-tiny").toString();
+        var r = live ? Cli.run("compare", dropped.toString(), "--model", ck, "--json")
+                : Cli.run("compare", dropped.toString(), intact.toString(), "--model", ck, "--json");
+        assertThat(r.code()).as(r.toString()).isEqualTo(4);
+        var d = r.json().get("reference_disagreement");
+        assertThat(d.get("point").asText()).isEqualTo("layers.0.linear.conv_state_read");
+        assertThat(d.get("step").asInt()).isEqualTo(1);
+    }
+
     private static JsonNode cell(JsonNode j, int step, String point) {
         for (JsonNode c : j.get("attribution").get("cells"))
             if (c.get("step").asInt() == step && c.get("point").asText().equals(point)) return c;

@@ -518,8 +518,8 @@ public final class Comparison {
         // rel L2 divides by ‖r‖: against zeros every candidate is "infinitely" wrong, or right when it is zero too. A
         // state read of zeros is the one computed value that can be: a producer that dropped its state at a step's start
         // reads zeros, and that is evidence to judge (its own state written at the step before says which side lost it).
-        String kindOfP = CapturePoints.kindOf(p);
-        boolean stateRead = kindOfP.equals(CapturePoints.LINEAR_CONV_STATE_READ) || kindOfP.equals(CapturePoints.LINEAR_STATE_READ);
+        String kind = CapturePoints.kindOf(p);
+        boolean stateRead = kind.equals(CapturePoints.LINEAR_CONV_STATE_READ) || kind.equals(CapturePoints.LINEAR_STATE_READ);
         if (sums.rr() == 0 && !stateRead)
             throw new BadInputException(rOrigin + ": reference tensor '" + p + "' is all zeros, which no computed activation is;"
                     + " its producer stored nothing there — re-create the reference (or leave the point out of it)");
