@@ -27,6 +27,10 @@ public final class LlamaArchitecture implements Architecture {
 
     @Override public List<String> layerPointKinds() { return LAYER_POINTS; }
 
+    @Override public List<String> faultNames() { return java.util.Arrays.stream(LlamaFault.values()).map(LlamaFault::id).toList(); }
+
+    @Override public String faultDescription(String id) { return LlamaFault.byId(id).description(); }
+
     /** A loaded Llama-family model behind the plug-in seam. */
     public record Loaded(LlamaModel model) implements LoadedModel {
         @Override public Architecture architecture() { return INSTANCE; }
@@ -37,6 +41,11 @@ public final class LlamaArchitecture implements Architecture {
         @Override public int maxPositions() { return model.config().maxPositions(); }
         @Override public List<String> layerPoints(int layer) { return LAYER_POINTS; }
         @Override public ModelSession newSession(Probe probe) { return model.newSession(probe); }
+
+        @Override
+        public ModelSession newSession(Probe probe, java.util.Collection<String> faults) {
+            return model.newSession(probe, LlamaFault.byIds(faults));
+        }
         @Override public String configSha256() { return model.configSha256(); }
         @Override public String weightsSha256() { return model.weightsSha256(); }
         @Override public void close() { model.close(); }

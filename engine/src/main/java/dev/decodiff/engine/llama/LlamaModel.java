@@ -57,7 +57,10 @@ public final class LlamaModel implements AutoCloseable {
 
     public String weightsSha256() { return files.weightsSha256(); }
 
-    public LlamaSession newSession(Probe probe) { return new LlamaSession(this, probe); }
+    public LlamaSession newSession(Probe probe) { return new LlamaSession(this, probe, java.util.Set.of()); }
+
+    /** A session with catalog faults switched on. */
+    public LlamaSession newSession(Probe probe, java.util.Set<LlamaFault> faults) { return new LlamaSession(this, probe, faults); }
 
     @Override
     public void close() { files.close(); }

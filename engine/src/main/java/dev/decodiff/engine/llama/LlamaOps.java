@@ -1,6 +1,7 @@
 package dev.decodiff.engine.llama;
 
 import dev.decodiff.engine.Rope;
+import dev.decodiff.engine.RopeSpec;
 import dev.decodiff.engine.ops.Format;
 import dev.decodiff.engine.ops.Precision;
 import dev.decodiff.metal.DType;
@@ -14,6 +15,7 @@ import java.util.Arrays;
 import java.util.Collections;
 import java.util.IdentityHashMap;
 import java.util.Map;
+import java.util.Set;
 
 /**
  * The Llama family's ops, the one description of its math: {@link LlamaSession}'s forward calls these with
@@ -29,19 +31,56 @@ import java.util.Map;
  * matrices): a no-op on a half-precision checkpoint, a rounded copy of each matrix (fp32 values, made once) of an fp32 one.
  * {@code weights} alone holds every parameter so (matrices, norm weights, biases) with the arithmetic fp32: an engine
  * that casts an fp32 checkpoint to bf16 or fp16 and computes in fp32.
+ * <p>An instance {@link #withFaults with catalog faults} runs the same ops with those bugs switched on, for a
+ * session's exact forward only; the model's own instance (attribution's) has none, and each fault is one flag
+ * tested where its bug lives.
  */
 public final class LlamaOps {
     private final LlamaModel model;
     private final LlamaConfig cfg;
     private final LlamaWeights w;
     /** Per format, each fp32 matrix rounded to it, made on first use. */
-    private final Map<Format, Map<WeightMatrix, WeightMatrix>> held = Collections.synchronizedMap(new java.util.EnumMap<>(Format.class));
+    private final Map<Format, Map<WeightMatrix, WeightMatrix>> held;
+    private final Set<LlamaFault> faults;
+    private final boolean ropeInterleaved, kvTiled, qkNormMissing, qkNormAfterRope, scaleInvD, onePlusWeight,
+            gateUpSwapped, maskExcludesCurrent, lmHeadTied;
+    /** The RoPE every layer applies: the model's, or the unscaled one under rope-scaling-ignored. */
+    private final Rope rope;
 
     public LlamaOps(LlamaModel model) {
+        this(model, Set.of(), Collections.synchronizedMap(new java.util.EnumMap<>(Format.class)));
+    }
+
+    private LlamaOps(LlamaModel model, Set<LlamaFault> faults, Map<Format, Map<WeightMatrix, WeightMatrix>> held) {
         this.model = model;
         this.cfg = model.config();
         this.w = model.weights();
+        this.held = held;
+        this.faults = Set.copyOf(faults);
+        ropeInterleaved = faults.contains(LlamaFault.ROPE_INTERLEAVED);
+        kvTiled = faults.contains(LlamaFault.KV_HEADS_TILED);
+        qkNormMissing = faults.contains(LlamaFault.QK_NORM_MISSING);
+        qkNormAfterRope = faults.contains(LlamaFault.QK_NORM_AFTER_ROPE);
+        scaleInvD = faults.contains(LlamaFault.ATTN_SCALE_INV_D);
+        onePlusWeight = faults.contains(LlamaFault.RMSNORM_ONE_PLUS_WEIGHT);
+        gateUpSwapped = faults.contains(LlamaFault.SWIGLU_GATE_UP_SWAPPED);
+        maskExcludesCurrent = faults.contains(LlamaFault.DECODE_MASK_EXCLUDES_CURRENT);
+        lmHeadTied = faults.contains(LlamaFault.LM_HEAD_TIED);
+        rope = faults.contains(LlamaFault.ROPE_SCALING_IGNORED) && cfg.ropeScaling() != null
+                ? Rope.ofInverseFrequencies(Rope.inverseFrequencies(RopeSpec.defaultRope(cfg.ropeTheta()), cfg.headDim()), cfg.headDim())
+                : model.rope();
     }
+
+    /** These ops with catalog faults switched on (this instance where there are none); the matrices' rounded copies are shared. */
+    public LlamaOps withFaults(Set<LlamaFault> faults) {
+        return faults.isEmpty() && this.faults.isEmpty() ? this : new LlamaOps(model, faults, held);
+    }
+
+    /** The catalog faults these ops run with (none for the model's own). */
+    public Set<LlamaFault> faults() { return faults; }
+
+    /** The RoPE these ops rotate with: a session prepares a step's positions on it. */
+    public Rope rope() { return rope; }
 
     public LlamaConfig config() { return cfg; }
 
@@ -75,7 +114,7 @@ public final class LlamaOps {
         float[] in = p.matmulInput() == Format.F32 ? finalNorm : p.matmulInput().round(Arrays.copyOfRange(finalNorm, (T - 1) * H, T * H));
         int off = in == finalNorm ? (T - 1) * H : 0;
         float[] logits = new float[cfg.vocabSize()];
-        heldIn(w.lmHead(), weightFormat(p)).matvec(in, off, logits, 0);
+        heldIn(lmHeadTied ? w.embed() : w.lmHead(), weightFormat(p)).matvec(in, off, logits, 0);
         return act(logits, p);
     }
 
@@ -89,13 +128,18 @@ public final class LlamaOps {
         var lw = w.layers().get(layer);
         int nh = cfg.numHeads(), nkv = cfg.numKvHeads(), d = cfg.headDim();
         float[] q = linear(lw.q(), lw.qBias(), normed, T, p), k = linear(lw.k(), lw.kBias(), normed, T, p), v = linear(lw.v(), lw.vBias(), normed, T, p);
-        if (lw.qNorm() != null) { // qwen3: each head normalised before RoPE
-            for (int h = 0; h < T * nh; h++) rmsNormInPlace(q, h * d, d, lw.qNorm(), p);
-            for (int h = 0; h < T * nkv; h++) rmsNormInPlace(k, h * d, d, lw.kNorm(), p);
-        }
+        boolean qkNorm = lw.qNorm() != null && !qkNormMissing;
+        if (qkNorm && !qkNormAfterRope) qkNorm(q, k, lw, T, p); // qwen3: each head normalised before RoPE
         rope(q, nh, T, start, p);
         rope(k, nkv, T, start, p);
+        if (qkNorm && qkNormAfterRope) qkNorm(q, k, lw, T, p);
         return new Qkv(q, k, v);
+    }
+
+    private void qkNorm(float[] q, float[] k, LlamaWeights.Layer lw, int T, Precision p) {
+        int d = cfg.headDim();
+        for (int h = 0; h < T * cfg.numHeads(); h++) rmsNormInPlace(q, h * d, d, lw.qNorm(), p);
+        for (int h = 0; h < T * cfg.numKvHeads(); h++) rmsNormInPlace(k, h * d, d, lw.kNorm(), p);
     }
 
     /**
@@ -106,13 +150,17 @@ public final class LlamaOps {
     private void rope(float[] x, int heads, int T, int start, Precision p) {
         var f = p.activations();
         int d = cfg.headDim(), half = d / 2;
+        if (ropeInterleaved) {
+            interleavedRope(x, heads, T, start);
+            return;
+        }
         if (f == Format.F32) {
-            Rope r = p.ropeFrequencies() == Format.F32 ? model.rope() : Rope.ofInverseFrequencies(p.frequenciesAsHeld(model.rope().invFreq()), d);
-            if (r != model.rope()) r.prepare(start, T);
+            Rope r = p.ropeFrequencies() == Format.F32 ? rope : Rope.ofInverseFrequencies(p.frequenciesAsHeld(rope.invFreq()), d);
+            if (r != rope) r.prepare(start, T);
             for (int t = 0; t < T; t++) r.apply(x, t * heads * d, heads, start + t);
             return;
         }
-        float[] inv = p.frequenciesAsHeld(model.rope().invFreq());
+        float[] inv = p.frequenciesAsHeld(rope.invFreq());
         float[] cos = new float[half], sin = new float[half];
         for (int t = 0; t < T; t++) {
             float pos = start + t;
@@ -132,6 +180,24 @@ public final class LlamaOps {
         }
     }
 
+    /** The fault rope-interleaved (exact arithmetic only): pair j is (x[2j], x[2j+1]), GPT-J's, at the checkpoint's frequencies. */
+    private void interleavedRope(float[] x, int heads, int T, int start) {
+        int d = cfg.headDim();
+        float[] inv = rope.invFreq();
+        for (int t = 0; t < T; t++) {
+            float pos = start + t;
+            for (int j = 0; j < d / 2; j++) {
+                float ang = pos * inv[j], c = (float) StrictMath.cos(ang), s = (float) StrictMath.sin(ang);
+                for (int h = 0; h < heads; h++) {
+                    int o = (t * heads + h) * d + 2 * j;
+                    float a = x[o], b = x[o + 1];
+                    x[o] = a * c - b * s;
+                    x[o + 1] = b * c + a * s;
+                }
+            }
+        }
+    }
+
     /**
      * attn.out [T, nh·d] (before o_proj): causal softmax(q·kᵀ/√d)·v per head over keys/values of positions
      * 0…start+T−1 ([pos][nkv·d]), query head h reading KV head h/(nh/nkv). A half-precision framework casts the
@@ -140,13 +206,15 @@ public final class LlamaOps {
     public float[] attention(float[] q, float[] keys, float[] values, int T, int start, Precision p) {
         int nh = cfg.numHeads(), nkv = cfg.numKvHeads(), d = cfg.headDim(), stride = nkv * d, group = nh / nkv;
         var f = p.activations();
-        float scale = (float) Math.pow(d, -0.5);
+        float scale = scaleInvD ? 1f / d : (float) Math.pow(d, -0.5);
+        // the fault decode-mask-excludes-current: a one-token step on a warm cache leaves out its own key
+        int dropOwn = maskExcludesCurrent && T == 1 && start > 0 ? 1 : 0;
         float[] out = new float[T * nh * d];
         float[] pr = new float[start + T];
         for (int t = 0; t < T; t++) {
-            int n = start + t + 1; // causal: the query at start+t reads 0…start+t
+            int n = start + t + 1 - dropOwn; // causal: the query at start+t reads 0…start+t
             for (int h = 0; h < nh; h++) {
-                int qo = (t * nh + h) * d, kv = (h / group) * d;
+                int qo = (t * nh + h) * d, kv = (kvTiled ? h % nkv : h / group) * d;
                 for (int j = 0; j < n; j++) pr[j] = VectorMath.dot(q, qo, keys, j * stride + kv, d) * scale;
                 VectorMath.softmax(pr, 0, n);
                 if (f != Format.F32) f.round(pr, 0, n);
@@ -177,6 +245,11 @@ public final class LlamaOps {
         var lw = w.layers().get(layer);
         var f = p.activations();
         float[] g = linear(lw.gate(), lw.gateBias(), normed, T, p), u = linear(lw.up(), lw.upBias(), normed, T, p);
+        if (gateUpSwapped) {
+            float[] t = g;
+            g = u;
+            u = t;
+        }
         if (f == Format.F32) for (int j = 0; j < g.length; j++) g[j] = VectorMath.silu(g[j]) * u[j];
         else for (int j = 0; j < g.length; j++) g[j] = f.round(f.round(VectorMath.silu(g[j])) * u[j]);
         return linear(lw.down(), lw.downBias(), g, T, p);
@@ -259,6 +332,12 @@ public final class LlamaOps {
 
     private void rmsNorm(float[] x, int o, int n, float[] weight, Precision p, float[] y, int yo) {
         var f = p.activations();
+        if (onePlusWeight) { // the fault rmsnorm-one-plus-weight (exact arithmetic only)
+            float[] w1 = weight.clone();
+            for (int j = 0; j < n; j++) w1[j] += 1f;
+            VectorMath.rmsNorm(x, o, n, w1, cfg.rmsNormEps(), y, yo);
+            return;
+        }
         if (f == Format.F32) {
             VectorMath.rmsNorm(x, o, n, p.weights() == Format.F32 ? weight : heldIn(weight.clone(), p.weights()), cfg.rmsNormEps(), y, yo);
             return;

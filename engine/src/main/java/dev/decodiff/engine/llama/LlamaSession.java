@@ -6,6 +6,7 @@ import dev.decodiff.engine.arch.ModelSession;
 import dev.decodiff.engine.ops.Precision;
 
 import java.util.Arrays;
+import java.util.Set;
 
 /**
  * One conversation over a {@link LlamaModel}, in fp32, following transformers 5.17's LlamaDecoderLayer top to bottom
@@ -13,6 +14,8 @@ import java.util.Arrays;
  * x += o_proj(attention(rope(q), rope(k), v)) of the input-normed x, then x += down(silu(gate)·up) of the
  * post-attention-normed x. The KV cache holds every position's keys (after qwen3's k_norm and RoPE) and values; every
  * query reads positions 0…p (no sliding window). Probes see every capture point and may replace what they see.
+ * Catalog faults ({@link LlamaFault}) switched on run in this same path: the ops' own in {@link LlamaOps#withFaults},
+ * the cache and position ones here.
  */
 public final class LlamaSession implements ModelSession {
     private final LlamaModel model;
@@ -24,12 +27,16 @@ public final class LlamaSession implements ModelSession {
     /** Per layer: keys and values of positions 0…position−1, [pos][nkv·d]; capacity grows by doubling. */
     private float[][] keys;
     private float[][] values;
+    /** Faults kv-write-one-slot-late and decode-rope-position-off-by-one: a decode step's slot and rotation position shift by this. */
+    private final int decodeSlotShift, decodeRopeShift;
 
-    LlamaSession(LlamaModel model, Probe probe) {
+    LlamaSession(LlamaModel model, Probe probe, Set<LlamaFault> faults) {
         this.model = model;
         this.cfg = model.config();
-        this.ops = model.ops();
+        this.ops = model.ops().withFaults(faults);
         this.probe = probe;
+        decodeSlotShift = faults.contains(LlamaFault.KV_WRITE_ONE_SLOT_LATE) ? 1 : 0;
+        decodeRopeShift = faults.contains(LlamaFault.DECODE_ROPE_POSITION_OFF_BY_ONE) ? 1 : 0;
         keys = new float[cfg.numLayers()][0];
         values = new float[cfg.numLayers()][0];
     }
@@ -53,7 +60,7 @@ public final class LlamaSession implements ModelSession {
         var P = Precision.EXACT;
         float[] x = ops.embed(tokens, P);
         capture(CapturePoints.EMBED, new int[]{T, H}, x);
-        model.rope().prepare(position, T);
+        ops.rope().prepare(position, T);
         for (int i = 0; i < cfg.numLayers(); i++) {
             float[] attn = ops.attentionOutput(i, attention(i, ops.inputNorm(i, x, T, P), T), T, P);
             x = LlamaOps.add(x, attn, P);
@@ -75,19 +82,20 @@ public final class LlamaSession implements ModelSession {
     /** Grouped-query attention over the cache, causal; returns attn.out [T, nh·d] (before o_proj). */
     private float[] attention(int i, float[] a, int T) {
         int nkv = cfg.numKvHeads(), d = cfg.headDim();
-        var qkv = ops.qkv(i, a, T, position, Precision.EXACT);
+        boolean decode = T == 1 && position > 0;
+        var qkv = ops.qkv(i, a, T, decode ? position + decodeRopeShift : position, Precision.EXACT);
         float[] q = qkv.q(), k = qkv.k(), v = qkv.v();
         capture(CapturePoints.layer(i, CapturePoints.Q), new int[]{T, cfg.numHeads(), d}, q);
         capture(CapturePoints.layer(i, CapturePoints.K), new int[]{T, nkv, d}, k);
         capture(CapturePoints.layer(i, CapturePoints.V), new int[]{T, nkv, d}, v);
-        int stride = nkv * d, total = position + T;
-        if (keys[i].length < total * stride) {
-            int cap = Math.max(total, 2 * keys[i].length / Math.max(stride, 1)) * stride;
+        int stride = nkv * d, total = position + T, slot = decode ? position + decodeSlotShift : position;
+        if (keys[i].length < (slot + T) * stride) {
+            int cap = Math.max(slot + T, 2 * keys[i].length / Math.max(stride, 1)) * stride;
             keys[i] = Arrays.copyOf(keys[i], cap);
             values[i] = Arrays.copyOf(values[i], cap);
         }
-        System.arraycopy(k, 0, keys[i], position * stride, T * stride);
-        System.arraycopy(v, 0, values[i], position * stride, T * stride);
+        System.arraycopy(k, 0, keys[i], slot * stride, T * stride);
+        System.arraycopy(v, 0, values[i], slot * stride, T * stride);
         // what this step's attention reads: the cache, or the probe's replacement of it (for this step only)
         float[] K = read(CapturePoints.layer(i, CapturePoints.K_READ), new int[]{total, nkv, d}, keys[i]);
         float[] V = read(CapturePoints.layer(i, CapturePoints.V_READ), new int[]{total, nkv, d}, values[i]);

@@ -1,0 +1,112 @@
+package dev.decodiff.tests;
+
+import dev.decodiff.engine.arch.Architectures;
+import dev.decodiff.engine.llama.LlamaArchitecture;
+import dev.decodiff.engine.llama.LlamaConfig;
+import dev.decodiff.engine.llama.LlamaFault;
+import dev.decodiff.harness.compare.Comparison;
+import dev.decodiff.harness.compare.ComparisonResult;
+import dev.decodiff.harness.compare.ToleranceProfile;
+import dev.decodiff.harness.dump.DumpManifest;
+import dev.decodiff.harness.dump.DumpReader;
+import dev.decodiff.harness.live.ArchitectureCandidate;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.Arguments;
+import org.junit.jupiter.params.provider.MethodSource;
+
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.stream.Stream;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+/**
+ * Every Llama-family catalog fault, run live against transformers' own references of llama-tiny and qwen3-tiny, must
+ * be named at its cell: the first divergent (step, point) in causal order is the one the fault's rule gives on the
+ * checkpoint's config and the case's steps. A fault the checkpoint cannot show (qwen3's q/k-norm bugs on llama, an
+ * untied head on a tied one) must leave every cell matching.
+ */
+class LlamaFaultLocalizationTest {
+
+    static List<Path> cases() { return ReferenceCases.llamaCases(); }
+
+    static Stream<Arguments> faultsAndCases() {
+        var out = new ArrayList<Arguments>();
+        for (var f : LlamaFault.values())
+            for (Path c : ReferenceCases.llamaCases()) out.add(Arguments.of(f, c));
+        return out.stream();
+    }
+
+    private static ComparisonResult compare(Path caseDir, List<String> faults) {
+        var ref = DumpReader.open(caseDir);
+        try (var model = Architectures.load(ReferenceCases.checkpointOf(caseDir))) {
+            var points = ref.allPoints();
+            return Comparison.run(ref, new ArchitectureCandidate(model, faults, ref.manifest(), points::contains, false),
+                    new Comparison.Options(ToleranceProfile.defaults(), false, s -> {}));
+        }
+    }
+
+    /** The fault's rule resolved on this case: from the config and the manifest's steps, never from a run. */
+    private static LlamaFault.Cell expected(LlamaFault fault, Path caseDir) {
+        var cfg = LlamaConfig.read(ReferenceCases.checkpointOf(caseDir).resolve("config.json"));
+        DumpManifest m = DumpReader.open(caseDir).manifest();
+        int n = m.stepCount();
+        int[] starts = new int[n], lengths = new int[n];
+        for (int s = 0; s < n; s++) {
+            starts[s] = m.step(s).start();
+            lengths[s] = m.step(s).length();
+        }
+        return fault.expected().cellIn(cfg, starts, lengths);
+    }
+
+    @Test
+    void theCasesCoverBothModelTypesAndEveryRule() {
+        var types = ReferenceCases.llamaCases().stream()
+                .map(c -> LlamaConfig.read(ReferenceCases.checkpointOf(c).resolve("config.json")).modelType()).distinct().toList();
+        assertThat(types).contains(LlamaConfig.LLAMA, LlamaConfig.QWEN3);
+        // every fault shows on at least one bundled case, so none is checked only as "nothing changes"
+        for (var f : LlamaFault.values())
+            assertThat(ReferenceCases.llamaCases().stream().anyMatch(c -> expected(f, c) != null)).as("%s shows somewhere", f).isTrue();
+        assertThat(LlamaFault.values()).hasSizeGreaterThanOrEqualTo(8);
+        assertThat(LlamaArchitecture.INSTANCE.faultNames()).containsExactlyElementsOf(Arrays.stream(LlamaFault.values()).map(LlamaFault::id).toList());
+    }
+
+    @ParameterizedTest(name = "{0} on {1}")
+    @MethodSource("faultsAndCases")
+    void eachFaultIsNamedAtItsCell(LlamaFault fault, Path caseDir) {
+        var cell = expected(fault, caseDir);
+        var result = compare(caseDir, List.of(fault.id()));
+        if (cell == null) {
+            assertThat(result.verdict()).as("%s on %s, which cannot show it", fault, caseDir).isEqualTo("match");
+            return;
+        }
+        var first = result.firstDivergence();
+        assertThat(first).as("%s on %s: a divergence is found", fault, caseDir).isNotNull();
+        assertThat(first.step() + " " + first.point()).as("%s on %s (expected %s)", fault, caseDir, fault.expected())
+                .isEqualTo(cell.step() + " " + cell.point());
+        // the reference agrees up to that cell: no earlier step has a cell over tolerance
+        assertThat(result.cells().stream().filter(c -> c.failed() && c.step() < first.step())).isEmpty();
+    }
+
+    /** The same harness path with no fault switched on raises no alarm on any case. */
+    @ParameterizedTest(name = "{0}")
+    @MethodSource("cases")
+    void noFaultNoAlarm(Path caseDir) {
+        var result = compare(caseDir, List.of());
+        assertThat(result.verdict()).isEqualTo("match");
+        assertThat(result.firstDivergence()).isNull();
+        assertThat(result.cells()).isNotEmpty().noneMatch(c -> c.failed());
+    }
+
+    /** An id outside the catalog is refused with the catalog named, not run as fault-free. */
+    @Test
+    void anUnknownFaultIsRefused() {
+        try (var model = Architectures.load(ReferenceCases.repoRoot().resolve("checkpoints/llama-tiny"))) {
+            org.assertj.core.api.Assertions.assertThatThrownBy(() -> model.newSession(null, List.of("gqa-modulo")))
+                    .isInstanceOf(IllegalArgumentException.class).hasMessageContaining("kv-heads-tiled");
+        }
+    }
+}
