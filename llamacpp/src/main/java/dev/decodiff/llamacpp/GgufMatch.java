@@ -45,11 +45,26 @@ public final class GgufMatch {
         return out;
     }
 
-    /** The differences for whichever architecture the checkpoint folder holds (Gemma 4 or Qwen3.5). */
+    /** As {@link #differences(Path, Gemma4Config)} for a Llama-family checkpoint (architecture llama, or qwen3). */
+    public static List<String> differences(Path gguf, dev.decodiff.engine.llama.LlamaConfig c) {
+        var h = GgufPreflight.check(gguf);
+        var out = new ArrayList<String>();
+        String arch = c.modelType().equals(dev.decodiff.engine.llama.LlamaConfig.QWEN3) ? "qwen3" : "llama";
+        if (!h.architecture().equals(arch)) out.add("architecture " + h.architecture() + "≠" + arch);
+        compare(out, "block_count", h.integer("block_count", -1), c.numLayers());
+        compare(out, "embedding_length", h.integer("embedding_length", -1), c.hidden());
+        compare(out, "attention.head_count", h.integer("attention.head_count", -1), c.numHeads());
+        compare(out, "attention.head_count_kv", h.integer("attention.head_count_kv", c.numHeads()), c.numKvHeads());
+        return out;
+    }
+
+    /** The differences for whichever architecture the checkpoint folder holds (Gemma 4, Qwen3.5 or the Llama family). */
     public static List<String> differences(Path gguf, Path checkpoint) {
         var arch = dev.decodiff.engine.arch.Architectures.of(checkpoint);
         if (arch == dev.decodiff.engine.arch.Gemma4Architecture.INSTANCE)
             return differences(gguf, Gemma4Config.read(checkpoint.resolve("config.json")));
+        if (arch == dev.decodiff.engine.llama.LlamaArchitecture.INSTANCE)
+            return differences(gguf, dev.decodiff.engine.llama.LlamaConfig.read(checkpoint.resolve("config.json")));
         return differences(gguf, dev.decodiff.engine.qwen35.Qwen35Config.read(checkpoint.resolve("config.json")));
     }
 

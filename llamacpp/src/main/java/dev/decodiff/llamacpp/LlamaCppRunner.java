@@ -57,10 +57,12 @@ public final class LlamaCppRunner implements AutoCloseable {
         Qwen35Limits.check(gguf, header);
         var model = LlamaModel.load(lib, gguf, false);
         try {
-            var qwen35 = Qwen35GraphNames.of(model);
-            if (!model.architecture().equals("gemma4") && qwen35 == null)
-                throw new LlamaCppException(gguf + " holds a '" + model.architecture() + "' model; decodiff compares Gemma 4 (architecture 'gemma4') and Qwen3.5 ('qwen35', 'qwen35moe')");
-            var capture = wanted == null ? null : new StepCapture(wanted, qwen35);
+            ModelGraphNames graph = Qwen35GraphNames.of(model);
+            if (graph == null) graph = LlamaGraphNames.of(model);
+            if (!model.architecture().equals("gemma4") && graph == null)
+                throw new LlamaCppException(gguf + " holds a '" + model.architecture() + "' model; decodiff compares Gemma 4 (architecture 'gemma4'),"
+                        + " Qwen3.5 ('qwen35', 'qwen35moe') and the Llama family ('llama', 'qwen3')");
+            var capture = wanted == null ? null : new StepCapture(wanted, graph);
             return new LlamaCppRunner(model, new LlamaContext(model, options, layout, capture), capture, wanted);
         } catch (RuntimeException e) {
             model.close();

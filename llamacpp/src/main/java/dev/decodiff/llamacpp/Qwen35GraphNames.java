@@ -21,7 +21,7 @@ import java.util.Map;
  * [K−1, C]); conv_state is what it writes back (the last K−1 columns of "conv_input"); state_read is the recurrent
  * state read ("state_predelta"), state the one written ("new_state", the final-state part of the op's result).
  */
-final class Qwen35GraphNames {
+final class Qwen35GraphNames implements ModelGraphNames {
     private final int hk, hv, dk, dv, kernel;
     private final boolean moe;
 
@@ -69,8 +69,13 @@ final class Qwen35GraphNames {
             Map.entry("attn_gated", CapturePoints.ATTN_OUT),
             Map.entry("l_out", CapturePoints.OUT));
 
+    @Override public String name() { return "Qwen3.5"; }
+
+    @Override public java.util.Set<String> replaceableKinds() { return REPLACEABLE; }
+
     /** The capture point a graph tensor gives, or null. */
-    String point(GgmlTensor t) {
+    @Override
+    public String point(GgmlTensor t) {
         String name = t.name();
         switch (name) {
             case "model.input_embed" -> { return CapturePoints.EMBED; }
@@ -91,7 +96,8 @@ final class Qwen35GraphNames {
     }
 
     /** The tensor in the point's row-major shape, value heads in transformers' grouped order. */
-    LlamaCppRunner.Captured capture(String point, GgmlTensor t) {
+    @Override
+    public LlamaCppRunner.Captured capture(String point, GgmlTensor t) {
         long[] ne = t.ne();
         float[] x = t.toFloats();
         String kind = CapturePoints.layerOf(point) < 0 ? point : CapturePoints.kindOf(point);
@@ -174,7 +180,8 @@ final class Qwen35GraphNames {
      * per-head reshape (the same memory). Writing the point into the first would feed it through k_norm and RoPE
      * again, and would hide llama.cpp's own V behind the replaced one.
      */
-    boolean carries(String point, GgmlTensor t) {
+    @Override
+    public boolean carries(String point, GgmlTensor t) {
         String kind = CapturePoints.layerOf(point) < 0 ? point : CapturePoints.kindOf(point);
         return switch (kind) {
             case CapturePoints.K, CapturePoints.V -> t.op() != GgmlTensor.OP_MUL_MAT;
@@ -183,7 +190,8 @@ final class Qwen35GraphNames {
     }
 
     /** The inverse of {@link #capture}: the point's row-major values (grouped value heads) in the graph tensor's layout. */
-    float[] toGraph(String point, GgmlTensor t, float[] value) {
+    @Override
+    public float[] toGraph(String point, GgmlTensor t, float[] value) {
         long[] ne = t.ne();
         String kind = CapturePoints.layerOf(point) < 0 ? point : CapturePoints.kindOf(point);
         switch (kind) {

@@ -31,14 +31,14 @@ final class StepCapture implements LlamaContext.Tap {
     private Map<String, float[]> substitutes = Map.of();
     private final java.util.Set<String> substituted = new java.util.HashSet<>();
 
-    /** The Qwen3.5 graph's mapping, or null for Gemma 4 (GraphNames' table). */
-    private final Qwen35GraphNames qwen35;
+    /** The architecture's graph mapping (Qwen3.5, the Llama family), or null for Gemma 4 (GraphNames' table). */
+    private final ModelGraphNames graph;
 
     StepCapture(Predicate<String> wanted) { this(wanted, null); }
 
-    StepCapture(Predicate<String> wanted, Qwen35GraphNames qwen35) {
+    StepCapture(Predicate<String> wanted, ModelGraphNames graph) {
         this.wanted = wanted;
-        this.qwen35 = qwen35;
+        this.graph = graph;
     }
 
     /**
@@ -48,10 +48,10 @@ final class StepCapture implements LlamaContext.Tap {
      */
     void substitute(Map<String, float[]> values) {
         for (String point : values.keySet()) {
-            if (qwen35 != null) {
-                if (!Qwen35GraphNames.replaceable(point))
-                    throw new LlamaCppException("cannot substitute " + point + " in llama.cpp's Qwen3.5 graph: only "
-                            + String.join(", ", new java.util.TreeSet<>(Qwen35GraphNames.REPLACEABLE)) + " are contiguous graph tensors decodiff can replace");
+            if (graph != null) {
+                if (!graph.replaceableKinds().contains(CapturePoints.layerOf(point) < 0 ? point : CapturePoints.kindOf(point)))
+                    throw new LlamaCppException("cannot substitute " + point + " in llama.cpp's " + graph.name() + " graph: only "
+                            + String.join(", ", new java.util.TreeSet<>(graph.replaceableKinds())) + " are contiguous graph tensors decodiff can replace");
                 continue;
             }
             var e = entryFor(point);
@@ -78,8 +78,8 @@ final class StepCapture implements LlamaContext.Tap {
 
     @Override
     public boolean wants(GgmlTensor t) {
-        if (qwen35 != null) {
-            String point = qwen35.point(t);
+        if (graph != null) {
+            String point = graph.point(t);
             // the embedding is always looked at: it opens each ubatch's graph (see take)
             if (point != null) return wanted.test(point) || substitutes.containsKey(point) || point.equals(CapturePoints.EMBED);
             var p = GraphNames.parse(t.name());
@@ -120,17 +120,17 @@ final class StepCapture implements LlamaContext.Tap {
     @Override
     public void take(GgmlTensor t) {
         var p = GraphNames.parse(t.name());
-        var e = qwen35 != null ? java.util.Optional.<GraphNames.Entry>empty() : GraphNames.entry(p);
-        if (qwen35 != null) {
-            String point = qwen35.point(t);
+        var e = graph != null ? java.util.Optional.<GraphNames.Entry>empty() : GraphNames.entry(p);
+        if (graph != null) {
+            String point = graph.point(t);
             if (point != null) {
                 if (point.equals(CapturePoints.EMBED) && embedSeen) nextUbatch();
                 if (point.equals(CapturePoints.EMBED)) embedSeen = true;
                 // captured as llama.cpp computed it, then replaced for what follows
-                if (wanted.test(point)) tensors.put(point, qwen35.capture(point, t));
+                if (wanted.test(point)) tensors.put(point, graph.capture(point, t));
                 float[] replacement = substitutes.get(point);
-                if (replacement != null && qwen35.carries(point, t)) {
-                    t.overwrite(qwen35.toGraph(point, t, replacement));
+                if (replacement != null && graph.carries(point, t)) {
+                    t.overwrite(graph.toGraph(point, t, replacement));
                     substituted.add(point);
                 }
                 return;
@@ -150,7 +150,7 @@ final class StepCapture implements LlamaContext.Tap {
                 readFlashAttention(p.layer(), fa);
             return;
         }
-        int moeLayer = qwen35 != null ? -1 : denseMlpOfMoeLayer(t);
+        int moeLayer = graph != null ? -1 : denseMlpOfMoeLayer(t);
         if (moeLayer >= 0) {
             String point = CapturePoints.layer(moeLayer, CapturePoints.MLP_OUT);
             tensors.put(point, shaped(point, GraphNames.Shape.ROWS_2D, t));
@@ -254,8 +254,10 @@ final class StepCapture implements LlamaContext.Tap {
                     + "; the attention of this llama.cpp release differs from what GraphNames reads");
         int c = 0;
         for (boolean b : vis) if (b) c++;
-        if (kv[0] != null && wanted.test(kPoint))
-            tensors.put(kPoint, new LlamaCppRunner.Captured(kPoint, new int[]{c, heads, d}, gather(kv[0], false, vis, c, heads, d, layer)));
+        if (kv[0] != null && wanted.test(kPoint)) {
+            float[] keys = gather(kv[0], false, vis, c, heads, d, layer);
+            tensors.put(kPoint, new LlamaCppRunner.Captured(kPoint, new int[]{c, heads, d}, graph == null ? keys : graph.keysRead(keys, d)));
+        }
         if (kv[1] != null && wanted.test(vPoint))
             tensors.put(vPoint, new LlamaCppRunner.Captured(vPoint, new int[]{c, heads, d},
                     gather(kv[1], !flashLayers.contains(layer), vis, c, heads, d, layer)));

@@ -7,7 +7,7 @@ import java.util.Map;
  * What a GGUF converted from a Hugging Face checkpoint holds, decided before a byte is written: metadata in the
  * order llama.cpp's converter writes it, and each tensor's GGUF name, ggml shape, type and where its values come from.
  */
-public sealed interface GgufPlan permits Gemma4GgufPlan, Qwen35GgufPlan {
+public sealed interface GgufPlan permits Gemma4GgufPlan, Qwen35GgufPlan, LlamaGgufPlan {
     Map<String, GgufValue> metadata();
 
     List<Gemma4GgufPlan.Planned> tensors();

@@ -16,7 +16,7 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 
 /**
- * Converts a Hugging Face Gemma 4 or Qwen3.5 text checkpoint folder (config.json, *.safetensors, optionally the tokenizer)
+ * Converts a Hugging Face Gemma 4, Qwen3.5 or Llama-family (llama, mistral, qwen3) text checkpoint folder (config.json, *.safetensors, optionally the tokenizer)
  * into the GGUF llama.cpp's own conversion would write, in F32 (exact), BF16 or F16, or with Q8_0 / Q4_0 matrices
  * (ggml's reference quantizers, {@link GgmlQuants}).
  */
@@ -40,6 +40,7 @@ public final class HfToGguf {
         for (var t : files.all().values()) headers.add(new Gemma4GgufPlan.HfTensor(t.name(), t.dtype(), t.shape()));
         String name = dir.toAbsolutePath().normalize().getFileName().toString();
         if (Qwen35GgufPlan.isQwen35(config)) return Qwen35GgufPlan.of(name, config, configFile, headers, type);
+        if (LlamaGgufPlan.isLlamaFamily(config)) return LlamaGgufPlan.of(name, config, configFile, headers, type);
         return Gemma4GgufPlan.of(name, config, configFile, headers, Gemma4Vocab.read(dir), type);
     }
 
