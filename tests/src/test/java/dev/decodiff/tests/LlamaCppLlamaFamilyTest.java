@@ -18,8 +18,9 @@ import static org.assertj.core.api.Assertions.assertThat;
  * llama.cpp on the Llama family (llama-tiny: llama with llama3 RoPE scaling, GQA, attention and MLP biases, its own
  * lm_head; qwen3-tiny: qwen3 with q/k norms and a tied head), against transformers' own float32 references: the GGUF
  * decodiff converts (llama's q/k head permutation, rope_freqs) run by llama.cpp's own llama/qwen3 graphs agrees with
- * transformers in every cell, every capture point kind compared; in bf16 it is at most a precision effect; and bisect
- * finds no op of llama.cpp's with a local error, every point written back into its graph.
+ * transformers in every cell, every capture point kind compared; in bf16 it is at most a precision effect; bisect
+ * finds no op of llama.cpp's with a local error, every point written back into its graph; and selfcheck's
+ * reference-free paths agree.
  */
 class LlamaCppLlamaFamilyTest {
     /** fp32 against fp32: ggml's own kernels and RoPE (its own cos/sin, freq factors) stay within this of transformers. */
@@ -76,6 +77,20 @@ class LlamaCppLlamaFamilyTest {
         var local = j.get("worst_below_floor");
         assertThat(local.size()).isEqualTo(11);
         local.fields().forEachRemaining(e -> assertThat(e.getValue().asDouble()).as(e.getKey()).isLessThan(1e-5));
+    }
+
+    /** Reference-free: decode vs prefill, chunked prefill and capture vs none agree on llama.cpp's run. */
+    @ParameterizedTest(name = "{0}")
+    @ValueSource(strings = {"llama-tiny", "qwen3-tiny"})
+    void selfcheckPassesItsDenseChecks(String checkpoint) throws Exception {
+        var r = Cli.run("selfcheck", "--engine", "llama.cpp", "--model", root.resolve("checkpoints/" + checkpoint).toString(), "--json");
+        assertThat(r.code()).as(r.toString()).isZero();
+        var names = new ArrayList<String>();
+        r.json().get("checks").forEach(c -> {
+            names.add(c.get("check").asText());
+            assertThat(c.get("passed").asBoolean()).as(c.toString()).isTrue();
+        });
+        assertThat(names).containsExactly("decode-vs-prefill", "chunked-prefill-3", "chunked-prefill-7", "instrumented-vs-plain");
     }
 
     @ParameterizedTest(name = "{0}")

@@ -31,6 +31,9 @@ import java.util.function.Supplier;
  * and 65 tokens, and the whole sequence in one call that llama.cpp itself splits into ubatches of 3 and of 65 (n_ubatch
  * smaller than the prompt; 65 crosses the delta rule's 64-token chunk boundary inside a ubatch) must each agree with
  * one pass over all tokens.
+ *
+ * <p>On the Llama family ({@link #dense}: full attention, no sliding window, no recurrent state) the paths are Gemma
+ * 4's without the window: decode vs prefill, chunked prefill in chunks of 3 and 7, capture vs none.
  */
 public final class LlamaCppSelfCheck {
     /** 2^-10: one fp16 step of the GELU table's output, the coarsest rounding on llama.cpp's fp32 path. */
@@ -38,19 +41,33 @@ public final class LlamaCppSelfCheck {
 
     /** Qwen3.5's prompt: past the delta rule's first 64-token chunk (as {@link RecurrentSelfCheck}), then decode steps. */
     public static final int QWEN35_PROMPT = 70, QWEN35_DECODE = 8;
+    /** A dense model's prompt and decode steps: enough positions for chunks of 3 and 7 to cut the prompt unevenly. */
+    public static final int DENSE_PROMPT = 24, DENSE_DECODE = 8;
 
     private final Path gguf;
     private final LlamaContext.Options options;
     /** The model's sliding window (Gemma 4's); 0 for a model with recurrent states instead (Qwen3.5). */
     private final int window;
     private final int vocab;
+    /** A full-attention model without recurrent states (the Llama family): window 0 does not mean Qwen3.5 then. */
+    private final boolean dense;
 
     /** The checks of a sliding-window model's GGUF (Gemma 4): decode vs prefill, chunked prefill, capture vs none. */
     public LlamaCppSelfCheck(Path gguf, LlamaContext.Options options, int slidingWindow, int vocab) {
+        this(gguf, options, slidingWindow, vocab, false);
+    }
+
+    private LlamaCppSelfCheck(Path gguf, LlamaContext.Options options, int slidingWindow, int vocab, boolean dense) {
         this.gguf = gguf;
         this.options = options;
         this.window = slidingWindow;
         this.vocab = vocab;
+        this.dense = dense;
+    }
+
+    /** The checks of a full-attention model's GGUF (the Llama family, vocabulary {@code vocab}): decode vs prefill, chunked prefill, capture vs none. */
+    public static LlamaCppSelfCheck dense(Path gguf, LlamaContext.Options options, int vocab) {
+        return new LlamaCppSelfCheck(gguf, options, 0, vocab, true);
     }
 
     /** The checks of a Qwen3.5 GGUF (vocabulary {@code vocab}): state hand-over along every split llama.cpp offers. */
@@ -58,9 +75,9 @@ public final class LlamaCppSelfCheck {
         return new LlamaCppSelfCheck(gguf, options, 0, vocab);
     }
 
-    public int promptLength() { return window == 0 ? QWEN35_PROMPT : defaultPromptLength(window); }
+    public int promptLength() { return dense ? DENSE_PROMPT : window == 0 ? QWEN35_PROMPT : defaultPromptLength(window); }
 
-    public int tokenCount() { return window == 0 ? QWEN35_PROMPT + QWEN35_DECODE : defaultTokenCount(window); }
+    public int tokenCount() { return dense ? DENSE_PROMPT + DENSE_DECODE : window == 0 ? QWEN35_PROMPT + QWEN35_DECODE : defaultTokenCount(window); }
 
     /** As Gemma 4's {@code SelfCheck.defaultPromptLength()}: longer than the sliding window. */
     public static int defaultPromptLength(int slidingWindow) { return Math.min(2 * slidingWindow + 3, 64); }
@@ -85,10 +102,11 @@ public final class LlamaCppSelfCheck {
     }
 
     public List<SelfCheckResult> runAll(int[] tokens, int promptLength) {
-        if (window == 0) return runRecurrent(tokens, promptLength);
+        if (window == 0 && !dense) return runRecurrent(tokens, promptLength);
         var plan = new ArrayList<Supplier<SelfCheckResult>>();
         plan.add(() -> decodeVsPrefill(tokens, promptLength));
-        for (int chunk : new int[]{3, Math.max(2, window - 1), window + 1}) plan.add(() -> chunkedVsOnePass(tokens, chunk));
+        int[] chunks = dense ? new int[]{3, 7} : new int[]{3, Math.max(2, window - 1), window + 1};
+        for (int chunk : chunks) plan.add(() -> chunkedVsOnePass(tokens, chunk));
         plan.add(() -> instrumentedVsPlain(tokens, promptLength));
         return plan.stream().map(Supplier::get).toList();
     }

@@ -3,12 +3,16 @@ package dev.decodiff.harness.arch.llama;
 import dev.decodiff.engine.arch.Architecture;
 import dev.decodiff.engine.arch.LoadedModel;
 import dev.decodiff.engine.llama.LlamaArchitecture;
+import dev.decodiff.engine.llama.LlamaConfig;
+import dev.decodiff.harness.arch.LlamaCppSelfChecks;
+import dev.decodiff.harness.selfcheck.LlamaCppSelfCheck;
 import dev.decodiff.harness.arch.ArchitectureSupport;
 import dev.decodiff.harness.compare.attribution.OpAttribution;
 
 import java.nio.file.Path;
+import java.util.Optional;
 
-/** The Llama family's harness plug-in (llama, mistral, qwen3): local attribution through its ops. */
+/** The Llama family's harness plug-in (llama, mistral, qwen3): local attribution through its ops, llama.cpp's self-checks. */
 public final class LlamaSupport implements ArchitectureSupport {
     public static final LlamaSupport INSTANCE = new LlamaSupport();
 
@@ -20,5 +24,15 @@ public final class LlamaSupport implements ArchitectureSupport {
     @Override
     public OpAttribution attribution(LoadedModel model, boolean everyCell, Path gguf) {
         return new LlamaAttribution(((LlamaArchitecture.Loaded) model).model(), everyCell);
+    }
+
+    /** Full attention without a window or a recurrent state: decode vs prefill, chunked prefill, capture vs none. */
+    @Override
+    public Optional<LlamaCppSelfChecks> llamaCppSelfChecks() {
+        return Optional.of(dir -> {
+            var config = LlamaConfig.read(dir.resolve("config.json"));
+            return new LlamaCppSelfChecks.Planned(LlamaCppSelfCheck.DENSE_PROMPT + LlamaCppSelfCheck.DENSE_DECODE, 0,
+                    (gguf, options) -> LlamaCppSelfCheck.dense(gguf, options, config.vocabSize()));
+        });
     }
 }
