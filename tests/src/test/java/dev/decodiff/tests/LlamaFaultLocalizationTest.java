@@ -91,6 +91,32 @@ class LlamaFaultLocalizationTest {
         assertThat(result.cells().stream().filter(c -> c.failed() && c.step() < first.step())).isEmpty();
     }
 
+    /**
+     * Faults whose substitution cannot heal a layer: rmsnorm-one-plus-weight acts on every norm (the input norm has no
+     * capture point, and the post-attention norm is wrong again after q/k/v are written back); lm-head-tied's cell is
+     * the logits, the last point, with nothing after it to heal.
+     */
+    private static final java.util.Set<LlamaFault> NOT_PROVABLE = java.util.EnumSet.of(LlamaFault.RMSNORM_ONE_PLUS_WEIGHT, LlamaFault.LM_HEAD_TIED);
+
+    /** bisect names every fault the short case can show as itself by replaying the catalog, and proves it by substitution. */
+    static Stream<Arguments> shownOnShortCases() {
+        return faultsAndCases().filter(a -> {
+            var c = (Path) a.get()[1];
+            return c.getFileName().toString().equals("short") && expected((LlamaFault) a.get()[0], c) != null;
+        });
+    }
+
+    @ParameterizedTest(name = "{0} on {1}")
+    @MethodSource("shownOnShortCases")
+    void bisectNamesEachFaultAsItself(LlamaFault fault, Path caseDir) throws Exception {
+        System.setProperty("decodiff.home", ReferenceCases.repoRoot().toString());
+        var r = Cli.run("bisect", caseDir.toString(), "--fault", fault.id(), "--json");
+        assertThat(r.code()).as(r.toString()).isEqualTo(1);
+        var naming = r.json().get("catalog_naming");
+        assertThat(naming.get("named").asText()).as("%s on %s", fault, caseDir).isEqualTo(fault.id());
+        if (!NOT_PROVABLE.contains(fault)) assertThat(naming.get("proved").asBoolean()).as("%s proved", fault).isTrue();
+    }
+
     /** The same harness path with no fault switched on raises no alarm on any case. */
     @ParameterizedTest(name = "{0}")
     @MethodSource("cases")

@@ -22,7 +22,7 @@ import java.util.concurrent.Callable;
                 "rewirings: a sub-op fed its neighbouring tensor, dropped, applied twice or moved, a weight taken from its neighbour,",
                 "the MoE routing and per-expert scales, the per-layer inputs' scales, slice and join), reproduces the candidate, that",
                 "variant by name — only when the runner-up is at least 10x further from the candidate; else \"two explanations fit\".",
-                "On Qwen3.5 it names the bug through the fault catalog: each catalog fault replayed alone on the reference's tokens, the one that",
+                "On Qwen3.5 and the Llama family it names the bug through the fault catalog: each catalog fault replayed alone on the reference's tokens, the one that",
                 "reproduces the candidate at its first divergent cell named (10x margin), and proved by writing the reference's tensor into the engine there."},
         footer = {"", "Exit codes: 0 no divergence, 1 divergence bisected, 2 bad input or usage.",
                 "Examples:",
@@ -30,7 +30,8 @@ import java.util.concurrent.Callable;
                 "  decodiff bisect reference-dumps/gemma4-tiny/short --fault ring-wrap --json",
                 "  decodiff bisect reference-dumps/gemma4-tiny-ple/long --fault kv-shared-first-source --html bisect.html",
                 "  decodiff bisect reference-dumps/qwen35-tiny/long --fault state-stale",
-                "  decodiff bisect reference-dumps/qwen35-tiny/short my-dump --json"})
+                "  decodiff bisect reference-dumps/qwen35-tiny/short my-dump --json",
+                "  decodiff bisect reference-dumps/llama-tiny/short --fault kv-heads-tiled"})
 final class BisectCommand implements Callable<Integer> {
     @Mixin
     ReferenceArgs referenceArgs = new ReferenceArgs();
@@ -45,7 +46,7 @@ final class BisectCommand implements Callable<Integer> {
     LlamaCppFlags llama = new LlamaCppFlags();
 
     @picocli.CommandLine.Parameters(index = "1", arity = "0..1", paramLabel = "CANDIDATE",
-            description = "A candidate dump to bisect instead of the live engine (Qwen3.5 only): the fault that reproduces it is named by replay, and the substitutions run in that fault's engine.")
+            description = "A candidate dump to bisect instead of the live engine (an architecture with a fault catalog: Qwen3.5, the Llama family): the fault that reproduces it is named by replay, and the substitutions run in that fault's engine.")
     Path candidate;
 
     @Option(names = "--no-ops", description = "Skip the op-level check (every metal kernel against ND4J) that runs once a culprit is confirmed.")
@@ -84,7 +85,7 @@ final class BisectCommand implements Callable<Integer> {
     }
 
     /**
-     * An architecture with a fault catalog (Qwen3.5): the first divergent cell named by replaying each catalog fault,
+     * An architecture with a fault catalog (Qwen3.5, the Llama family): the first divergent cell named by replaying each catalog fault,
      * and proved by writing the reference's tensors into the engine.
      */
     private int catalog(dev.decodiff.harness.dump.DumpReader ref, dev.decodiff.harness.compare.ToleranceProfile profile, Path modelDir,

@@ -15,7 +15,7 @@ import java.util.Locale;
 import java.util.concurrent.Callable;
 
 @Command(name = "gguf", mixinStandardHelpOptions = true,
-        description = {"Converts a Hugging Face Gemma 4 or Qwen3.5 checkpoint into a GGUF file for llama.cpp.",
+        description = {"Converts a Hugging Face Gemma 4, Qwen3.5 or Llama-family (llama, mistral, qwen3) checkpoint into a GGUF file for llama.cpp.",
                 "It holds what llama.cpp's own converter writes. f32 (the default) copies",
                 "the weights exactly; norms, 1-D tensors and the MoE router stay F32 at every",
                 "--type. Without tokenizer.json the file has no vocabulary: llama.cpp then",
