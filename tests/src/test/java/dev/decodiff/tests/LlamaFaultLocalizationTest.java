@@ -117,6 +117,24 @@ class LlamaFaultLocalizationTest {
         if (!NOT_PROVABLE.contains(fault)) assertThat(naming.get("proved").asBoolean()).as("%s proved", fault).isTrue();
     }
 
+    /**
+     * Without a reference: selfcheck's paths (one-token steps, chunked and one-pass prefill) disagree exactly for the
+     * faults that only one-token decode steps run, and agree for those every path shares.
+     */
+    @ParameterizedTest(name = "{0}")
+    @org.junit.jupiter.params.provider.EnumSource(LlamaFault.class)
+    void selfcheckCatchesTheDecodeOnlyFaults(LlamaFault fault) throws Exception {
+        String checkpoint = fault.expected().requires() == LlamaFault.Requires.QK_NORM ? "qwen3-tiny" : "llama-tiny";
+        System.setProperty("decodiff.home", ReferenceCases.repoRoot().toString());
+        var r = Cli.run("selfcheck", "--model", ReferenceCases.repoRoot().resolve("checkpoints/" + checkpoint).toString(), "--fault", fault.id(), "--json");
+        boolean decodeOnly = fault.expected().when() == LlamaFault.When.FIRST_DECODE;
+        assertThat(r.code()).as(r.toString()).isEqualTo(decodeOnly ? 1 : 0);
+        var failed = new java.util.ArrayList<String>();
+        r.json().get("checks").forEach(c -> { if (!c.get("passed").asBoolean()) failed.add(c.get("check").asText()); });
+        if (decodeOnly) assertThat(failed).contains("decode-vs-prefill");
+        else assertThat(failed).isEmpty();
+    }
+
     /** The same harness path with no fault switched on raises no alarm on any case. */
     @ParameterizedTest(name = "{0}")
     @MethodSource("cases")
