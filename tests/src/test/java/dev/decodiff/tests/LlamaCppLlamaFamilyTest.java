@@ -93,6 +93,16 @@ class LlamaCppLlamaFamilyTest {
         assertThat(names).containsExactly("decode-vs-prefill", "chunked-prefill-3", "chunked-prefill-7", "instrumented-vs-plain");
     }
 
+    /** A GGUF of another Llama-family model is refused with the hyperparameters that differ, before llama.cpp runs it. */
+    @org.junit.jupiter.api.Test
+    void aGgufOfAnotherModelIsRefused(@TempDir Path tmp) throws Exception {
+        Path other = tmp.resolve("qwen3.gguf");
+        assertThat(Cli.run("gguf", "--model", root.resolve("checkpoints/qwen3-tiny").toString(), "--out", other.toString()).code()).isZero();
+        var r = Cli.run("compare", root.resolve("reference-dumps/llama-tiny/short").toString(), "--engine", "llama.cpp", "--gguf", other.toString());
+        assertThat(r.code()).as(r.toString()).isEqualTo(2);
+        assertThat(r.toString()).contains("architecture qwen3≠llama").contains("block_count 2≠3");
+    }
+
     @ParameterizedTest(name = "{0}")
     @CsvSource({"llama-tiny, llama, true", "qwen3-tiny, qwen3, false"})
     void ggufConvertsTheCheckpoint(String checkpoint, String arch, boolean ropeFreqs, @TempDir Path tmp) throws Exception {
