@@ -28,9 +28,6 @@ import java.util.Set;
  * put back here in transformers' order ({@link #unpermute}); qwen3's are not permuted.
  */
 final class LlamaGraphNames implements ModelGraphNames {
-    /** enum ggml_op values of GGML_OP_ADD, GGML_OP_RESHAPE and GGML_OP_ROPE in this release (ggml/include/ggml.h). */
-    static final int OP_ADD = 2, OP_RESHAPE = 36, OP_ROPE = 48;
-
     private static final Set<String> REPLACEABLE = Set.of(CapturePoints.EMBED, CapturePoints.Q, CapturePoints.K, CapturePoints.V,
             CapturePoints.ATTN_OUT, CapturePoints.MLP_OUT, CapturePoints.OUT, CapturePoints.FINAL_NORM);
 
@@ -76,9 +73,9 @@ final class LlamaGraphNames implements ModelGraphNames {
         var p = GraphNames.parse(name);
         if (p.layer() < 0) return null;
         String kind = switch (p.base()) {
-            case "Qcur" -> t.op() == OP_ROPE ? CapturePoints.Q : null;
-            case "Kcur" -> t.op() == OP_ROPE ? CapturePoints.K : null;
-            case "Vcur" -> t.op() == OP_RESHAPE ? CapturePoints.V : null;
+            case "Qcur" -> t.op() == GgmlTensor.OP_ROPE ? CapturePoints.Q : null;
+            case "Kcur" -> t.op() == GgmlTensor.OP_ROPE ? CapturePoints.K : null;
+            case "Vcur" -> t.op() == GgmlTensor.OP_RESHAPE ? CapturePoints.V : null;
             case "kqv_out" -> CapturePoints.ATTN_OUT;
             case "ffn_out" -> residual(t) ? null : CapturePoints.MLP_OUT;
             case "l_out" -> CapturePoints.OUT;
@@ -89,7 +86,7 @@ final class LlamaGraphNames implements ModelGraphNames {
 
     /** An "ffn_out" that is the MLP output plus the residual (llama.cpp's llama graph names that sum "ffn_out" too). */
     private static boolean residual(GgmlTensor t) {
-        if (t.op() != OP_ADD) return false;
+        if (t.op() != GgmlTensor.OP_ADD) return false;
         var in = t.src(1);
         return in != null && GraphNames.parse(in.name()).base().equals("ffn_inp");
     }

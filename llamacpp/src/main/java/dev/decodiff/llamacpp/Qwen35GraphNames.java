@@ -170,10 +170,6 @@ final class Qwen35GraphNames implements ModelGraphNames {
             CapturePoints.Q, CapturePoints.K, CapturePoints.V, CapturePoints.ATTN_GATE, CapturePoints.ATTN_OUT,
             CapturePoints.MLP_OUT, CapturePoints.MOE_OUT, CapturePoints.OUT);
 
-    static boolean replaceable(String point) {
-        return REPLACEABLE.contains(CapturePoints.layerOf(point) < 0 ? point : CapturePoints.kindOf(point));
-    }
-
     /**
      * Whether this graph tensor is the one that carries the point's value into what follows: "Kcur" is first the raw
      * projection (k_norm and RoPE still to come), then the rotated per-head tensor; "Vcur" is the projection, then its

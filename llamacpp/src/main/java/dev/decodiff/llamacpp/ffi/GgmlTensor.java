@@ -35,8 +35,8 @@ public final class GgmlTensor {
 
     public String name() { return t.getString(f.name()); }
 
-    /** enum ggml_op values of GGML_OP_MUL_MAT and GGML_OP_FLASH_ATTN_EXT in this release (ggml/include/ggml.h). */
-    public static final int OP_MUL_MAT = 29, OP_FLASH_ATTN_EXT = 74;
+    /** enum ggml_op values of the ops decodiff tells graph tensors apart by, in this release (ggml/include/ggml.h). */
+    public static final int OP_ADD = 2, OP_MUL_MAT = 29, OP_RESHAPE = 36, OP_ROPE = 48, OP_FLASH_ATTN_EXT = 74;
 
     public int op() { return t.get(ValueLayout.JAVA_INT, f.op()); }
 
