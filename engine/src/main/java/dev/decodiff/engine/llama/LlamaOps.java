@@ -76,9 +76,6 @@ public final class LlamaOps {
         return faults.isEmpty() && this.faults.isEmpty() ? this : new LlamaOps(model, faults, held);
     }
 
-    /** The catalog faults these ops run with (none for the model's own). */
-    public Set<LlamaFault> faults() { return faults; }
-
     /** The RoPE these ops rotate with: a session prepares a step's positions on it. */
     public Rope rope() { return rope; }
 
