@@ -42,8 +42,7 @@ class PackageDependenciesTest {
             "cli/EngineFlags.java", "cli/PlanCommand.java", "plan/CapturePlan.java",
             "compare/detect/DetectorContext.java",
             "selftest/CatalogSelfTest.java", "selftest/ExpectedCell.java", "selftest/ExpectedVariant.java",
-            "selftest/Qwen35Expectations.java", "selftest/SelfTest.java", "selftest/SelfTestReport.java",
-            "testing/DecodiffExtension.java", "testing/EngineRun.java");
+            "selftest/Qwen35Expectations.java", "selftest/SelfTest.java", "selftest/SelfTestReport.java");
 
     private static final Pattern FAMILY_TYPE = Pattern.compile("\\b(Gemma4|Qwen35)[A-Z]\\w*");
 

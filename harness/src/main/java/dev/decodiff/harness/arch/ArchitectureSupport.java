@@ -49,4 +49,7 @@ public interface ArchitectureSupport {
 
     /** `selfcheck --engine llama.cpp` on a checkpoint of this architecture; empty where there are no such checks. */
     default Optional<LlamaCppSelfChecks> llamaCppSelfChecks() { return Optional.empty(); }
+
+    /** The engine's own model type a JUnit {@code @Checkpoint} parameter may name for this family; empty where it has none. */
+    default Optional<OwnModel<?>> ownModel() { return Optional.empty(); }
 }

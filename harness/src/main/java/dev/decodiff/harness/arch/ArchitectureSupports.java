@@ -27,6 +27,11 @@ public final class ArchitectureSupports {
         return new Plain(architecture);
     }
 
+    /** Whether {@code type} is some family's own engine model type ({@link ArchitectureSupport#ownModel}). */
+    public static boolean isOwnModelType(Class<?> type) {
+        return ALL.stream().anyMatch(s -> s.ownModel().filter(o -> o.type() == type).isPresent());
+    }
+
     /**
      * The tunable engine for the checkpoint folder {@code dir}, for a command that runs only on one (run): see
      * {@link #featureFor}.

@@ -6,6 +6,7 @@ import dev.decodiff.engine.arch.LoadedModel;
 import dev.decodiff.harness.arch.ArchitectureSupport;
 import dev.decodiff.harness.arch.CheckpointDescriber;
 import dev.decodiff.harness.arch.LlamaCppSelfChecks;
+import dev.decodiff.harness.arch.OwnModel;
 import dev.decodiff.harness.arch.SweepSupport;
 import dev.decodiff.harness.arch.gemma4.sweep.Gemma4Sweep;
 import dev.decodiff.harness.arch.TunableEngine;
@@ -49,6 +50,10 @@ public final class Gemma4Support implements ArchitectureSupport {
 
     @Override
     public Optional<TunableEngine> tunableEngine() { return Optional.of(Gemma4Engine.INSTANCE); }
+
+    /** Tests written before the seam take a {@link Gemma4Model} as their checkpoint. */
+    @Override
+    public Optional<OwnModel<?>> ownModel() { return Optional.of(new OwnModel<>(Gemma4Model.class, Gemma4Engine::model)); }
 
     @Override
     public Optional<CheckpointDescriber> checkpointDescriber() { return Optional.of(Gemma4Description.INSTANCE); }
