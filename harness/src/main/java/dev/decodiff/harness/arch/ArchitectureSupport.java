@@ -62,6 +62,9 @@ public interface ArchitectureSupport {
     /** `decodiff selftest` of this family's catalog run through the seam: where each fault must be found; empty where it has none. */
     default Optional<CatalogExpectations> catalogExpectations() { return Optional.empty(); }
 
+    /** `decodiff bench`'s view of this family's model where the family has a decode bench of its own; empty where it has none. */
+    default Optional<BenchModel.Loader> benchModel() { return Optional.empty(); }
+
     /** The engine's own model type a JUnit {@code @Checkpoint} parameter may name for this family; empty where it has none. */
     default Optional<OwnModel<?>> ownModel() { return Optional.empty(); }
 }

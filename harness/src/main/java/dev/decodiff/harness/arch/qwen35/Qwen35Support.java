@@ -6,6 +6,7 @@ import dev.decodiff.engine.qwen35.Qwen35Architecture;
 import dev.decodiff.engine.qwen35.Qwen35Config;
 import dev.decodiff.engine.qwen35.Qwen35Fault;
 import dev.decodiff.harness.arch.ArchitectureSupport;
+import dev.decodiff.harness.arch.BenchModel;
 import dev.decodiff.harness.arch.CatalogExpectations;
 import dev.decodiff.harness.dump.DumpManifest;
 import dev.decodiff.harness.selftest.ExpectedCell;
@@ -45,6 +46,10 @@ public final class Qwen35Support implements ArchitectureSupport {
             public String rule(String faultId) { return Qwen35Fault.byId(faultId).expected().toString(); }
         });
     }
+
+    /** Its bench's view: the streamed weights, their placement, the linear-attention mixer's time per step. */
+    @Override
+    public Optional<BenchModel.Loader> benchModel() { return Optional.of(Qwen35BenchModel::load); }
 
     /** The conv and recurrent states handed over along every split (state audit, decode, calls, ubatches). */
     @Override
