@@ -21,14 +21,11 @@ record BenchSetup(Gemma4Model model, Path checkpoint, int[] prompt, int repeats,
     /** The shared prefix of a stored snapshot, and the new tokens a request or turn adds to it. */
     static final int PREFIX = 2000;
 
-    static BenchSetup of(BenchSpec spec, Gemma4Model model, Path checkpoint, int repeats, int decodeSteps, Path work, Consumer<String> log) {
-        int[] prompt = randomPrompt(spec.seed(), model.config().vocabSize(), CONTEXTS[CONTEXTS.length - 1]);
-        return new BenchSetup(model, checkpoint, prompt, repeats, decodeSteps, work, log);
-    }
-
     /** The bench checkpoint loaded for any length (the bench's model is closed with the setup). */
     static BenchSetup load(BenchSpec spec, Path checkpoint, int repeats, int decodeSteps, Path work, Consumer<String> log) {
-        return of(spec, Gemma4Model.load(checkpoint), checkpoint, repeats, decodeSteps, work, log);
+        var model = Gemma4Model.load(checkpoint);
+        int[] prompt = randomPrompt(spec.seed(), model.config().vocabSize(), CONTEXTS[CONTEXTS.length - 1]);
+        return new BenchSetup(model, checkpoint, prompt, repeats, decodeSteps, work, log);
     }
 
     /** The bench model seen through the plug-in seam, for the phases that need no more than it offers. */

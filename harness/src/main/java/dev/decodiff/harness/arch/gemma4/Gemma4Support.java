@@ -4,6 +4,7 @@ import dev.decodiff.engine.arch.Architecture;
 import dev.decodiff.engine.arch.Gemma4Architecture;
 import dev.decodiff.engine.arch.LoadedModel;
 import dev.decodiff.harness.arch.ArchitectureSupport;
+import dev.decodiff.harness.arch.BenchModel;
 import dev.decodiff.harness.arch.CheckpointDescriber;
 import dev.decodiff.harness.arch.EngineSelfTest;
 import dev.decodiff.harness.arch.LlamaCppSelfChecks;
@@ -70,6 +71,9 @@ public final class Gemma4Support implements ArchitectureSupport {
     public Optional<EngineSelfTest> engineSelfTest() {
         return Optional.of((checkpoint, cases, profile, progress) -> new Gemma4SelfTest(profile).checkpoint(checkpoint, cases, progress));
     }
+
+    @Override
+    public Optional<BenchModel.Loader> benchModel() { return Optional.of(Gemma4BenchModel::load); }
 
     /** Tests written before the seam take a {@link Gemma4Model} as their checkpoint. */
     @Override
