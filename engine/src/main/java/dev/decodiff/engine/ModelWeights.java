@@ -138,4 +138,26 @@ public record ModelWeights(WeightMatrix embed, WeightMatrix lmHead, float[] fina
         TensorView t = f.get(name, n);
         return t.toFloats();
     }
+
+    /**
+     * The memory a decode step streams, each matrix's data once: the LM head, the per-layer input projection and every
+     * layer's matrices (an MoE layer's router and experts included); the per-layer embedding table is looked up by rows,
+     * not streamed. What a bench's read ceiling is measured over.
+     */
+    public List<java.lang.foreign.MemorySegment> streamed() {
+        var out = new ArrayList<java.lang.foreign.MemorySegment>();
+        out.add(lmHead.data());
+        if (pleModelProjection != null) out.add(pleModelProjection.data());
+        for (var l : layers) {
+            for (var m : new WeightMatrix[]{l.q(), l.k(), l.v(), l.o(), l.gate(), l.up(), l.down(), l.pleGate(), l.pleProjection()})
+                if (m != null) out.add(m.data());
+            if (l.moe() != null) {
+                out.add(l.moe().router().data());
+                for (var m : l.moe().gate()) out.add(m.data());
+                for (var m : l.moe().up()) out.add(m.data());
+                for (var m : l.moe().down()) out.add(m.data());
+            }
+        }
+        return out;
+    }
 }

@@ -3,6 +3,7 @@ package dev.decodiff.tests;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.decodiff.engine.Gemma4Model;
+import dev.decodiff.engine.arch.Architectures;
 import dev.decodiff.engine.Sampler;
 import dev.decodiff.harness.testing.DecodiffAssertions;
 import dev.decodiff.harness.testing.EngineRun;
@@ -59,7 +60,7 @@ class GoldenTokenTest {
     @ParameterizedTest(name = "{0}")
     @MethodSource("cases")
     void teacherForcedEveryCapturePointMatches(Path caseDir) {
-        try (var model = Gemma4Model.load(ReferenceCases.checkpointOf(caseDir))) {
+        try (var model = Architectures.load(ReferenceCases.checkpointOf(caseDir))) {
             var result = DecodiffAssertions.assertThat(EngineRun.of(model)).matchesReference(caseDir).result();
             double worstLogits = result.cells().stream().filter(c -> c.point().equals("logits")).mapToDouble(c -> c.relL2()).max().orElseThrow();
             assertThat(worstLogits).isLessThan(LOGITS_TOLERANCE);

@@ -9,7 +9,7 @@ import dev.decodiff.harness.compare.ToleranceProfile;
 import dev.decodiff.harness.dump.DumpReader;
 import dev.decodiff.harness.live.ArchitectureCandidate;
 import dev.decodiff.harness.selftest.ExpectedCell;
-import dev.decodiff.harness.selftest.Qwen35Expectations;
+import dev.decodiff.harness.arch.qwen35.Qwen35Expectations;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.Arguments;

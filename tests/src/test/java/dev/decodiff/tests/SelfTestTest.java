@@ -7,6 +7,7 @@ import dev.decodiff.engine.Gemma4Config;
 import dev.decodiff.engine.LayerSpec;
 import dev.decodiff.harness.dump.DumpReader;
 import dev.decodiff.harness.compare.detect.Finding;
+import dev.decodiff.harness.arch.gemma4.selftest.Gemma4Expectations;
 import dev.decodiff.harness.selftest.ExpectedCell;
 import dev.decodiff.harness.selftest.ExpectedVariant;
 import dev.decodiff.harness.selftest.SelfTest;
@@ -237,42 +238,42 @@ class SelfTestTest {
         float[] ones = new float[cfg.numLayers()];
         java.util.Arrays.fill(ones, 1f);
         // short: prompt 7 (positions 0–6), W = 8: position 8 is fed at step 2, first read from the ring at step 3.
-        assertCell(ExpectedCell.of(Fault.SLIDING_WINDOW_OFF_BY_ONE, cfg, ones, shortCase), 2, 0, "layers.0.attn.k_read");
-        assertCell(ExpectedCell.of(Fault.RING_WRAP, cfg, ones, shortCase), 3, 0, "layers.0.attn.k_read");
+        assertCell(Gemma4Expectations.cell(Fault.SLIDING_WINDOW_OFF_BY_ONE, cfg, ones, shortCase), 2, 0, "layers.0.attn.k_read");
+        assertCell(Gemma4Expectations.cell(Fault.RING_WRAP, cfg, ones, shortCase), 3, 0, "layers.0.attn.k_read");
         // long: prompt 23 already reaches the window at step 0; the ring is first read at step 1.
-        assertCell(ExpectedCell.of(Fault.SLIDING_WINDOW_OFF_BY_ONE, cfg, ones, longCase), 0, 0, "layers.0.attn.k_read");
-        assertCell(ExpectedCell.of(Fault.RING_WRAP, cfg, ones, longCase), 1, 0, "layers.0.attn.k_read");
-        assertCell(ExpectedCell.of(Fault.K_EQ_V_ROTATED_KEYS, cfg, ones, longCase), 1, 2, "layers.2.attn.v_read");
-        assertCell(ExpectedCell.of(Fault.ROPE_PROPORTIONAL_AS_PREFIX, cfg, ones, longCase), 0, 2, "layers.2.attn.q");
-        assertCell(ExpectedCell.of(Fault.GQA_MODULO, cfg, ones, longCase), 0, 0, "layers.0.attn.out");
+        assertCell(Gemma4Expectations.cell(Fault.SLIDING_WINDOW_OFF_BY_ONE, cfg, ones, longCase), 0, 0, "layers.0.attn.k_read");
+        assertCell(Gemma4Expectations.cell(Fault.RING_WRAP, cfg, ones, longCase), 1, 0, "layers.0.attn.k_read");
+        assertCell(Gemma4Expectations.cell(Fault.K_EQ_V_ROTATED_KEYS, cfg, ones, longCase), 1, 2, "layers.2.attn.v_read");
+        assertCell(Gemma4Expectations.cell(Fault.ROPE_PROPORTIONAL_AS_PREFIX, cfg, ones, longCase), 0, 2, "layers.2.attn.q");
+        assertCell(Gemma4Expectations.cell(Fault.GQA_MODULO, cfg, ones, longCase), 0, 0, "layers.0.attn.out");
         // No k_eq_v / no shared layers / every scalar 1: not applicable, with the reason.
-        assertThat(ExpectedCell.of(Fault.KV_SHARED_FIRST_SOURCE, cfg, ones, longCase)).isInstanceOf(ExpectedCell.NotApplicable.class);
-        assertThat(ExpectedCell.of(Fault.LAYER_SCALAR_IGNORED, cfg, ones, longCase)).isInstanceOf(ExpectedCell.NotApplicable.class);
+        assertThat(Gemma4Expectations.cell(Fault.KV_SHARED_FIRST_SOURCE, cfg, ones, longCase)).isInstanceOf(ExpectedCell.NotApplicable.class);
+        assertThat(Gemma4Expectations.cell(Fault.LAYER_SCALAR_IGNORED, cfg, ones, longCase)).isInstanceOf(ExpectedCell.NotApplicable.class);
         ple = Gemma4Config.read(root.resolve("checkpoints/gemma4-tiny-ple/config.json"));
-        assertThat(ExpectedCell.of(Fault.K_EQ_V_ROTATED_KEYS, ple, ones, longCase)).isInstanceOf(ExpectedCell.NotApplicable.class);
-        assertCell(ExpectedCell.of(Fault.KV_SHARED_FIRST_SOURCE, ple, ones, longCase), 0, 4, "layers.4.attn.k_read");
-        assertThat(ExpectedCell.of(Fault.DECODE_RECOMPUTE, cfg, ones, longCase)).isInstanceOf(ExpectedCell.NoNumericDivergence.class);
+        assertThat(Gemma4Expectations.cell(Fault.K_EQ_V_ROTATED_KEYS, ple, ones, longCase)).isInstanceOf(ExpectedCell.NotApplicable.class);
+        assertCell(Gemma4Expectations.cell(Fault.KV_SHARED_FIRST_SOURCE, ple, ones, longCase), 0, 4, "layers.4.attn.k_read");
+        assertThat(Gemma4Expectations.cell(Fault.DECODE_RECOMPUTE, cfg, ones, longCase)).isInstanceOf(ExpectedCell.NoNumericDivergence.class);
         // The op variants: the first op that computes them wrongly is in layer 0 at step 0.
-        assertCell(ExpectedCell.of(Fault.ATTENTION_SCALE_INV_SQRT_D, cfg, ones, shortCase), 0, 0, "layers.0.attn.out");
-        assertCell(ExpectedCell.of(Fault.PREFILL_BIDIRECTIONAL, cfg, ones, shortCase), 0, 0, "layers.0.attn.out");
-        assertCell(ExpectedCell.of(Fault.MLP_GELU_ERF, cfg, ones, longCase), 0, 0, "layers.0.mlp.out");
-        assertCell(ExpectedCell.of(Fault.ATTENTION_SOFTCAP_50, cfg, ones, shortCase), 0, 0, "layers.0.attn.out");
-        assertCell(ExpectedCell.of(Fault.Q_NORM_MISSING, cfg, ones, shortCase), 0, 0, "layers.0.attn.q");
-        assertCell(ExpectedCell.of(Fault.K_NORM_ONE_PLUS, cfg, ones, shortCase), 0, 0, "layers.0.attn.k");
+        assertCell(Gemma4Expectations.cell(Fault.ATTENTION_SCALE_INV_SQRT_D, cfg, ones, shortCase), 0, 0, "layers.0.attn.out");
+        assertCell(Gemma4Expectations.cell(Fault.PREFILL_BIDIRECTIONAL, cfg, ones, shortCase), 0, 0, "layers.0.attn.out");
+        assertCell(Gemma4Expectations.cell(Fault.MLP_GELU_ERF, cfg, ones, longCase), 0, 0, "layers.0.mlp.out");
+        assertCell(Gemma4Expectations.cell(Fault.ATTENTION_SOFTCAP_50, cfg, ones, shortCase), 0, 0, "layers.0.attn.out");
+        assertCell(Gemma4Expectations.cell(Fault.Q_NORM_MISSING, cfg, ones, shortCase), 0, 0, "layers.0.attn.q");
+        assertCell(Gemma4Expectations.cell(Fault.K_NORM_ONE_PLUS, cfg, ones, shortCase), 0, 0, "layers.0.attn.k");
         // short: the prompt's last position 6 is W−2 already, so a window of W−2 = 6 keys drops position 0 at step 0.
-        assertCell(ExpectedCell.of(Fault.SLIDING_WINDOW_MINUS_TWO, cfg, ones, shortCase), 0, 0, "layers.0.attn.k_read");
+        assertCell(Gemma4Expectations.cell(Fault.SLIDING_WINDOW_MINUS_TWO, cfg, ones, shortCase), 0, 0, "layers.0.attn.k_read");
         // the rewiring faults: the first k_eq_v layer's value; MoE and per-layer-input faults only where the config has them
-        assertCell(ExpectedCell.of(Fault.VALUE_AFTER_K_NORM, cfg, ones, shortCase), 0, 2, "layers.2.attn.v");
-        assertThat(ExpectedCell.of(Fault.VALUE_AFTER_K_NORM, ple, ones, shortCase)).isInstanceOf(ExpectedCell.NotApplicable.class);
-        assertThat(ExpectedCell.of(Fault.MOE_ROUTER_UNNORMED, cfg, ones, shortCase)).isInstanceOf(ExpectedCell.NotApplicable.class);
+        assertCell(Gemma4Expectations.cell(Fault.VALUE_AFTER_K_NORM, cfg, ones, shortCase), 0, 2, "layers.2.attn.v");
+        assertThat(Gemma4Expectations.cell(Fault.VALUE_AFTER_K_NORM, ple, ones, shortCase)).isInstanceOf(ExpectedCell.NotApplicable.class);
+        assertThat(Gemma4Expectations.cell(Fault.MOE_ROUTER_UNNORMED, cfg, ones, shortCase)).isInstanceOf(ExpectedCell.NotApplicable.class);
         var moe = Gemma4Config.read(root.resolve("checkpoints/gemma4-tiny-moe/config.json"));
-        assertCell(ExpectedCell.of(Fault.MOE_ROUTING_NOT_RENORMALISED, moe, ones, shortCase), 0, 0, "layers.0.moe.out");
-        assertThat(ExpectedCell.of(Fault.PLE_COMBINE_MISSING, cfg, ones, shortCase)).isInstanceOf(ExpectedCell.NotApplicable.class);
-        assertThat(((ExpectedCell.Cell) ExpectedCell.of(Fault.PLE_COMBINE_MISSING, ple, ones, shortCase)).point()).isEqualTo("ple");
+        assertCell(Gemma4Expectations.cell(Fault.MOE_ROUTING_NOT_RENORMALISED, moe, ones, shortCase), 0, 0, "layers.0.moe.out");
+        assertThat(Gemma4Expectations.cell(Fault.PLE_COMBINE_MISSING, cfg, ones, shortCase)).isInstanceOf(ExpectedCell.NotApplicable.class);
+        assertThat(((ExpectedCell.Cell) Gemma4Expectations.cell(Fault.PLE_COMBINE_MISSING, ple, ones, shortCase)).point()).isEqualTo("ple");
         float[] scalars = ones.clone();
         scalars[0] = 0.5f;
-        assertThat(ExpectedCell.of(Fault.LAYER_SCALAR_BEFORE_PLE, ple, ones, shortCase)).isInstanceOf(ExpectedCell.NotApplicable.class);
-        assertCell(ExpectedCell.of(Fault.LAYER_SCALAR_BEFORE_PLE, ple, scalars, shortCase), 0, 0, "layers.0.out");
+        assertThat(Gemma4Expectations.cell(Fault.LAYER_SCALAR_BEFORE_PLE, ple, ones, shortCase)).isInstanceOf(ExpectedCell.NotApplicable.class);
+        assertCell(Gemma4Expectations.cell(Fault.LAYER_SCALAR_BEFORE_PLE, ple, scalars, shortCase), 0, 0, "layers.0.out");
     }
 
     @Test
@@ -284,11 +285,11 @@ class SelfTestTest {
         java.util.Arrays.fill(ones, 1f);
         // d of layer 0 from config.json: head_dim of a sliding layer
         int d = cfg.layer(0).headDim();
-        assertThat(ExpectedVariant.of(Fault.ATTENTION_SCALE_INV_SQRT_D, cfg, null).name()).isEqualTo("the scores scaled by 1/√d (d = " + d + ")");
+        assertThat(Gemma4Expectations.variant(Fault.ATTENTION_SCALE_INV_SQRT_D, cfg, null).name()).isEqualTo("the scores scaled by 1/√d (d = " + d + ")");
         // ple: layer 4 shares layer 3's cache; the fault makes it read the first sliding layer, 0
-        var shared = ExpectedVariant.of(Fault.KV_SHARED_FIRST_SOURCE, ple, ExpectedCell.of(Fault.KV_SHARED_FIRST_SOURCE, ple, ones, longCase));
+        var shared = Gemma4Expectations.variant(Fault.KV_SHARED_FIRST_SOURCE, ple, Gemma4Expectations.cell(Fault.KV_SHARED_FIRST_SOURCE, ple, ones, longCase));
         assertThat(shared).isEqualTo(new ExpectedVariant("kv source", "layer 4 reads layer 0's cache"));
-        assertThat(ExpectedVariant.of(Fault.DECODE_RECOMPUTE, cfg, null)).isNull();
+        assertThat(Gemma4Expectations.variant(Fault.DECODE_RECOMPUTE, cfg, null)).isNull();
         assertThat(new ExpectedVariant("attention", "no causal mask in prefill")
                 .matches(new Finding.Variant("attention", "no causal mask in prefill (prompt rows also see the later prompt positions)"))).isTrue();
         assertThat(new ExpectedVariant("attention", "no causal mask in prefill").matches(new Finding.Variant("attention", "no mask at all"))).isFalse();

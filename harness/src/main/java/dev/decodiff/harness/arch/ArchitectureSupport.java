@@ -35,6 +35,9 @@ public interface ArchitectureSupport {
      */
     default Finding explainCulprit(Path checkpoint, CellStats cell, StepTensors ref, StepTensors local, ReferenceHistory history) { return null; }
 
+    /** The window W of {@code layer} where it is a sliding-window layer of this model, else 0 (a layer it lacks included). */
+    default int slidingWindow(LoadedModel model, int layer) { return 0; }
+
     /**
      * The engine that takes decodiff's whole engine options (--kv-cache, --matmul); empty where the architecture runs
      * through the seam alone, with its catalog faults only.
@@ -49,4 +52,19 @@ public interface ArchitectureSupport {
 
     /** `selfcheck --engine llama.cpp` on a checkpoint of this architecture; empty where there are no such checks. */
     default Optional<LlamaCppSelfChecks> llamaCppSelfChecks() { return Optional.empty(); }
+
+    /** `decodiff plan --model`'s reading of this family's config.json; empty where the plan takes its shapes from a reference only. */
+    default Optional<PlanGeometryReader> planGeometry() { return Optional.empty(); }
+
+    /** `decodiff selftest` of this family's whole catalog on its tunable engine; empty where it has none. */
+    default Optional<EngineSelfTest> engineSelfTest() { return Optional.empty(); }
+
+    /** `decodiff selftest` of this family's catalog run through the seam: where each fault must be found; empty where it has none. */
+    default Optional<CatalogExpectations> catalogExpectations() { return Optional.empty(); }
+
+    /** `decodiff bench`'s view of this family's model where the family has a decode bench of its own; empty where it has none. */
+    default Optional<BenchModel.Loader> benchModel() { return Optional.empty(); }
+
+    /** The engine's own model type a JUnit {@code @Checkpoint} parameter may name for this family; empty where it has none. */
+    default Optional<OwnModel<?>> ownModel() { return Optional.empty(); }
 }

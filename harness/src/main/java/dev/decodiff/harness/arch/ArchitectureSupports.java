@@ -27,6 +27,16 @@ public final class ArchitectureSupports {
         return new Plain(architecture);
     }
 
+    /** The supports that offer a feature, in {@link Architectures#ALL}'s order. */
+    public static List<ArchitectureSupport> offering(Function<ArchitectureSupport, Optional<?>> feature) {
+        return ALL.stream().filter(s -> feature.apply(s).isPresent()).toList();
+    }
+
+    /** Whether {@code type} is some family's own engine model type ({@link ArchitectureSupport#ownModel}). */
+    public static boolean isOwnModelType(Class<?> type) {
+        return ALL.stream().anyMatch(s -> s.ownModel().filter(o -> o.type() == type).isPresent());
+    }
+
     /**
      * The tunable engine for the checkpoint folder {@code dir}, for a command that runs only on one (run): see
      * {@link #featureFor}.
@@ -47,6 +57,20 @@ public final class ArchitectureSupports {
         }
         var own = arch == null ? Optional.<T>empty() : feature.apply(of(arch));
         return own.orElseGet(() -> feature.apply(Gemma4Support.INSTANCE).orElseThrow());
+    }
+
+    /**
+     * The plan's reader of a config.json whose model_type is {@code modelType}: the family's that reads it, or empty.
+     * A model_type that could not be read (null) gets Gemma 4's (where the plan's shapes started), whose reading of the
+     * file then says what is wrong with it.
+     */
+    public static Optional<PlanGeometryReader> planGeometry(String modelType) {
+        if (modelType == null) return Gemma4Support.INSTANCE.planGeometry();
+        for (var s : ALL) {
+            var reader = s.planGeometry().filter(r -> r.reads(modelType));
+            if (reader.isPresent()) return reader;
+        }
+        return Optional.empty();
     }
 
     /**

@@ -2,7 +2,6 @@ package dev.decodiff.harness.bench;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
-import dev.decodiff.engine.Gemma4Model;
 import dev.decodiff.harness.BadInputException;
 import dev.decodiff.harness.OutputPaths;
 import dev.decodiff.harness.report.Fmt;
@@ -149,8 +148,8 @@ public final class BenchCommand implements Callable<Integer> {
                 deleteTree(work);
             }
         }
-        try (var model = Gemma4Model.load(dir)) {
-            var r = run(bs, BenchSetup.of(bs, model, dir, repeats, decodeSteps, work, log), core, against != null);
+        try (var setup = BenchSetup.load(bs, dir, repeats, decodeSteps, work, log)) {
+            var r = run(bs, setup, core, against != null);
             var out = spec.commandLine().getOut();
             if (json) out.println(new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT).writeValueAsString(r.json()));
             else r.print(out);

@@ -1,6 +1,6 @@
 package dev.decodiff.harness.bench;
 
-import dev.decodiff.engine.Gemma4Model;
+import dev.decodiff.engine.arch.LoadedModel;
 import dev.decodiff.engine.Probe;
 import dev.decodiff.engine.Sampler;
 import dev.decodiff.harness.dump.DumpManifest;
@@ -23,7 +23,7 @@ record CaptureOverhead(Figure noProbeMs, Figure idleProbeMs, Figure dumpMs, long
     static CaptureOverhead measure(BenchSetup b, Prefill.Primed primed) throws IOException {
         b.log().accept("probe and dump overhead…");
         Path dir = b.work().resolve("overhead-dump");
-        var dw = DumpWriter.create(dir, false, producer(), modelInfo(b.model()), List.of(), 0);
+        var dw = DumpWriter.create(dir, false, producer(), modelInfo(b.loaded()), List.of(), 0);
         var idle = new Probe() {
             @Override public boolean wants(String point) { return false; }
             @Override public float[] capture(String point, int[] shape, float[] data) { return null; }
@@ -53,8 +53,8 @@ record CaptureOverhead(Figure noProbeMs, Figure idleProbeMs, Figure dumpMs, long
 
     static DumpManifest.Producer producer() { return new DumpManifest.Producer("decodiff-bench", "dev", "float32", "decodiff-java"); }
 
-    static DumpManifest.Model modelInfo(Gemma4Model m) {
-        return new DumpManifest.Model("gemma4_text", m.config().numLayers(), m.configSha256(), null);
+    static DumpManifest.Model modelInfo(LoadedModel m) {
+        return new DumpManifest.Model(m.modelType(), m.numLayers(), m.configSha256(), null);
     }
 
     /** The bytes of every file under dir. */

@@ -1,7 +1,6 @@
 package dev.decodiff.harness.bench;
 
 import dev.decodiff.engine.EngineOptions;
-import dev.decodiff.engine.arch.Gemma4Architecture;
 import dev.decodiff.harness.compare.Comparison;
 import dev.decodiff.harness.dump.DumpWriter;
 import dev.decodiff.harness.live.DumpRecorder;
@@ -24,9 +23,10 @@ record CompareThroughput(Figure warmGbs, Figure firstGbs) {
         b.log().accept("compare…");
         Path a = b.work().resolve("dump-a"), c = b.work().resolve("dump-b");
         int[] prompt = b.prompt(BenchSetup.PREFILL);
-        var w = DumpWriter.create(a, false, CaptureOverhead.producer(), CaptureOverhead.modelInfo(b.model()),
+        var w = DumpWriter.create(a, false, CaptureOverhead.producer(), CaptureOverhead.modelInfo(b.loaded()),
                 Arrays.stream(prompt).boxed().toList(), prompt.length);
-        new DumpRecorder(probe -> Gemma4Architecture.session(b.model().newSession(EngineOptions.defaults().withProbe(probe))), p -> true, w, () -> new IllegalStateException("the bench dump captured no tensor"))
+        var model = b.loaded();
+        new DumpRecorder(probe -> b.engine().session(model, EngineOptions.defaults(), probe), p -> true, w, () -> new IllegalStateException("the bench dump captured no tensor"))
                 .greedy(prompt, 3, done -> {});
         w.finish();
         copyTree(a, c);

@@ -2,8 +2,9 @@ package dev.decodiff.harness.bench;
 
 import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
-import dev.decodiff.engine.Gemma4Model;
-import dev.decodiff.engine.InferenceSession;
+import dev.decodiff.engine.arch.Architectures;
+import dev.decodiff.harness.arch.ArchitectureSupports;
+import dev.decodiff.harness.arch.BenchModel;
 import dev.decodiff.harness.BadInputException;
 import dev.decodiff.harness.Home;
 import dev.decodiff.harness.report.Fmt;
@@ -116,19 +117,21 @@ final class QuantizedDecode {
             dirs.add(conversion(dir, b, log));
             names.add(b + "-bit");
         }
-        var models = new ArrayList<Gemma4Model>();
+        var loader = ArchitectureSupports.of(Architectures.of(dir)).benchModel().orElseThrow(
+                () -> new BadInputException(dir, "is not a checkpoint of a family with its own decode bench"));
+        var models = new ArrayList<BenchModel>();
         var rss = new long[dirs.size()];
         try {
             for (int i = 0; i < dirs.size(); i++) {
                 long before = MeasuredRun.RssSampler.statusBytes("VmRSS:");
                 log.accept("loading " + names.get(i) + " (" + dirs.get(i).getFileName() + ")…");
-                models.add(Gemma4Model.load(dirs.get(i)));
+                models.add(loader.load(dirs.get(i)));
                 rss[i] = MeasuredRun.RssSampler.statusBytes("VmRSS:") - before;
             }
             int n = models.size();
-            var sessions = new InferenceSession[n];
+            var sessions = new BenchModel.Session[n];
             var logits = new float[n][];
-            int[] prompt = BenchSetup.randomPrompt(bs.seed(), models.getFirst().config().vocabSize(), CONTEXT);
+            int[] prompt = BenchSetup.randomPrompt(bs.seed(), models.getFirst().vocabSize(), CONTEXT);
             for (int i = 0; i < n; i++) {
                 sessions[i] = models.get(i).newSession();
                 logits[i] = sessions[i].forward(prompt);
@@ -138,8 +141,7 @@ final class QuantizedDecode {
             // steps weigh more in the small models' time.
             for (int w = 0; w < WARM_UP_ROUNDS; w++)
                 for (int i = 0; i < n; i++) logits[i] = sessions[i].forward(new int[]{dev.decodiff.engine.Sampler.argmax(logits[i])});
-            var setup = BenchSetup.of(bs, models.getFirst(), dir, 1, steps, null, log);
-            var reader = ReadBandwidth.nativeReader(setup);
+            var reader = ReadBandwidth.nativeReader(models.getFirst().streamedWeights());
             if (reader == null) throw new BadInputException("--quantized needs the native kernels: " + dev.decodiff.metal.NativeKernels.status());
             log.accept("decode @" + CONTEXT + ": " + String.join(", ", names) + ", one step of each in turn, " + steps + " rounds…");
             var os = (com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean();

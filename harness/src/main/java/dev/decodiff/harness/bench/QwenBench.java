@@ -1,14 +1,14 @@
 package dev.decodiff.harness.bench;
 
 import dev.decodiff.engine.Sampler;
-import dev.decodiff.engine.qwen35.Qwen35Model;
-import dev.decodiff.engine.qwen35.Qwen35Session;
+import dev.decodiff.engine.arch.Architectures;
 import dev.decodiff.harness.BadInputException;
+import dev.decodiff.harness.arch.ArchitectureSupports;
+import dev.decodiff.harness.arch.BenchModel;
 import dev.decodiff.metal.HugePageMemory;
 import dev.decodiff.metal.NativeKernels;
 import dev.decodiff.metal.Parallel;
 import dev.decodiff.metal.StreamRead;
-import dev.decodiff.metal.WeightMatrix;
 
 import java.io.IOException;
 import java.lang.foreign.Arena;
@@ -55,19 +55,22 @@ final class QwenBench {
         Path q4Dir = QuantizedDecode.conversion(bf16Dir, 4, log);
         var dirs = List.of(bf16Dir, q4Dir);
         var names = List.of("bf16", "4-bit");
-        var models = new ArrayList<Qwen35Model>();
+        // the family's own bench view of its model: its streamed weights and its recurrent mixer's time
+        var loader = ArchitectureSupports.of(Architectures.of(bf16Dir)).benchModel().orElseThrow(
+                () -> new BadInputException(bf16Dir, "is not a checkpoint of a family with its own decode bench"));
+        var models = new ArrayList<BenchModel>();
         long[] rss = new long[2];
         try {
             for (int i = 0; i < 2; i++) {
                 long before = MeasuredRun.RssSampler.statusBytes("VmRSS:");
                 log.accept("loading " + names.get(i) + " (" + dirs.get(i).getFileName() + ")…");
-                models.add(Qwen35Model.load(dirs.get(i)));
+                models.add(loader.load(dirs.get(i)));
                 rss[i] = MeasuredRun.RssSampler.statusBytes("VmRSS:") - before;
             }
-            int vocab = models.getFirst().config().vocabSize();
+            int vocab = models.getFirst().vocabSize();
             int[] prompt = BenchSetup.randomPrompt(spec.seed(), vocab, CONTEXTS[CONTEXTS.length - 1]);
             var streamed = new ArrayList<List<MemorySegment>>();
-            for (var m : models) streamed.add(segments(m));
+            for (var m : models) streamed.add(m.streamedWeights());
             int threads = Parallel.threads();
 
             // ceilings, passes alternating over the two models' weights and anonymous memory
@@ -93,18 +96,18 @@ final class QwenBench {
             // warm-up (the JIT compiles prefill and decode paths, untimed), then the prefill of each model in turn
             log.accept("warm-up…");
             for (var m : models) {
-                var s = m.newSession(null);
+                var s = m.newSession();
                 int next = Sampler.argmax(s.forward(java.util.Arrays.copyOf(prompt, PREFILL)));
                 for (int i = 0; i < WARM_UP_STEPS; i++) next = Sampler.argmax(s.forward(new int[]{next}));
             }
             log.accept("prefill " + PREFILL + " tokens ×" + repeats + ", the models in turn…");
             double[][] prefillSec = new double[2][repeats];
-            var at512 = new Qwen35Session[2];
+            var at512 = new BenchModel.Session[2];
             var logits512 = new float[2][];
             for (int r = 0; r < repeats; r++)
                 for (int k = 0; k < 2; k++) {
                     int i = (r + k) % 2; // which model goes first alternates
-                    var s = models.get(i).newSession(null);
+                    var s = models.get(i).newSession();
                     long t0 = System.nanoTime();
                     logits512[i] = s.forward(java.util.Arrays.copyOf(prompt, PREFILL));
                     prefillSec[i][r] = BenchSetup.secondsSince(t0);
@@ -114,7 +117,7 @@ final class QwenBench {
             // the sessions at 128 and 2048, then decode: one step of each of the six in turn, a read pass after each round
             log.accept("prompts of 128 and " + CONTEXTS[2] + " tokens…");
             int n = 2 * CONTEXTS.length;
-            var sessions = new Qwen35Session[n];
+            var sessions = new BenchModel.Session[n];
             var next = new int[n];
             for (int i = 0; i < 2; i++)
                 for (int c = 0; c < CONTEXTS.length; c++) {
@@ -124,7 +127,7 @@ final class QwenBench {
                         sessions[k] = at512[i];
                         logits = logits512[i];
                     } else {
-                        sessions[k] = models.get(i).newSession(null);
+                        sessions[k] = models.get(i).newSession();
                         logits = sessions[k].forward(java.util.Arrays.copyOf(prompt, CONTEXTS[c]));
                     }
                     next[k] = Sampler.argmax(logits);
@@ -136,10 +139,10 @@ final class QwenBench {
             double bf16Gb = gigabytes(bf16Weights);
             for (int r = 0; r < steps; r++) {
                 for (int k = 0; k < n; k++) {
-                    long r0 = sessions[k].linearMixerNanos(), t0 = System.nanoTime();
+                    long r0 = sessions[k].recurrentNanos(), t0 = System.nanoTime();
                     next[k] = Sampler.argmax(sessions[k].forward(new int[]{next[k]}));
                     sec[k][r] = BenchSetup.secondsSince(t0);
-                    recurrent[k][r] = (sessions[k].linearMixerNanos() - r0) / 1e9;
+                    recurrent[k][r] = (sessions[k].recurrentNanos() - r0) / 1e9;
                 }
                 passes[r] = bf16Gb / StreamRead.secondsEqualShares(bf16Weights, threads, true);
             }
@@ -170,18 +173,6 @@ final class QwenBench {
         } finally {
             for (var m : models) m.close();
         }
-    }
-
-    /** The memory a decode step streams: each distinct matrix's data once (a packed one: its blocked codes and groups). */
-    private static List<MemorySegment> segments(Qwen35Model m) {
-        var seen = java.util.Collections.newSetFromMap(new java.util.IdentityHashMap<WeightMatrix, Boolean>());
-        var out = new ArrayList<MemorySegment>();
-        for (var w : m.weights().streamedMatrices())
-            if (seen.add(w)) {
-                out.add(w.data());
-                if (w.affine() != null) out.add(w.affine().pairs());
-            }
-        return out;
     }
 
     private static double gigabytes(List<MemorySegment> segments) {

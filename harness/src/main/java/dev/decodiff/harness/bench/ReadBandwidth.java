@@ -6,12 +6,10 @@ import dev.decodiff.metal.StreamRead;
 
 import dev.decodiff.engine.ModelWeights;
 import dev.decodiff.metal.HugePageMemory;
-import dev.decodiff.metal.WeightMatrix;
 
 import java.io.IOException;
 import java.lang.foreign.Arena;
 import java.lang.foreign.MemorySegment;
-import java.util.ArrayList;
 import java.util.List;
 
 /**
@@ -38,8 +36,8 @@ record ReadBandwidth(Figure javaGbs, Figure nativeGbs, Figure mappedGbs, Figure 
         boolean nat = NativeKernels.available();
         b.log().accept("read bandwidth (" + threads + " threads, equal shares; kernels: " + NativeKernels.status() + ")…");
         var model = b.model();
-        var placed = streamed(model.weights());
-        var mapped = model.weightsResident() && nat ? streamed(ModelWeights.load(model.files(), model.config())) : null;
+        var placed = model.weights().streamed();
+        var mapped = model.weightsResident() && nat ? ModelWeights.load(model.files(), model.config()).streamed() : null;
         try (var arena = Arena.ofShared()) {
             boolean huge = HugePageMemory.available();
             // Zero-filled either way: every page is touched before it is timed.
@@ -74,30 +72,15 @@ record ReadBandwidth(Figure javaGbs, Figure nativeGbs, Figure mappedGbs, Figure 
      * The matrices a decode step streams: the head, every layer's projections and MLP, the per-layer-input
      * projections, and the MoE router and experts (all of them: which ones a token reads varies).
      */
-    private static List<MemorySegment> streamed(ModelWeights w) {
-        var out = new ArrayList<MemorySegment>();
-        out.add(w.lmHead().data());
-        if (w.pleModelProjection() != null) out.add(w.pleModelProjection().data());
-        for (var l : w.layers()) {
-            for (var m : new WeightMatrix[]{l.q(), l.k(), l.v(), l.o(), l.gate(), l.up(), l.down(), l.pleGate(), l.pleProjection()})
-                if (m != null) out.add(m.data());
-            if (l.moe() != null) {
-                out.add(l.moe().router().data());
-                for (var m : l.moe().gate()) out.add(m.data());
-                for (var m : l.moe().up()) out.add(m.data());
-                for (var m : l.moe().down()) out.add(m.data());
-            }
-        }
-        return out;
-    }
-
     /**
      * One pass of the native prefetching reader over the streamed weights where the engine reads them, in GB/s, or null
      * where there is no native reader.
      */
-    static java.util.function.DoubleSupplier nativeReader(BenchSetup b) {
+    static java.util.function.DoubleSupplier nativeReader(BenchSetup b) { return nativeReader(b.model().weights().streamed()); }
+
+    /** The same over these segments (a model's streamed weights). */
+    static java.util.function.DoubleSupplier nativeReader(List<MemorySegment> placed) {
         if (!NativeKernels.available()) return null;
-        var placed = streamed(b.model().weights());
         double gb = gigabytes(placed);
         return () -> gb / StreamRead.secondsEqualShares(placed, Parallel.threads(), true);
     }

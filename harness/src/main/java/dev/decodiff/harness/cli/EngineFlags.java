@@ -4,8 +4,9 @@ import dev.decodiff.engine.EngineOptions;
 import dev.decodiff.engine.Fault;
 import dev.decodiff.engine.KvType;
 import dev.decodiff.engine.arch.Architecture;
-import dev.decodiff.engine.arch.Gemma4Architecture;
 import dev.decodiff.harness.BadInputException;
+import dev.decodiff.harness.arch.ArchitectureSupport;
+import dev.decodiff.harness.arch.ArchitectureSupports;
 import dev.decodiff.metal.MatmulPrecision;
 import picocli.CommandLine.Option;
 
@@ -52,10 +53,14 @@ public final class EngineFlags {
         return List.copyOf(faults);
     }
 
-    /** Gemma 4's engine options: its faults (a fault of another architecture is refused), KV cache types, matmul precision. */
+    /**
+     * The tunable engine's options (Gemma 4's): its faults (a fault of another architecture is refused), KV cache types,
+     * matmul precision.
+     */
     public EngineOptions options() {
+        var arch = ArchitectureSupports.offering(ArchitectureSupport::tunableEngine).getFirst().architecture();
         var set = EnumSet.noneOf(Fault.class);
-        for (String id : faultIds(Gemma4Architecture.INSTANCE, "this runs Gemma 4's engine (other architectures' faults apply to compare, dump and selfcheck)"))
+        for (String id : faultIds(arch, "this runs " + arch.name() + "'s engine (other architectures' faults apply to compare, dump and selfcheck)"))
             set.add(Fault.byId(id));
         var options = EngineOptions.defaults().withFaults(set);
         if (matmul != null) {

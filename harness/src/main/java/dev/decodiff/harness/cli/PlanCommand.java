@@ -2,13 +2,15 @@ package dev.decodiff.harness.cli;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
-import dev.decodiff.engine.Gemma4Config;
 import dev.decodiff.harness.BadInputException;
 import dev.decodiff.harness.Home;
+import dev.decodiff.harness.arch.ArchitectureSupports;
+import dev.decodiff.harness.arch.PlanGeometryReader;
 import dev.decodiff.harness.dump.DumpManifest;
 import dev.decodiff.harness.dump.DumpReader;
 import dev.decodiff.harness.live.ModelLocator;
 import dev.decodiff.harness.plan.CapturePlan;
+import dev.decodiff.harness.plan.PlanGeometry;
 import dev.decodiff.harness.plan.PlanJson;
 import dev.decodiff.harness.plan.PlanText;
 import picocli.CommandLine.Command;
@@ -76,12 +78,12 @@ final class PlanCommand implements Callable<Integer> {
         if (promptLength < 1) throw new BadInputException("--prompt-length " + promptLength + ": a prompt has at least one token");
         if (decodeSteps < 0) throw new BadInputException("--decode-steps " + decodeSteps + ": it is 0 or more");
         String type = modelType(model);
-        if (!isGemma4(type))
-            throw new BadInputException(model.resolve("config.json"), "is a " + type + " checkpoint; plan --model computes shapes for Gemma 4"
-                    + " checkpoints only so far — give a reference dump of it instead (decodiff plan REFERENCE), whose tensors fix every shape");
-        var cfg = config(model);
+        var reader = ArchitectureSupports.planGeometry(type).orElseThrow(() ->
+                new BadInputException(model.resolve("config.json"), "is a " + type + " checkpoint; plan --model computes shapes for Gemma 4"
+                    + " checkpoints only so far — give a reference dump of it instead (decodiff plan REFERENCE), whose tensors fix every shape"));
+        var cfg = geometry(reader, model);
         var id = ModelLocator.identity(model);
-        var m = new DumpManifest.Model("gemma4_text", cfg.numLayers(), id.configSha256(), id.weightsSha256());
+        var m = new DumpManifest.Model(cfg.modelType(), cfg.numLayers(), id.configSha256(), id.weightsSha256());
         return CapturePlan.forCheckpoint("checkpoint " + model, cfg, m, promptLength, decodeSteps, 0);
     }
 
@@ -90,15 +92,16 @@ final class PlanCommand implements Callable<Integer> {
             throw new BadInputException("--prompt-length and --decode-steps go with --model alone: a reference dump fixes its own steps");
         Path dir = reference == null ? Home.defaultReference() : reference;
         var ref = DumpReader.open(dir);
-        Gemma4Config cfg = null;
+        PlanGeometry cfg = null;
+        // a family without a plan reader: the reference's own tensors give every shape
+        var reader = ArchitectureSupports.planGeometry(ref.manifest().model().modelType());
         if (model != null) {
             ModelLocator.check(model, ModelLocator.identity(model), ref.manifest(), ref.manifestFile(), false);
-            // other architectures: the reference's own tensors give every shape
-            if (isGemma4(ref.manifest().model().modelType())) cfg = config(model);
+            if (reader.isPresent()) cfg = geometry(reader.get(), model);
         } else {
             try {
                 Path bundled = ModelLocator.bundledFor(Home.get(), ref.manifest(), ref.manifestFile());
-                if (isGemma4(ref.manifest().model().modelType())) cfg = config(bundled);
+                if (reader.isPresent()) cfg = geometry(reader.get(), bundled);
             } catch (BadInputException notBundled) {
                 // a reference of a checkpoint that is not here: its own tensors still give every shape and window
             }
@@ -115,11 +118,9 @@ final class PlanCommand implements Callable<Integer> {
         }
     }
 
-    private static boolean isGemma4(String modelType) { return modelType == null || modelType.startsWith("gemma4"); }
-
-    private static Gemma4Config config(Path dir) {
+    private static PlanGeometry geometry(PlanGeometryReader reader, Path dir) {
         Path cfg = dir.resolve("config.json");
         if (!Files.isRegularFile(cfg)) throw new BadInputException(dir, "has no config.json; --model takes a Hugging Face checkpoint folder");
-        return Gemma4Config.read(cfg);
+        return reader.read(cfg);
     }
 }

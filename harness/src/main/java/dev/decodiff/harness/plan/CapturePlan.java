@@ -1,7 +1,6 @@
 package dev.decodiff.harness.plan;
 
 import dev.decodiff.engine.CapturePoints;
-import dev.decodiff.engine.Gemma4Config;
 import dev.decodiff.engine.LayerSpec;
 import dev.decodiff.engine.LayerType;
 import dev.decodiff.harness.dump.DumpManifest;
@@ -34,12 +33,12 @@ public final class CapturePlan {
     private final DumpManifest.Model model;
     private final List<Step> steps;
     private final Map<String, PlannedPoint> points;
-    private final Gemma4Config config;
+    private final PlanGeometry config;
     private final List<Integer> tokens;
     private final int promptLength;
     private final boolean generic;
 
-    private CapturePlan(String source, DumpManifest.Model model, List<Step> steps, List<PlannedPoint> points, Gemma4Config config,
+    private CapturePlan(String source, DumpManifest.Model model, List<Step> steps, List<PlannedPoint> points, PlanGeometry config,
                         List<Integer> tokens, int promptLength, boolean generic) {
         this.source = source;
         this.model = model;
@@ -75,7 +74,7 @@ public final class CapturePlan {
      * A checkpoint's plan for a prompt of {@code promptLength} tokens and {@code decodeSteps} decode steps: step 0
      * prefills the prompt, every later step feeds one token.
      */
-    public static CapturePlan forCheckpoint(String source, Gemma4Config cfg, DumpManifest.Model model, int promptLength, int decodeSteps, int readRows) {
+    public static CapturePlan forCheckpoint(String source, PlanGeometry cfg, DumpManifest.Model model, int promptLength, int decodeSteps, int readRows) {
         var steps = new ArrayList<Step>();
         steps.add(new Step(0, 0, promptLength));
         for (int s = 1; s <= decodeSteps; s++) steps.add(new Step(s, promptLength + s - 1, 1));
@@ -87,7 +86,7 @@ public final class CapturePlan {
      * them, for a match), its steps and tokens, each point sized as the reference holds it. The checkpoint, where it
      * is at hand, adds what the reads hold (windows, KV sharing); without it the windows are read off the reference.
      */
-    public static CapturePlan forReference(DumpReader ref, Gemma4Config cfg) {
+    public static CapturePlan forReference(DumpReader ref, PlanGeometry cfg) {
         var m = ref.manifest();
         int cut = ref.readRows() == null ? 0 : ref.readRows().last();
         var fromModel = new LinkedHashMap<String, PlannedPoint>();
@@ -122,7 +121,7 @@ public final class CapturePlan {
     }
 
     /** Every point the model has, sized. */
-    private static List<PlannedPoint> modelPoints(Gemma4Config cfg, int readRows) {
+    private static List<PlannedPoint> modelPoints(PlanGeometry cfg, int readRows) {
         var pts = new ArrayList<PlannedPoint>();
         Dim hidden = fixed("hidden", cfg.hidden());
         pts.add(point(CapturePoints.EMBED, -1, List.of(ROWS, hidden), null, null));
@@ -193,8 +192,8 @@ public final class CapturePlan {
     /** The point of that name, or null when it is not a contract name the plan holds. */
     public PlannedPoint point(String name) { return points.get(name); }
 
-    /** The checkpoint's configuration, or null when the plan was made without one. */
-    public Gemma4Config config() { return config; }
+    /** The checkpoint's geometry, or null when the plan was made without one. */
+    public PlanGeometry config() { return config; }
 
     /** The tokens the steps feed (a reference's, or a manifest's), or null for a checkpoint's plan. */
     public List<Integer> tokens() { return tokens; }

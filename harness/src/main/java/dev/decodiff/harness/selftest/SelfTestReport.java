@@ -4,6 +4,8 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.decodiff.engine.Fault;
+import dev.decodiff.harness.arch.ArchitectureSupport;
+import dev.decodiff.harness.arch.ArchitectureSupports;
 import dev.decodiff.harness.report.Fmt;
 import dev.decodiff.harness.report.Terminal;
 
@@ -177,28 +179,37 @@ public final class SelfTestReport {
 
     private static void catalogTerminal(SelfTestResult r, Terminal.Style st, StringBuilder sb, int fw) {
         if (r.catalog().isEmpty()) return;
-        sb.append(st.bold("Qwen3.5's catalog")).append(st.dim("  (k/n cases where compare's first divergence is the expected cell and bisect names"
-                + " the fault by replay; (m match): cases that cannot show it, where compare must match)")).append('\n');
-        int cw = Math.max(20, r.catalogCheckpoints().stream().mapToInt(String::length).max().orElse(20) + 2);
-        sb.append("  ").append(Fmt.pad("fault", 36));
-        for (String c : r.catalogCheckpoints()) sb.append(Fmt.pad(c, cw));
-        sb.append("expected cell\n");
-        var rows = new ArrayList<dev.decodiff.engine.qwen35.Qwen35Fault>(List.of(dev.decodiff.engine.qwen35.Qwen35Fault.values()));
-        rows.add(null);
-        for (var f : rows) {
-            String id = f == null ? null : f.id();
-            sb.append("  ").append(Fmt.pad(f == null ? "(clean)" : id, 36));
-            for (String c : r.catalogCheckpoints()) {
-                String m = catalogMark(r, id, c);
-                String padded = Fmt.pad(m, cw);
-                sb.append(m.startsWith("✓") ? st.green(padded) : m.startsWith("✗") ? st.boldRed(padded) : st.dim(padded));
+        // one table per family whose catalog ran through the seam, its faults in the catalog's order
+        for (var support : ArchitectureSupports.offering(ArchitectureSupport::catalogExpectations)) {
+            var arch = support.architecture();
+            var outcomes = r.catalog().stream().filter(o -> o.architecture().equals(arch.name())).toList();
+            if (outcomes.isEmpty()) continue;
+            var rules = support.catalogExpectations().orElseThrow();
+            var checkpoints = r.catalogCheckpoints().stream().filter(c -> outcomes.stream().anyMatch(o -> o.checkpoint().equals(c))).toList();
+            sb.append(st.bold(arch.name() + "'s catalog")).append(st.dim("  (k/n cases where compare's first divergence is the expected cell and bisect names"
+                    + " the fault by replay; (m match): cases that cannot show it, where compare must match)")).append('\n');
+            int cw = Math.max(20, checkpoints.stream().mapToInt(String::length).max().orElse(20) + 2);
+            sb.append("  ").append(Fmt.pad("fault", 36));
+            for (String c : checkpoints) sb.append(Fmt.pad(c, cw));
+            sb.append("expected cell\n");
+            var rows = new ArrayList<String>(arch.faultNames());
+            rows.add(null);
+            for (String id : rows) {
+                sb.append("  ").append(Fmt.pad(id == null ? "(clean)" : id, 36));
+                for (String c : checkpoints) {
+                    String m = catalogMark(r, id, c);
+                    String padded = Fmt.pad(m, cw);
+                    sb.append(m.startsWith("✓") ? st.green(padded) : m.startsWith("✗") ? st.boldRed(padded) : st.dim(padded));
+                }
+                sb.append(st.dim(id == null ? "compare matches, bisect names nothing" : rules.rule(id))).append('\n');
             }
-            sb.append(st.dim(f == null ? "compare matches, bisect names nothing" : f.expected().toString())).append('\n');
+            for (var o : r.catalogMisses()) {
+                if (!o.architecture().equals(arch.name())) continue;
+                sb.append(st.red(Fmt.wrap("✗ " + (o.clean() ? "false alarm" : o.fault()) + " on " + o.checkpoint() + "/" + o.caseName() + ": compare → "
+                        + o.compareGot() + ", named " + (o.namedFault() == null ? "nothing" : o.namedFault()) + "; " + o.detail(), 110, "  ").stripLeading())).append('\n');
+            }
+            sb.append('\n');
         }
-        for (var o : r.catalogMisses())
-            sb.append(st.red(Fmt.wrap("✗ " + (o.clean() ? "false alarm" : o.fault()) + " on " + o.checkpoint() + "/" + o.caseName() + ": compare → "
-                    + o.compareGot() + ", named " + (o.namedFault() == null ? "nothing" : o.namedFault()) + "; " + o.detail(), 110, "  ").stripLeading())).append('\n');
-        sb.append('\n');
     }
 
     private static com.fasterxml.jackson.databind.JsonNode catalogJson(SelfTestResult r) {

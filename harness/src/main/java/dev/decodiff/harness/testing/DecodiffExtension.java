@@ -1,6 +1,8 @@
 package dev.decodiff.harness.testing;
 
-import dev.decodiff.engine.Gemma4Model;
+import dev.decodiff.engine.arch.Architectures;
+import dev.decodiff.engine.arch.LoadedModel;
+import dev.decodiff.harness.arch.ArchitectureSupports;
 import dev.decodiff.harness.Home;
 import dev.decodiff.harness.dump.DumpReader;
 import org.junit.jupiter.api.extension.ExtensionContext;
@@ -22,7 +24,10 @@ import java.nio.file.Path;
  *     }
  * }
  * }</pre>
- * Paths resolve against the decodiff home (-Ddecodiff.home, else the first folder upwards with reference-dumps/).
+ * A {@code @Checkpoint} folder of any bundled architecture (picked by its config.json) resolves as {@link LoadedModel},
+ * {@link EngineRun} or {@link Path}, and as its family's own engine model type where the family has one (Gemma 4's
+ * model class). Paths resolve against the decodiff home (-Ddecodiff.home, else the first folder upwards with
+ * reference-dumps/).
  */
 public final class DecodiffExtension implements ParameterResolver {
     private static final ExtensionContext.Namespace NS = ExtensionContext.Namespace.create(DecodiffExtension.class);
@@ -31,7 +36,8 @@ public final class DecodiffExtension implements ParameterResolver {
     public boolean supportsParameter(ParameterContext pc, ExtensionContext ec) {
         Class<?> t = pc.getParameter().getType();
         if (pc.isAnnotated(Reference.class)) return t == ReferenceDump.class || t == DumpReader.class || t == Path.class;
-        if (pc.isAnnotated(Checkpoint.class)) return t == Gemma4Model.class || t == EngineRun.class || t == Path.class;
+        if (pc.isAnnotated(Checkpoint.class))
+            return t == LoadedModel.class || t == EngineRun.class || t == Path.class || ArchitectureSupports.isOwnModelType(t);
         return false;
     }
 
@@ -48,8 +54,14 @@ public final class DecodiffExtension implements ParameterResolver {
         Path dir = resolve("checkpoints", pc.findAnnotation(Checkpoint.class).orElseThrow().value());
         if (t == Path.class) return dir;
         var store = ec.getRequiredTestClass() == null ? ec.getRoot().getStore(NS) : classContext(ec).getStore(NS);
-        var holder = store.getOrComputeIfAbsent("model:" + dir.toAbsolutePath().normalize(), k -> new ModelHolder(Gemma4Model.load(dir)), ModelHolder.class);
-        return t == Gemma4Model.class ? holder.model : EngineRun.of(holder.model);
+        var holder = store.getOrComputeIfAbsent("model:" + dir.toAbsolutePath().normalize(), k -> new ModelHolder(Architectures.load(dir)), ModelHolder.class);
+        var model = holder.model;
+        if (t == LoadedModel.class) return model;
+        if (t == EngineRun.class) return EngineRun.of(model);
+        var own = ArchitectureSupports.of(model.architecture()).ownModel().filter(o -> o.type() == t).orElseThrow(() ->
+                new ParameterResolutionException(dir + " is a " + model.architecture().name() + " checkpoint, which a " + t.getSimpleName()
+                        + " parameter cannot hold; take it as LoadedModel or EngineRun"));
+        return own.unwrap().apply(model);
     }
 
     private static ExtensionContext classContext(ExtensionContext ec) {
@@ -66,7 +78,7 @@ public final class DecodiffExtension implements ParameterResolver {
     }
 
     /** Closes the model when the test class's store is closed. */
-    private record ModelHolder(Gemma4Model model) implements ExtensionContext.Store.CloseableResource {
+    private record ModelHolder(LoadedModel model) implements ExtensionContext.Store.CloseableResource {
         @Override
         public void close() { model.close(); }
     }

@@ -3,11 +3,17 @@ package dev.decodiff.harness.testing;
 import dev.decodiff.harness.compare.Comparison;
 import dev.decodiff.harness.compare.ComparisonResult;
 import dev.decodiff.harness.compare.ToleranceProfile;
-import dev.decodiff.harness.arch.gemma4.LiveCandidate;
+import dev.decodiff.harness.arch.ArchitectureSupports;
+import dev.decodiff.harness.compare.CandidateSource;
+import dev.decodiff.harness.dump.DumpReader;
+import dev.decodiff.harness.live.ArchitectureCandidate;
+import dev.decodiff.harness.live.ObserverCheck;
+import dev.decodiff.llamacpp.ffi.LlamaContext;
 import dev.decodiff.harness.report.VerdictText;
 import org.assertj.core.api.AbstractAssert;
 
 import java.nio.file.Path;
+import java.util.List;
 
 /**
  * AssertJ assertions on an engine run against a reference dump. A failure's message is decodiff's verdict
@@ -54,12 +60,26 @@ public final class EngineRunAssert extends AbstractAssert<EngineRunAssert, Engin
         return this;
     }
 
-    private dev.decodiff.harness.compare.CandidateSource source(dev.decodiff.harness.dump.DumpReader reader) {
+    private CandidateSource source(DumpReader reader) {
         var l = actual.llamaCpp();
-        if (l == null) return LiveCandidate.forPoints(actual.model(), actual.options(), reader.manifest(), reader.allPoints(), observerCheck);
+        if (l == null) return live(reader);
         int tokens = reader.manifest().tokens().size();
-        var o = l.options() != null ? l.options() : dev.decodiff.llamacpp.ffi.LlamaContext.Options.exact(dev.decodiff.llamacpp.ffi.LlamaContext.Options.lengthFor(tokens));
+        var o = l.options() != null ? l.options() : LlamaContext.Options.exact(LlamaContext.Options.lengthFor(tokens));
         return dev.decodiff.harness.llamacpp.LlamaCppCandidate.open(l.gguf(), l.gguf().toString(), o, reader.manifest(), reader.allPoints(), observerCheck);
+    }
+
+    /**
+     * The run's own engine, teacher-forced: the family's tunable engine where it has one (it honours the engine
+     * options), else the model through the plug-in seam with its catalog faults.
+     */
+    private CandidateSource live(DumpReader reader) {
+        var model = actual.model();
+        var tunable = ArchitectureSupports.of(model.architecture()).tunableEngine();
+        if (tunable.isPresent() && actual.options() != null)
+            return tunable.get().live(model, actual.engineOptions(), reader.manifest(), reader.allPoints(),
+                    observerCheck ? ObserverCheck.LAST_POSITIONS : ObserverCheck.OFF);
+        var points = reader.allPoints();
+        return new ArchitectureCandidate(model, List.copyOf(actual.faults()), reader.manifest(), points::contains, observerCheck);
     }
 
     /** The full result of the last comparison, for further checks. */

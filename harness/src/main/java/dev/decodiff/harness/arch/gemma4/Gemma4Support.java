@@ -4,13 +4,19 @@ import dev.decodiff.engine.arch.Architecture;
 import dev.decodiff.engine.arch.Gemma4Architecture;
 import dev.decodiff.engine.arch.LoadedModel;
 import dev.decodiff.harness.arch.ArchitectureSupport;
+import dev.decodiff.harness.arch.BenchModel;
 import dev.decodiff.harness.arch.CheckpointDescriber;
+import dev.decodiff.harness.arch.EngineSelfTest;
 import dev.decodiff.harness.arch.LlamaCppSelfChecks;
+import dev.decodiff.harness.arch.gemma4.selftest.Gemma4SelfTest;
+import dev.decodiff.harness.arch.OwnModel;
+import dev.decodiff.harness.arch.PlanGeometryReader;
 import dev.decodiff.harness.arch.SweepSupport;
 import dev.decodiff.harness.arch.gemma4.sweep.Gemma4Sweep;
 import dev.decodiff.harness.arch.TunableEngine;
 import dev.decodiff.engine.Gemma4Config;
 import dev.decodiff.engine.Gemma4Model;
+import dev.decodiff.engine.LayerType;
 import dev.decodiff.harness.arch.gemma4.bisect.Bisector;
 import dev.decodiff.harness.compare.CellStats;
 import dev.decodiff.harness.compare.attribution.OpAttribution;
@@ -42,13 +48,36 @@ public final class Gemma4Support implements ArchitectureSupport {
     @Override
     public Finding explainCulprit(Path checkpoint, CellStats cell, StepTensors ref, StepTensors local, ReferenceHistory history) {
         try (var model = Gemma4Model.load(checkpoint)) {
-            var ctx = new DetectorContext(cell, ref, local, DetectorContext.nearEqual(cell.tolerance()), model, history);
+            var ctx = new DetectorContext(cell, ref, local, DetectorContext.nearEqual(cell.tolerance()), Gemma4Architecture.INSTANCE.wrap(model), history);
             return Detectors.explain(Bisector.DETECTORS, ctx);
         }
     }
 
     @Override
+    public int slidingWindow(LoadedModel model, int layer) {
+        var cfg = Gemma4Engine.model(model).config();
+        if (layer >= cfg.numLayers() || cfg.layer(layer).type() != LayerType.SLIDING) return 0;
+        return cfg.slidingWindow();
+    }
+
+    @Override
     public Optional<TunableEngine> tunableEngine() { return Optional.of(Gemma4Engine.INSTANCE); }
+
+    @Override
+    public Optional<PlanGeometryReader> planGeometry() { return Optional.of(Gemma4PlanGeometry.INSTANCE); }
+
+    /** Its whole catalog on its own engine: compare, bisect's variants, selfcheck ({@link Gemma4SelfTest}). */
+    @Override
+    public Optional<EngineSelfTest> engineSelfTest() {
+        return Optional.of((checkpoint, cases, profile, progress) -> new Gemma4SelfTest(profile).checkpoint(checkpoint, cases, progress));
+    }
+
+    @Override
+    public Optional<BenchModel.Loader> benchModel() { return Optional.of(Gemma4BenchModel::load); }
+
+    /** Tests written before the seam take a {@link Gemma4Model} as their checkpoint. */
+    @Override
+    public Optional<OwnModel<?>> ownModel() { return Optional.of(new OwnModel<>(Gemma4Model.class, Gemma4Engine::model)); }
 
     @Override
     public Optional<CheckpointDescriber> checkpointDescriber() { return Optional.of(Gemma4Description.INSTANCE); }

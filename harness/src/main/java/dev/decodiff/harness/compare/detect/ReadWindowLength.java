@@ -1,6 +1,6 @@
 package dev.decodiff.harness.compare.detect;
 
-import dev.decodiff.engine.LayerType;
+import dev.decodiff.harness.arch.ArchitectureSupports;
 import dev.decodiff.harness.compare.CellKernel;
 import dev.decodiff.metal.TensorView;
 
@@ -30,9 +30,7 @@ final class ReadWindowLength implements Detector {
     /** W of the cell's layer when it is a sliding layer and the model is known (bisect), else 0. */
     private static int slidingWindow(DetectorContext ctx) {
         if (ctx.model() == null || ctx.layer() < 0) return 0;
-        var cfg = ctx.model().config();
-        if (ctx.layer() >= cfg.numLayers() || cfg.layer(ctx.layer()).type() != LayerType.SLIDING) return 0;
-        return cfg.slidingWindow();
+        return ArchitectureSupports.of(ctx.model().architecture()).slidingWindow(ctx.model(), ctx.layer());
     }
 
     private static String whichEnd(TensorView r, TensorView c, double near) {

@@ -34,12 +34,12 @@ final class ActivationVariantsDetector implements Detector, VariantSearch.Enumer
         float[] x = Recompute.layerInput(ctx);
         String attn = CapturePoints.layer(ctx.layer(), CapturePoints.ATTN_OUT);
         if (x == null || !ctx.ref().points().contains(attn)) return null;
-        var cfg = ctx.model().config();
+        var cfg = Gemma4Context.model(ctx).config();
         int layer = ctx.layer(), H = cfg.hidden();
         float[] ao = ctx.ref().tensor(attn).toFloats();
         int T = x.length / H;
-        if (ao.length != T * ctx.model().weights().layers().get(layer).o().cols()) return null;
-        var ops = new Gemma4Ops(ctx.model());
+        if (ao.length != T * Gemma4Context.model(ctx).weights().layers().get(layer).o().cols()) return null;
+        var ops = new Gemma4Ops(Gemma4Context.model(ctx));
         float[] residual = ops.postAttention(layer, x, ao, T, Precision.EXACT);
         var variants = new ArrayList<VariantSearch.Variant>();
         for (var w : WIRES) variants.add(new VariantSearch.Variant(w.words(), () -> ops.mlp(layer, residual, T, Precision.EXACT, Rewire.of(w))));

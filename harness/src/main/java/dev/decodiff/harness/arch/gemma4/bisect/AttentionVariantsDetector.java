@@ -39,7 +39,7 @@ final class AttentionVariantsDetector implements Detector, VariantSearch.Enumera
 
     static Recomputed recompute(DetectorContext ctx) {
         if (ctx.model() == null || ctx.history() == null || ctx.cell().shapeNote() != null) return null;
-        Gemma4Config cfg = ctx.model().config();
+        Gemma4Config cfg = Gemma4Context.model(ctx).config();
         int layer = ctx.layer(), s = ctx.cell().step();
         var spec = cfg.layer(layer);
         String qn = CapturePoints.layer(layer, CapturePoints.Q);
@@ -52,7 +52,7 @@ final class AttentionVariantsDetector implements Detector, VariantSearch.Enumera
         float[] keys = rows(ctx, spec.kvSource(), CapturePoints.K, s, last, nkv * d);
         float[] values = rows(ctx, spec.kvSource(), CapturePoints.V, s, last, nkv * d);
         if (keys == null || values == null) return null;
-        var ops = new Gemma4Ops(ctx.model());
+        var ops = new Gemma4Ops(Gemma4Context.model(ctx));
         float[] q = qt.toFloats();
         boolean[] known = new boolean[last + 1];
         java.util.Arrays.fill(known, true);
@@ -65,9 +65,9 @@ final class AttentionVariantsDetector implements Detector, VariantSearch.Enumera
         var rc = recompute(ctx);
         if (rc == null) return null;
         var of = rc.of();
-        var spec = ctx.model().config().layer(ctx.layer());
+        var spec = Gemma4Context.model(ctx).config().layer(ctx.layer());
         int T = rc.T(), d = rc.d();
-        var cfg = ctx.model().config();
+        var cfg = Gemma4Context.model(ctx).config();
         boolean sliding = spec.type() == LayerType.SLIDING;
         int W = cfg.slidingWindow();
         var variants = new ArrayList<VariantSearch.Variant>();

@@ -1,5 +1,6 @@
 package dev.decodiff.harness.arch.gemma4.bisect;
 
+import dev.decodiff.engine.arch.Gemma4Architecture;
 import dev.decodiff.harness.bisect.BisectResult;
 import dev.decodiff.harness.bisect.Cells;
 import dev.decodiff.harness.bisect.ReferenceTensors;
@@ -172,7 +173,7 @@ public final class Bisector {
                 var st = ref.manifest().step(s);
                 var localStep = new LiveStep(s, st.start(), st.length(), local.captured,
                         local.logits == null ? -1 : Sampler.argmax(local.logits), Double.NaN, "engine on the reference's input, step " + s);
-                var ctx = new DetectorContext(culpritCell, refStep, localStep, DetectorContext.nearEqual(culpritCell.tolerance()), model, refs);
+                var ctx = new DetectorContext(culpritCell, refStep, localStep, DetectorContext.nearEqual(culpritCell.tolerance()), Gemma4Architecture.INSTANCE.wrap(model), refs);
                 var found = Detectors.explain(DETECTORS, ctx);
                 if (found != null) {
                     diagnosis = found.sentence();

@@ -25,7 +25,7 @@ final class CacheSlotsDetector implements Detector {
         var refs = ctx.history();
         int s = cell.step();
         double near = ctx.near();
-        var model = ctx.model();
+        var model = Gemma4Context.model(ctx);
         boolean keys = kind.equals(CapturePoints.K_READ);
         if (!keys && !kind.equals(CapturePoints.V_READ) || cell.shapeNote() != null) return null;
         int layer = cell.layer();

@@ -18,7 +18,7 @@ final class LayerScalarDetector implements Detector {
     @Override
     public Finding explain(DetectorContext ctx) {
         var cell = ctx.cell();
-        var model = ctx.model();
+        var model = Gemma4Context.model(ctx);
         if (model == null || cell.layer() < 0) return null;
         if (!(cell.refNorm() > 0) || Double.isNaN(cell.cosine()) || cell.cosine() < 0.999) return null;
         double alpha = cell.normRatio() * cell.cosine();

@@ -42,10 +42,10 @@ final class NormVariantsDetector implements Detector, VariantSearch.Enumerator {
     public VariantSearch.Hypotheses hypotheses(DetectorContext ctx) {
         float[] x = Recompute.layerInput(ctx);
         if (x == null) return null;
-        var cfg = ctx.model().config();
+        var cfg = Gemma4Context.model(ctx).config();
         int layer = ctx.layer();
         if (cfg.layer(layer).kvShared() && !ctx.kind().equals(CapturePoints.Q)) return null;
-        var ops = new Gemma4Ops(ctx.model());
+        var ops = new Gemma4Ops(Gemma4Context.model(ctx));
         int T = x.length / cfg.hidden(), start = ctx.ref().start();
         String kind = ctx.kind();
         var variants = new ArrayList<VariantSearch.Variant>();

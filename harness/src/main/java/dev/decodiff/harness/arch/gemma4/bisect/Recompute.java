@@ -29,7 +29,7 @@ final class Recompute {
         String input = layer == 0 ? CapturePoints.EMBED : CapturePoints.layer(layer - 1, CapturePoints.OUT);
         if (!ctx.ref().points().contains(input)) return null;
         float[] x = ctx.ref().tensor(input).toFloats();
-        return x.length % ctx.model().config().hidden() == 0 ? x : null;
+        return x.length % Gemma4Context.model(ctx).config().hidden() == 0 ? x : null;
     }
 
     /** rel L2 of {@code got} against {@code want}. */

@@ -83,10 +83,10 @@ final class RewireDetector implements Detector, VariantSearch.Enumerator {
     @Override
     public VariantSearch.Hypotheses hypotheses(DetectorContext ctx) {
         if (ctx.model() == null || ctx.cell().shapeNote() != null) return null;
-        var cfg = ctx.model().config();
+        var cfg = Gemma4Context.model(ctx).config();
         String kind = ctx.kind();
         int layer = ctx.layer();
-        var ops = new Gemma4Ops(ctx.model());
+        var ops = new Gemma4Ops(Gemma4Context.model(ctx));
         var variants = new ArrayList<VariantSearch.Variant>();
         Function<Rewire, float[]> op;
         if (kind.equals(CapturePoints.PLE)) {
@@ -164,7 +164,7 @@ final class RewireDetector implements Detector, VariantSearch.Enumerator {
     private static float[] previousInput(DetectorContext ctx, int layer) {
         if (layer < 1) return null;
         float[] x = floats(ctx, OpGraph.layerInput(layer - 1));
-        return x != null && x.length % ctx.model().config().hidden() == 0 ? x : null;
+        return x != null && x.length % Gemma4Context.model(ctx).config().hidden() == 0 ? x : null;
     }
 
     private static float[] floats(DetectorContext ctx, String point) {

@@ -36,7 +36,7 @@ final class RopeDetector implements Detector {
         var cell = ctx.cell();
         var ref = ctx.ref();
         var cand = ctx.cand();
-        Gemma4Config config = ctx.model().config();
+        Gemma4Config config = Gemma4Context.model(ctx).config();
         double near = ctx.near();
         int layer = cell.layer();
         if (layer < 0 || !cand.points().contains(cell.point())) return null;

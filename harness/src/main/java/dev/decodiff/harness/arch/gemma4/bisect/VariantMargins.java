@@ -1,5 +1,6 @@
 package dev.decodiff.harness.arch.gemma4.bisect;
 
+import dev.decodiff.engine.arch.Gemma4Architecture;
 import dev.decodiff.harness.bisect.Cells;
 import dev.decodiff.harness.bisect.ReferenceTensors;
 import dev.decodiff.engine.CapturePoints;
@@ -37,7 +38,7 @@ public final class VariantMargins {
                 double tol = profile.tolerance(p);
                 var r = step.tensor(p);
                 var cell = Cells.of(0, p, r, r, tol);
-                var ctx = new DetectorContext(cell, step, step, DetectorContext.nearEqual(tol), model, refs);
+                var ctx = new DetectorContext(cell, step, step, DetectorContext.nearEqual(tol), Gemma4Architecture.INSTANCE.wrap(model), refs);
                 for (var e : ENUMERATORS) {
                     if (!e.appliesTo(kind)) continue;
                     var h = e.hypotheses(ctx);

@@ -1,5 +1,6 @@
 package dev.decodiff.harness.arch.gemma4.bisect;
 
+import dev.decodiff.engine.arch.Gemma4Architecture;
 import dev.decodiff.harness.bisect.Cells;
 import dev.decodiff.harness.bisect.ReferenceTensors;
 import com.fasterxml.jackson.databind.ObjectMapper;
@@ -86,7 +87,7 @@ class RewireDetectorTest {
             String p = CapturePoints.layer(0, CapturePoints.MOE_OUT);
             var r = step.tensor(p);
             double tol = ToleranceProfile.defaults().tolerance(p);
-            var ctx = new DetectorContext(Cells.of(0, p, r, r, tol), step, step, DetectorContext.nearEqual(tol), model, refs);
+            var ctx = new DetectorContext(Cells.of(0, p, r, r, tol), step, step, DetectorContext.nearEqual(tol), Gemma4Architecture.INSTANCE.wrap(model), refs);
             assertThat(new RewireDetector().explain(ctx)).isNull();
         }
     }
@@ -102,7 +103,7 @@ class RewireDetectorTest {
             var r = step.tensor(point);
             var c = new TensorView(point, DType.F32, r.shape(), MemorySegment.ofArray(le(mutated)));
             double tol = ToleranceProfile.defaults().tolerance(point);
-            var ctx = new DetectorContext(Cells.of(0, point, r, c, tol), step, new Replaced(step, point, c), DetectorContext.nearEqual(tol), model, refs);
+            var ctx = new DetectorContext(Cells.of(0, point, r, c, tol), step, new Replaced(step, point, c), DetectorContext.nearEqual(tol), Gemma4Architecture.INSTANCE.wrap(model), refs);
             float[] standard = r.toFloats();
             // A: the candidate off by 1e-6 relative; B: off by 3e-6 — both reproduce it, only 3x apart
             float[] a = mutated.clone(), b = mutated.clone();
@@ -135,7 +136,7 @@ class RewireDetectorTest {
             var cand = new Replaced(step, point, c);
             double tol = ToleranceProfile.defaults().tolerance(point);
             var cell = Cells.of(0, point, r, c, tol);
-            var ctx = new DetectorContext(cell, step, cand, DetectorContext.nearEqual(tol), model, refs);
+            var ctx = new DetectorContext(cell, step, cand, DetectorContext.nearEqual(tol), Gemma4Architecture.INSTANCE.wrap(model), refs);
             return new RewireDetector().explain(ctx);
         }
     }

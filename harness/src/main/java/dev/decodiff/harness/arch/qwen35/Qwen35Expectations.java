@@ -1,9 +1,10 @@
-package dev.decodiff.harness.selftest;
+package dev.decodiff.harness.arch.qwen35;
 
 import dev.decodiff.engine.qwen35.Qwen35Config;
 import dev.decodiff.engine.qwen35.Qwen35Fault;
 import dev.decodiff.harness.dump.DumpManifest;
 import dev.decodiff.harness.selfcheck.RecurrentSelfCheck;
+import dev.decodiff.harness.selftest.ExpectedCell;
 
 /**
  * A Qwen3.5 catalog fault's expected cell ({@link Qwen35Fault#expected}) resolved on one checkpoint's config and one

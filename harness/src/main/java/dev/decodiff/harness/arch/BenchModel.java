@@ -1,0 +1,43 @@
+package dev.decodiff.harness.arch;
+
+import java.lang.foreign.MemorySegment;
+import java.nio.file.Path;
+import java.util.List;
+
+/**
+ * A loaded checkpoint as `decodiff bench` measures a family's own decode: the memory a decode step streams (the read
+ * ceiling's subject), where its weights live, and sessions that time their recurrent mixer.
+ */
+public interface BenchModel extends AutoCloseable {
+    /** Loads a checkpoint folder of the family for the bench. */
+    @FunctionalInterface
+    interface Loader {
+        BenchModel load(Path dir);
+    }
+
+    /** One conversation, fed a step at a time. */
+    interface Session {
+        /** The logits of the last position fed. */
+        float[] forward(int[] tokens);
+
+        /** Nanoseconds spent so far in the recurrent (linear-attention) mixer; 0 for a family without one. */
+        long recurrentNanos();
+    }
+
+    int vocabSize();
+
+    /** The bytes of weights a decode step reads. */
+    long weightBytesPerToken();
+
+    /** Where the weights live (file mapping, huge pages), in words. */
+    String weightPlacement();
+
+    /** The memory a decode step streams: each distinct matrix's data once. */
+    List<MemorySegment> streamedWeights();
+
+    /** A new conversation with no probe. */
+    Session newSession();
+
+    @Override
+    void close();
+}
