@@ -146,16 +146,23 @@ public record ModelWeights(WeightMatrix embed, WeightMatrix lmHead, float[] fina
      */
     public List<java.lang.foreign.MemorySegment> streamed() {
         var out = new ArrayList<java.lang.foreign.MemorySegment>();
-        out.add(lmHead.data());
-        if (pleModelProjection != null) out.add(pleModelProjection.data());
+        for (var m : streamedMatrices()) out.add(m.data());
+        return out;
+    }
+
+    /** The matrices {@link #streamed} reads, in that order, each once. */
+    public List<WeightMatrix> streamedMatrices() {
+        var out = new ArrayList<WeightMatrix>();
+        out.add(lmHead);
+        if (pleModelProjection != null) out.add(pleModelProjection);
         for (var l : layers) {
             for (var m : new WeightMatrix[]{l.q(), l.k(), l.v(), l.o(), l.gate(), l.up(), l.down(), l.pleGate(), l.pleProjection()})
-                if (m != null) out.add(m.data());
+                if (m != null) out.add(m);
             if (l.moe() != null) {
-                out.add(l.moe().router().data());
-                for (var m : l.moe().gate()) out.add(m.data());
-                for (var m : l.moe().up()) out.add(m.data());
-                for (var m : l.moe().down()) out.add(m.data());
+                out.add(l.moe().router());
+                out.addAll(List.of(l.moe().gate()));
+                out.addAll(List.of(l.moe().up()));
+                out.addAll(List.of(l.moe().down()));
             }
         }
         return out;

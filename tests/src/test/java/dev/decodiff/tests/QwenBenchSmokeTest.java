@@ -44,9 +44,10 @@ class QwenBenchSmokeTest {
         for (var m : j.get("models")) {
             assertPositive(m, "bytes_per_token");
             assertPositive(m, "prefill_tokens_per_s");
+            assertPositive(m, "kernels_alone_over_round_read_pass");
             for (String c : List.of("128", "512", "2048")) {
                 for (String k : List.of("decode_tokens_per_s", "decode_weight_gbs", "decode_over_best_read_pass", "decode_over_round_read_pass",
-                        "recurrent_ms_per_token", "recurrent_share_of_step"))
+                        "recurrent_ms_per_token", "recurrent_share_of_step", "decode_over_kernels_alone"))
                     assertPositive(m.get(k), c);
                 // the recurrent step is part of the step; the ratio is the step's traffic over the best pass
                 assertThat(m.get("recurrent_share_of_step").get(c).asDouble()).isLessThanOrEqualTo(1.0);

@@ -35,6 +35,9 @@ public interface BenchModel extends AutoCloseable {
     /** The memory a decode step streams: each distinct matrix's data once. */
     List<MemorySegment> streamedWeights();
 
+    /** The matrices a decode step streams (all of an MoE layer's experts), each once: what its matvecs read. */
+    List<dev.decodiff.metal.WeightMatrix> streamedMatrices();
+
     /** A new conversation with no probe. */
     Session newSession();
 

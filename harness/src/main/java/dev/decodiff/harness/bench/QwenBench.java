@@ -41,7 +41,7 @@ final class QwenBench {
     /** One model's figures; per-context maps are keyed by context length. */
     record Model(String name, String directory, String placement, long bytesPerToken, long rssAddedBytes, Figure prefillTokensPerS,
                  Map<Integer, Figure> decodeTokensPerS, Map<Integer, Figure> overRoundPass, Map<Integer, Figure> recurrentMsPerToken,
-                 Map<Integer, Figure> recurrentShare) {}
+                 Map<Integer, Figure> recurrentShare, Figure kernelsOverRoundPass, Map<Integer, Figure> decodeOverKernels) {}
 
     record Result(QwenBenchSpec spec, Machine machine, Figure weightsReadGbs, Figure anonymousReadGbs, boolean anonymousHugePages,
                   Figure roundReadGbs, List<Model> models, long peakRssBytes, int steps) {
@@ -133,8 +133,10 @@ final class QwenBench {
                     next[k] = Sampler.argmax(logits);
                 }
             log.accept("decode @" + CONTEXTS[0] + "/" + CONTEXTS[1] + "/" + CONTEXTS[2] + ", bf16 and 4-bit, one step of each in turn, " + steps + " rounds…");
-            double[][] sec = new double[n][steps], recurrent = new double[n][steps];
+            double[][] sec = new double[n][steps], recurrent = new double[n][steps], kernels = new double[2][steps];
             double[] passes = new double[steps];
+            var kernelPasses = new ArrayList<KernelPass>();
+            for (var m : models) kernelPasses.add(new KernelPass(m.streamedMatrices(), spec.seed()));
             var bf16Weights = streamed.getFirst();
             double bf16Gb = gigabytes(bf16Weights);
             for (int r = 0; r < steps; r++) {
@@ -144,6 +146,7 @@ final class QwenBench {
                     sec[k][r] = BenchSetup.secondsSince(t0);
                     recurrent[k][r] = (sessions[k].recurrentNanos() - r0) / 1e9;
                 }
+                for (int i = 0; i < 2; i++) kernels[i][r] = kernelPasses.get(i).gbs();
                 passes[r] = bf16Gb / StreamRead.secondsEqualShares(bf16Weights, threads, true);
             }
 
@@ -154,6 +157,9 @@ final class QwenBench {
                 var paired = new LinkedHashMap<Integer, Figure>();
                 var recMs = new LinkedHashMap<Integer, Figure>();
                 var recShare = new LinkedHashMap<Integer, Figure>();
+                var overKernels = new LinkedHashMap<Integer, Figure>();
+                double[] kernelsOverPass = new double[steps];
+                for (int r = 0; r < steps; r++) kernelsOverPass[r] = kernels[i][r] / passes[r];
                 for (int c = 0; c < CONTEXTS.length; c++) {
                     int k = i * CONTEXTS.length + c;
                     tps.put(CONTEXTS[c], Figure.rates(1, sec[k]));
@@ -165,9 +171,12 @@ final class QwenBench {
                     }
                     recMs.put(CONTEXTS[c], Figure.of(ms));
                     recShare.put(CONTEXTS[c], Figure.of(share));
+                    double[] dk = new double[steps];
+                    for (int r = 0; r < steps; r++) dk[r] = bytes / 1e9 / sec[k][r] / kernels[i][r];
+                    overKernels.put(CONTEXTS[c], Figure.of(dk));
                 }
                 out.add(new Model(names.get(i), dirs.get(i).getFileName().toString(), models.get(i).weightPlacement(), bytes, rss[i], Figure.rates(PREFILL, prefillSec[i]), tps, paired,
-                        recMs, recShare));
+                        recMs, recShare, Figure.of(kernelsOverPass), overKernels));
             }
             return new Result(spec, Machine.current(), weightsGbs, anonGbs, huge, Figure.of(passes), out, Machine.peakRss(), steps);
         } finally {

@@ -23,10 +23,12 @@ final class QwenBenchReport {
             out.println(Fmt.format("%-6s   %.3f GB/token, load added %.2f GB RSS; prefill %d: %.1f tok/s", m.name(), m.bytesPerToken() / 1e9,
                     m.rssAddedBytes() / 1e9, QwenBench.PREFILL, m.prefillTokensPerS().median()));
             out.println("         weights " + m.placement());
+            out.println(Fmt.format("         kernels alone (every streamed matrix's matvec in turn): %.2f of the read pass of their round",
+                    m.kernelsOverRoundPass().median()));
             for (int c : QwenBench.CONTEXTS) {
                 double tps = m.decodeTokensPerS().get(c).median(), gbs = m.bytesPerToken() / 1e9 * tps;
-                out.println(Fmt.format("  decode @%-4d %6.2f tok/s  %5.1f GB/s = %.2f of the best read pass, %.2f of its round's  recurrent step %.2f ms/token (%.0f%% of it)",
-                        c, tps, gbs, gbs / best, m.overRoundPass().get(c).median(), m.recurrentMsPerToken().get(c).median(),
+                out.println(Fmt.format("  decode @%-4d %6.2f tok/s  %5.1f GB/s = %.2f of the best read pass, %.2f of its round's, %.2f of the kernels'  recurrent step %.2f ms/token (%.0f%% of it)",
+                        c, tps, gbs, gbs / best, m.overRoundPass().get(c).median(), m.decodeOverKernels().get(c).median(), m.recurrentMsPerToken().get(c).median(),
                         100 * m.recurrentShare().get(c).median()));
             }
         }
@@ -74,6 +76,9 @@ final class QwenBenchReport {
             var paired = j.putObject("decode_over_round_read_pass");
             var rec = j.putObject("recurrent_ms_per_token");
             var share = j.putObject("recurrent_share_of_step");
+            j.put("kernels_alone_over_round_read_pass", m.kernelsOverRoundPass().median());
+            put(figures, m.name() + "_kernels_alone_over_round_read_pass", m.kernelsOverRoundPass());
+            var overKernels = j.putObject("decode_over_kernels_alone");
             for (int c : QwenBench.CONTEXTS) {
                 String k = Integer.toString(c);
                 double t = m.decodeTokensPerS().get(c).median(), g = m.bytesPerToken() / 1e9 * t;
@@ -83,6 +88,7 @@ final class QwenBenchReport {
                 paired.put(k, m.overRoundPass().get(c).median());
                 rec.put(k, m.recurrentMsPerToken().get(c).median());
                 share.put(k, m.recurrentShare().get(c).median());
+                overKernels.put(k, m.decodeOverKernels().get(c).median());
                 put(figures, m.name() + "_decode_" + k + "_tokens_per_s", m.decodeTokensPerS().get(c));
                 put(figures, m.name() + "_recurrent_" + k + "_ms_per_token", m.recurrentMsPerToken().get(c));
             }

@@ -19,6 +19,8 @@ record Gemma4BenchModel(Gemma4Model model) implements BenchModel {
 
     @Override public List<MemorySegment> streamedWeights() { return model.weights().streamed(); }
 
+    @Override public List<dev.decodiff.metal.WeightMatrix> streamedMatrices() { return model.weights().streamedMatrices(); }
+
     @Override
     public Session newSession() {
         var s = model.newSession();

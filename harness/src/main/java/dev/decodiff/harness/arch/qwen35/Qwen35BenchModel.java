@@ -35,6 +35,8 @@ record Qwen35BenchModel(Qwen35Model model) implements BenchModel {
         return out;
     }
 
+    @Override public List<WeightMatrix> streamedMatrices() { return model.weights().streamedMatrices(); }
+
     @Override
     public Session newSession() {
         Qwen35Session s = model.newSession(null);
