@@ -3,7 +3,6 @@ package dev.decodiff.tests;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import dev.decodiff.engine.qwen35.Qwen35Fault;
-import dev.decodiff.harness.selftest.SelfTest;
 import dev.decodiff.harness.selftest.SelfTestReport;
 import dev.decodiff.harness.selftest.SelfTestResult;
 import org.junit.jupiter.api.BeforeAll;
@@ -29,7 +28,7 @@ class Qwen35SelfTestTest {
     @BeforeAll
     static void run() throws Exception {
         root = ReferenceCases.repoRoot();
-        result = new SelfTest(SelfTest.Part.OTHER_CATALOGS).run(root, what -> {});
+        result = CatalogSelfTestRun.result();
         json = JSON.readTree(SelfTestReport.json(result)).get("qwen35");
     }
 

@@ -14,4 +14,7 @@ public interface CatalogExpectations {
 
     /** The catalog's rule for the fault, in words (the self-test table's last column). */
     String rule(String faultId);
+
+    /** The name of this catalog's object in {@code selftest --json} ("qwen35"): a stable key, unlike the display name. */
+    String key();
 }

@@ -11,8 +11,8 @@ import java.util.concurrent.Callable;
 @Command(name = "selftest", mixinStandardHelpOptions = true,
         description = {"Judges decodiff on itself: is every catalog fault localized where the math says, with no false alarm?",
                 "Every catalog fault on every bundled checkpoint and fp32 reference case where it applies must be localized by compare and bisect to the cell fixed from the math (docs/faults.md), clean runs must raise no alarm,",
-                "and selfcheck must catch the faults it is required to catch without a reference. Qwen3.5's catalog runs on the bundled Qwen checkpoints:",
-                "each fault localized at its catalog cell and named by bisect's replay. Prints the accuracy tables."},
+                "and selfcheck must catch the faults it is required to catch without a reference. Qwen3.5's catalog runs on the bundled Qwen checkpoints,",
+                "the Llama family's on llama-tiny and qwen3-tiny: each fault localized at its catalog cell and named by bisect's replay. Prints the accuracy tables."},
         footer = {"", "Exit codes: 0 everything localized and no false alarm, 1 otherwise, 2 bad input."})
 final class SelfTestCommand implements Callable<Integer> {
     @picocli.CommandLine.Mixin

@@ -28,7 +28,7 @@ import java.util.stream.Stream;
  * {@link ExpectedCell} fixes from the math; every clean case must match; selfcheck must stay quiet on clean checkpoints
  * and raise an alarm on the faults it is required to catch. Each family's plug-in runs its own catalog: a whole one on
  * its tunable engine (Gemma 4's, {@code EngineSelfTest}), or one run through the seam ({@link CatalogSelfTest},
- * Qwen3.5's). Each checkpoint is loaded once.
+ * Qwen3.5's, the Llama family's). Each checkpoint is loaded once.
  */
 public final class SelfTest {
     /** The faults selfcheck must catch with no reference at all (issue 4). */
@@ -36,7 +36,7 @@ public final class SelfTest {
 
     private final ToleranceProfile profile = ToleranceProfile.defaults();
 
-    /** Which halves run: Gemma 4's catalog and the other architectures' (Qwen3.5's); the command runs both. */
+    /** Which halves run: Gemma 4's catalog and the other architectures' (Qwen3.5's, the Llama family's); the command runs both. */
     public enum Part { ALL, GEMMA4, OTHER_CATALOGS }
 
     private final Part part;
@@ -52,7 +52,7 @@ public final class SelfTest {
     /** Every fp32 case under home/reference-dumps whose checkpoint is bundled under home/checkpoints, by checkpoint. */
     public static Map<String, List<Case>> cases(Path home) { return cases(home, modelTypes(ArchitectureSupport::engineSelfTest)::contains, true); }
 
-    /** The fp32 cases of checkpoints whose engine has another architecture's catalog (Qwen3.5), by checkpoint. */
+    /** The fp32 cases of checkpoints whose engine has another architecture's catalog (Qwen3.5, the Llama family), by checkpoint. */
     public static Map<String, List<Case>> catalogCases(Path home) {
         return cases(home, modelTypes(ArchitectureSupport::catalogExpectations)::contains, false);
     }

@@ -4,8 +4,6 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.SerializationFeature;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.decodiff.engine.Fault;
-import dev.decodiff.harness.arch.ArchitectureSupport;
-import dev.decodiff.harness.arch.ArchitectureSupports;
 import dev.decodiff.harness.report.Fmt;
 import dev.decodiff.harness.report.Terminal;
 
@@ -133,7 +131,7 @@ public final class SelfTestReport {
                 sb.append(st.red(Fmt.wrap("✗ not named: " + o.fault().id() + " on " + o.checkpoint() + "/" + o.caseName() + ": " + o.detail(), 110, "  ").stripLeading())).append('\n');
         }
 
-        catalogTerminal(r, st, sb, fw);
+        CatalogReport.terminal(r, st, sb);
 
         var misses = r.misses();
         var falseAlarms = r.outcomes().stream().filter(o -> o.clean() && !o.ok()).toList();
@@ -150,95 +148,11 @@ public final class SelfTestReport {
         if (!misses.isEmpty() || !falseAlarms.isEmpty()) sb.append('\n');
         String summary = r.localized() + " localized of " + r.applicable() + ", false alarms " + r.falseAlarms()
                 + ", named " + r.named() + " of " + r.namingRuns().size() + ", false names " + r.falseNames()
-                + (r.catalog().isEmpty() ? "" : "; Qwen3.5 " + catalogLocalized(r) + " localized of " + catalogApplicable(r)
-                   + ", named " + catalogNamed(r) + " of " + catalogNamingRuns(r) + ", false alarms " + catalogFalseAlarms(r))
+                + CatalogReport.summary(r)
                 + (r.selfCheckMisses().isEmpty() ? "" : ", selfcheck misses " + r.selfCheckMisses().size())
                 + String.format(Locale.ROOT, "  (%.1fs)", r.seconds());
         sb.append(r.passed() ? st.boldGreen("PASS  ") : st.boldRed("FAIL  ")).append(summary).append('\n');
         return sb.toString();
-    }
-
-    static long catalogApplicable(SelfTestResult r) { return r.catalog().stream().filter(o -> !o.clean() && o.applicable()).count(); }
-
-    static long catalogLocalized(SelfTestResult r) { return r.catalog().stream().filter(o -> !o.clean() && o.applicable() && o.localized()).count(); }
-
-    static long catalogNamingRuns(SelfTestResult r) { return r.catalog().stream().filter(o -> !o.clean() && o.namingRun()).count(); }
-
-    static long catalogNamed(SelfTestResult r) { return r.catalog().stream().filter(o -> !o.clean() && o.namingRun() && o.ok()).count(); }
-
-    static long catalogFalseAlarms(SelfTestResult r) { return r.catalog().stream().filter(o -> o.clean() && !o.ok()).count(); }
-
-    /** ✓ / ✗ / n-a for one catalog fault (null = clean) on one checkpoint, over its cases: localized and named. */
-    static String catalogMark(SelfTestResult r, String fault, String ckpt) {
-        var os = r.catalog().stream().filter(o -> java.util.Objects.equals(o.fault(), fault) && o.checkpoint().equals(ckpt)).toList();
-        if (os.isEmpty()) return "n-a";
-        long ok = os.stream().filter(SelfTestResult.CatalogOutcome::ok).count();
-        long shown = os.stream().filter(o -> o.clean() || o.applicable()).count();
-        return (ok == os.size() ? "✓" : "✗") + " " + ok + "/" + os.size() + (shown < os.size() ? " (" + (os.size() - shown) + " match)" : "");
-    }
-
-    private static void catalogTerminal(SelfTestResult r, Terminal.Style st, StringBuilder sb, int fw) {
-        if (r.catalog().isEmpty()) return;
-        // one table per family whose catalog ran through the seam, its faults in the catalog's order
-        for (var support : ArchitectureSupports.offering(ArchitectureSupport::catalogExpectations)) {
-            var arch = support.architecture();
-            var outcomes = r.catalog().stream().filter(o -> o.architecture().equals(arch.name())).toList();
-            if (outcomes.isEmpty()) continue;
-            var rules = support.catalogExpectations().orElseThrow();
-            var checkpoints = r.catalogCheckpoints().stream().filter(c -> outcomes.stream().anyMatch(o -> o.checkpoint().equals(c))).toList();
-            sb.append(st.bold(arch.name() + "'s catalog")).append(st.dim("  (k/n cases where compare's first divergence is the expected cell and bisect names"
-                    + " the fault by replay; (m match): cases that cannot show it, where compare must match)")).append('\n');
-            int cw = Math.max(20, checkpoints.stream().mapToInt(String::length).max().orElse(20) + 2);
-            sb.append("  ").append(Fmt.pad("fault", 36));
-            for (String c : checkpoints) sb.append(Fmt.pad(c, cw));
-            sb.append("expected cell\n");
-            var rows = new ArrayList<String>(arch.faultNames());
-            rows.add(null);
-            for (String id : rows) {
-                sb.append("  ").append(Fmt.pad(id == null ? "(clean)" : id, 36));
-                for (String c : checkpoints) {
-                    String m = catalogMark(r, id, c);
-                    String padded = Fmt.pad(m, cw);
-                    sb.append(m.startsWith("✓") ? st.green(padded) : m.startsWith("✗") ? st.boldRed(padded) : st.dim(padded));
-                }
-                sb.append(st.dim(id == null ? "compare matches, bisect names nothing" : rules.rule(id))).append('\n');
-            }
-            for (var o : r.catalogMisses()) {
-                if (!o.architecture().equals(arch.name())) continue;
-                sb.append(st.red(Fmt.wrap("✗ " + (o.clean() ? "false alarm" : o.fault()) + " on " + o.checkpoint() + "/" + o.caseName() + ": compare → "
-                        + o.compareGot() + ", named " + (o.namedFault() == null ? "nothing" : o.namedFault()) + "; " + o.detail(), 110, "  ").stripLeading())).append('\n');
-            }
-            sb.append('\n');
-        }
-    }
-
-    private static com.fasterxml.jackson.databind.JsonNode catalogJson(SelfTestResult r) {
-        var q = JSON.createObjectNode();
-        q.put("localized", catalogLocalized(r));
-        q.put("applicable", catalogApplicable(r));
-        q.put("named", catalogNamed(r));
-        q.put("naming_runs", catalogNamingRuns(r));
-        q.put("false_alarms", catalogFalseAlarms(r));
-        var ck = q.putArray("checkpoints");
-        r.catalogCheckpoints().forEach(ck::add);
-        var runs = q.putArray("runs");
-        for (var x : r.catalog()) {
-            var e = runs.addObject();
-            e.put("fault", x.fault() == null ? "clean" : x.fault());
-            e.put("checkpoint", x.checkpoint());
-            e.put("case", x.caseName());
-            e.set("expected", expected(x.expected(), x.clean()));
-            e.put("compare", x.compareGot());
-            if (x.namedFault() == null) e.putNull("named");
-            else e.put("named", x.namedFault());
-            if (x.proved() == null) e.putNull("proved");
-            else e.put("proved", x.proved());
-            e.put("status", x.clean() ? (x.ok() ? "clean" : "false_alarm") : !x.applicable() ? (x.ok() ? "n-a" : "missed")
-                    : x.ok() ? "localized" : "missed");
-            e.put("detail", x.detail());
-            e.put("seconds", x.seconds());
-        }
-        return q;
     }
 
     public static String json(SelfTestResult r) {
@@ -313,7 +227,7 @@ public final class SelfTestReport {
             if (s.firstFailure() == null) e.putNull("first_failure");
             else e.put("first_failure", s.firstFailure());
         }
-        o.set("qwen35", catalogJson(r));
+        CatalogReport.json(r, o);
         o.put("seconds", r.seconds());
         try {
             return JSON.writeValueAsString(o);
@@ -322,7 +236,7 @@ public final class SelfTestReport {
         }
     }
 
-    private static ObjectNode expected(ExpectedCell expected, boolean clean) {
+    static ObjectNode expected(ExpectedCell expected, boolean clean) {
         var e = JSON.createObjectNode();
         if (clean) {
             e.put("kind", "no_alarm");

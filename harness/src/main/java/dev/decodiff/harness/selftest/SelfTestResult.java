@@ -15,7 +15,7 @@ public record SelfTestResult(List<String> checkpoints, List<Outcome> outcomes, L
                              List<VariantMargin> margins, double seconds, List<String> catalogCheckpoints, List<CatalogOutcome> catalog) {
 
     /**
-     * One run of another architecture's catalog (Qwen3.5): {@code fault} null = the clean engine. {@code localized}:
+     * One run of another architecture's catalog (Qwen3.5, the Llama family): {@code fault} null = the clean engine. {@code localized}:
      * compare's first divergence is the expected cell (for a case that cannot show the fault: compare matches; for the
      * restore fault: selfcheck's prefix-reuse fails at its cell); {@code named}: bisect named the fault itself by replay
      * (on a clean run: named nothing); {@code proved}: a substitution at the culprit healed what it broke (null where

@@ -4,6 +4,10 @@ import dev.decodiff.engine.arch.Architecture;
 import dev.decodiff.engine.arch.LoadedModel;
 import dev.decodiff.engine.llama.LlamaArchitecture;
 import dev.decodiff.engine.llama.LlamaConfig;
+import dev.decodiff.engine.llama.LlamaFault;
+import dev.decodiff.harness.arch.CatalogExpectations;
+import dev.decodiff.harness.dump.DumpManifest;
+import dev.decodiff.harness.selftest.ExpectedCell;
 import dev.decodiff.harness.arch.LlamaCppSelfChecks;
 import dev.decodiff.harness.selfcheck.LlamaCppSelfCheck;
 import dev.decodiff.harness.arch.ArchitectureSupport;
@@ -12,7 +16,10 @@ import dev.decodiff.harness.compare.attribution.OpAttribution;
 import java.nio.file.Path;
 import java.util.Optional;
 
-/** The Llama family's harness plug-in (llama, mistral, qwen3): local attribution through its ops, llama.cpp's self-checks. */
+/**
+ * The Llama family's harness plug-in (llama, mistral, qwen3): local attribution through its ops, its catalog's
+ * expected cells for selftest, llama.cpp's self-checks.
+ */
 public final class LlamaSupport implements ArchitectureSupport {
     public static final LlamaSupport INSTANCE = new LlamaSupport();
 
@@ -24,6 +31,23 @@ public final class LlamaSupport implements ArchitectureSupport {
     @Override
     public OpAttribution attribution(LoadedModel model, boolean everyCell, Path gguf) {
         return new LlamaAttribution(((LlamaArchitecture.Loaded) model).model(), everyCell);
+    }
+
+    /** Where selftest must find each catalog fault: {@link LlamaExpectations} on the model's config. */
+    @Override
+    public Optional<CatalogExpectations> catalogExpectations() {
+        return Optional.of(new CatalogExpectations() {
+            @Override
+            public ExpectedCell of(LoadedModel model, String faultId, DumpManifest m) {
+                return LlamaExpectations.of(LlamaFault.byId(faultId), ((LlamaArchitecture.Loaded) model).model().config(), m);
+            }
+
+            @Override
+            public String rule(String faultId) { return LlamaFault.byId(faultId).expected().toString(); }
+
+            @Override
+            public String key() { return "llama"; }
+        });
     }
 
     /** Full attention without a window or a recurrent state: decode vs prefill, chunked prefill, capture vs none. */

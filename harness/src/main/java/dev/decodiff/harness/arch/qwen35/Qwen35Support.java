@@ -44,6 +44,9 @@ public final class Qwen35Support implements ArchitectureSupport {
 
             @Override
             public String rule(String faultId) { return Qwen35Fault.byId(faultId).expected().toString(); }
+
+            @Override
+            public String key() { return "qwen35"; }
         });
     }
 
