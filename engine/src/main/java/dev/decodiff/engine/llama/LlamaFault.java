@@ -1,10 +1,9 @@
 package dev.decodiff.engine.llama;
 
 import dev.decodiff.engine.CapturePoints;
+import dev.decodiff.engine.arch.CatalogFault;
 
-import java.util.Arrays;
 import java.util.Collection;
-import java.util.EnumSet;
 import java.util.Set;
 
 /**
@@ -13,7 +12,7 @@ import java.util.Set;
  * point) and the point kind. A fault that needs something of the checkpoint (qwen3's q/k norms, llama3 RoPE scaling,
  * an lm_head of its own) cannot show on one without it, and says so through {@link Expected#appliesTo}.
  */
-public enum LlamaFault {
+public enum LlamaFault implements CatalogFault {
     ROPE_INTERLEAVED("rope-interleaved",
             "RoPE rotates adjacent pairs (x[2j], x[2j+1]) the GPT-J way where the checkpoint pairs x[j] with x[j+d/2] (rotate-half, NeoX)",
             Expected.at(When.PREFILL, Layer.FIRST, CapturePoints.Q, Requires.NOTHING)),
@@ -160,24 +159,17 @@ public enum LlamaFault {
         this.expected = expected;
     }
 
+    @Override
     public String id() { return id; }
 
     public String description() { return description; }
 
     public Expected expected() { return expected; }
 
-    public static LlamaFault byId(String id) {
-        for (var f : values()) if (f.id.equals(id)) return f;
-        throw new IllegalArgumentException("unknown Llama-family fault '" + id + "'; its catalog has: "
-                + String.join(", ", Arrays.stream(values()).map(LlamaFault::id).toList()));
-    }
+    public static LlamaFault byId(String id) { return CatalogFault.byId(LlamaFault.class, "Llama-family", id); }
 
     /** The faults named by these ids (each must be in the catalog). */
-    public static Set<LlamaFault> byIds(Collection<String> ids) {
-        var out = EnumSet.noneOf(LlamaFault.class);
-        for (String id : ids) out.add(byId(id));
-        return out;
-    }
+    public static Set<LlamaFault> byIds(Collection<String> ids) { return CatalogFault.byIds(LlamaFault.class, "Llama-family", ids); }
 
     @Override
     public String toString() { return id; }

@@ -1,10 +1,9 @@
 package dev.decodiff.engine.qwen35;
 
 import dev.decodiff.engine.CapturePoints;
+import dev.decodiff.engine.arch.CatalogFault;
 
-import java.util.Arrays;
 import java.util.Collection;
-import java.util.EnumSet;
 import java.util.Set;
 
 /**
@@ -12,7 +11,7 @@ import java.util.Set;
  * default), with the cell where a correct harness must localize it: the step, which layer and the point kind. The
  * state hand-over bugs are named at the state read, not at the layer output computed from it.
  */
-public enum Qwen35Fault {
+public enum Qwen35Fault implements CatalogFault {
     CONV_STATE_NOT_CARRIED("conv-state-not-carried",
             "decode steps start from a zero conv state instead of the one prefill left (the conv state is dropped between calls)",
             Expected.at(When.FIRST_DECODE, Layer.FIRST_LINEAR, CapturePoints.LINEAR_CONV_STATE_READ)),
@@ -185,24 +184,17 @@ public enum Qwen35Fault {
         this.expected = expected;
     }
 
+    @Override
     public String id() { return id; }
 
     public String description() { return description; }
 
     public Expected expected() { return expected; }
 
-    public static Qwen35Fault byId(String id) {
-        for (var f : values()) if (f.id.equals(id)) return f;
-        throw new IllegalArgumentException("unknown Qwen3.5 fault '" + id + "'; its catalog has: "
-                + String.join(", ", Arrays.stream(values()).map(Qwen35Fault::id).toList()));
-    }
+    public static Qwen35Fault byId(String id) { return CatalogFault.byId(Qwen35Fault.class, "Qwen3.5", id); }
 
     /** The faults named by these ids (each must be in the catalog). */
-    public static Set<Qwen35Fault> byIds(Collection<String> ids) {
-        var out = EnumSet.noneOf(Qwen35Fault.class);
-        for (String id : ids) out.add(byId(id));
-        return out;
-    }
+    public static Set<Qwen35Fault> byIds(Collection<String> ids) { return CatalogFault.byIds(Qwen35Fault.class, "Qwen3.5", ids); }
 
     @Override
     public String toString() { return id; }

@@ -66,14 +66,14 @@ public record Gemma4GgufPlan(Map<String, GgufValue> metadata, List<Planned> tens
         int kvSwa = h.integer("num_key_value_heads", 4);
         int nShared = h.integer("num_kv_shared_layers", 0);
         int intermediate = h.integer("intermediate_size", 9216);
-        var ropeFull = h.c.path("rope_parameters").path("full_attention");
-        var ropeSwa = h.c.path("rope_parameters").path("sliding_attention");
+        var ropeFull = h.c().path("rope_parameters").path("full_attention");
+        var ropeSwa = h.c().path("rope_parameters").path("sliding_attention");
         if (!ropeFull.path("rope_type").asText("proportional").equals("proportional"))
             throw new GgufException(configFile, "rope_parameters.full_attention.rope_type is '" + ropeFull.path("rope_type").asText()
                     + "'; llama.cpp's gemma4 conversion handles only 'proportional' on full layers");
-        if (h.c.path("attention_bias").asBoolean(false))
+        if (h.c().path("attention_bias").asBoolean(false))
             throw new GgufException(configFile, "attention_bias is true; llama.cpp's gemma4 model has no attention bias tensors");
-        String bidir = h.c.path("use_bidirectional_attention").asText("");
+        String bidir = h.c().path("use_bidirectional_attention").asText("");
         if (!bidir.isEmpty() && !bidir.equals("null") && !bidir.equals("vision"))
             throw new GgufException(configFile, "use_bidirectional_attention='" + bidir + "' is not what llama.cpp's gemma4 model computes (causal)");
 
@@ -90,7 +90,7 @@ public record Gemma4GgufPlan(Map<String, GgufValue> metadata, List<Planned> tens
         md.put(a + "attention.head_count_kv", GgufValue.u32(kvSwa));
         md.put(a + "rope.freq_base", GgufValue.f32((float) ropeFull.path("rope_theta").asDouble(1_000_000.0)));
         md.put(a + "rope.freq_base_swa", GgufValue.f32((float) ropeSwa.path("rope_theta").asDouble(10_000.0)));
-        md.put(a + "attention.layer_norm_rms_epsilon", GgufValue.f32((float) h.c.path("rms_norm_eps").asDouble(1e-6)));
+        md.put(a + "attention.layer_norm_rms_epsilon", GgufValue.f32((float) h.c().path("rms_norm_eps").asDouble(1e-6)));
         Integer experts = h.optInt("num_experts");
         Integer expertsUsed = h.optInt("top_k_experts");
         if (experts != null) md.put(a + "expert_count", GgufValue.u32(experts));
@@ -99,7 +99,7 @@ public record Gemma4GgufPlan(Map<String, GgufValue> metadata, List<Planned> tens
         md.put(a + "attention.value_length", GgufValue.u32(headDim));
         md.put("general.file_type", GgufValue.u32(outType.fileType()));
         // Gemma3Model.set_gguf_parameters
-        double softcap = h.c.path("final_logit_softcapping").asDouble(0.0);
+        double softcap = h.c().path("final_logit_softcapping").asDouble(0.0);
         if (softcap != 0.0) md.put(a + "final_logit_softcapping", GgufValue.f32((float) softcap));
         md.put(a + "attention.sliding_window", GgufValue.u32(h.integer("sliding_window", 512)));
         // Gemma4Model.set_gguf_parameters
@@ -113,7 +113,7 @@ public record Gemma4GgufPlan(Map<String, GgufValue> metadata, List<Planned> tens
         Integer expertWidth = h.optInt("moe_intermediate_size");
         if (expertWidth == null) expertWidth = h.optInt("expert_intermediate_size");
         if (expertWidth != null) md.put(a + "expert_feed_forward_length", GgufValue.u32(expertWidth));
-        if (h.c.path("use_double_wide_mlp").asBoolean(false)) {
+        if (h.c().path("use_double_wide_mlp").asBoolean(false)) {
             var ff = new ArrayList<Integer>();
             for (int i = 0; i < L; i++) ff.add(i < L - nShared ? intermediate : 2 * intermediate);
             md.put(a + "feed_forward_length", GgufValue.i32Array(ff));
@@ -143,7 +143,7 @@ public record Gemma4GgufPlan(Map<String, GgufValue> metadata, List<Planned> tens
             String g = Gemma4TensorNames.ggufName(textName);
             if (g == null)
                 throw new GgufException(configFile.resolveSibling(""), "tensor '" + t.name() + "' has no place in llama.cpp's gemma4 model (not a Gemma 4 text checkpoint?)");
-            long[] ne = reversed(t.shape());
+            long[] ne = HfConfigInts.ne(t.shape());
             if (g.equals("token_embd.weight") && vocab != null && vocab.embeddingRows() < ne[1]) ne[1] = vocab.embeddingRows();
             var type = typeOf(g, ne.length, outType);
             if (type.blockSize() > 1 && ne[0] % type.blockSize() != 0) type = GgmlType.F16;
@@ -182,28 +182,23 @@ public record Gemma4GgufPlan(Map<String, GgufValue> metadata, List<Planned> tens
         return n;
     }
 
-    private static long[] reversed(long[] shape) {
-        var ne = new long[shape.length];
-        for (int i = 0; i < shape.length; i++) ne[i] = shape[shape.length - 1 - i];
-        return ne;
-    }
 
-    private static int pleDim(Hparams h) {
+    private static int pleDim(HfConfigInts h) {
         // transformers turns PLE on (256) when the key is absent; 0 or null turn it off.
-        if (!h.c.has("hidden_size_per_layer_input")) return 256;
+        if (!h.c().has("hidden_size_per_layer_input")) return 256;
         Integer p = h.optInt("hidden_size_per_layer_input");
         return p == null ? 0 : p;
     }
 
-    private static List<String> layerTypes(Hparams h, int L) {
+    private static List<String> layerTypes(HfConfigInts h, int L) {
         var lt = h.node("layer_types");
         var out = new ArrayList<String>();
         if (lt != null && lt.isArray()) {
-            if (lt.size() != L) throw new GgufException(h.file, "layer_types lists " + lt.size() + " layers, num_hidden_layers is " + L);
+            if (lt.size() != L) throw new GgufException(h.file(), "layer_types lists " + lt.size() + " layers, num_hidden_layers is " + L);
             for (JsonNode t : lt) {
                 String s = t.asText();
                 if (!s.equals("sliding_attention") && !s.equals("full_attention"))
-                    throw new GgufException(h.file, "layer_types has '" + s + "' (expected sliding_attention or full_attention)");
+                    throw new GgufException(h.file(), "layer_types has '" + s + "' (expected sliding_attention or full_attention)");
                 out.add(s);
             }
         } else {
@@ -229,7 +224,7 @@ public record Gemma4GgufPlan(Map<String, GgufValue> metadata, List<Planned> tens
         return null;
     }
 
-    private static Hparams hparams(JsonNode root, Path file) {
+    private static HfConfigInts hparams(JsonNode root, Path file) {
         if (root == null || !root.isObject()) throw new GgufException(file, "is not a JSON object");
         JsonNode c = root;
         if (root.has("text_config") && root.get("text_config").isObject()) {
@@ -240,25 +235,7 @@ public record Gemma4GgufPlan(Map<String, GgufValue> metadata, List<Planned> tens
         String type = c.path("model_type").asText("");
         if (!type.equals("gemma4_text") && !type.equals("gemma4"))
             throw new GgufException(file, "model_type '" + type + "' is not Gemma 4 (gemma4_text, or gemma4 with a text_config)");
-        return new Hparams(c, file);
+        return new HfConfigInts(c, file);
     }
 
-    private record Hparams(JsonNode c, Path file) {
-        JsonNode node(String k) { var n = c.get(k); return n == null || n.isNull() ? null : n; }
-
-        Integer optInt(String k) {
-            var n = node(k);
-            if (n == null) return null;
-            if (!n.canConvertToInt() || n.asInt() < 0) throw new GgufException(file, k + " is " + n + ", not a non-negative integer");
-            return n.asInt();
-        }
-
-        int integer(String k, int def) { var v = optInt(k); return v == null ? def : v; }
-
-        int required(String k) {
-            var v = optInt(k);
-            if (v == null) throw new GgufException(file, "has no " + k);
-            return v;
-        }
-    }
 }

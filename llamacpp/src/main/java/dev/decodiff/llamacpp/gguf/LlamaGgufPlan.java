@@ -66,7 +66,7 @@ public record LlamaGgufPlan(Map<String, GgufValue> metadata, List<Planned> tenso
     public static LlamaGgufPlan of(String modelName, JsonNode c, Path configFile, List<HfTensor> hfTensors, GgufOutputType outType) {
         if (c == null || !c.isObject() || !isLlamaFamily(c))
             throw new GgufException(configFile, "model_type '" + (c == null ? "" : c.path("model_type").asText("")) + "' is not llama, mistral or qwen3");
-        var h = new Hparams(c, configFile);
+        var h = new HfConfigInts(c, configFile);
         String arch = architectureOf(c.path("model_type").asText()), a = arch + ".";
         boolean llama = arch.equals(LLAMA);
         int L = h.required("num_hidden_layers"), hidden = h.required("hidden_size"), nh = h.required("num_attention_heads");
@@ -111,22 +111,22 @@ public record LlamaGgufPlan(Map<String, GgufValue> metadata, List<Planned> tenso
         for (var t : sorted) {
             String n = t.name();
             if (n.equals("lm_head.weight")) {
-                out.add(planned("output.weight", reversed(t.shape()), t, null, outType));
+                out.add(planned("output.weight", HfConfigInts.ne(t.shape()), t, null, outType));
                 continue;
             }
             if (n.equals("model.embed_tokens.weight")) {
-                out.add(planned("token_embd.weight", reversed(t.shape()), t, null, outType));
+                out.add(planned("token_embd.weight", HfConfigInts.ne(t.shape()), t, null, outType));
                 continue;
             }
             if (n.equals("model.norm.weight")) {
-                out.add(planned("output_norm.weight", reversed(t.shape()), t, null, outType));
+                out.add(planned("output_norm.weight", HfConfigInts.ne(t.shape()), t, null, outType));
                 continue;
             }
             var m = LAYER.matcher(n);
             String g = m.matches() ? PER_LAYER.get(m.group(2)) : null;
             if (g == null) throw new GgufException(configFile.resolveSibling(""), "tensor '" + n + "' has no place in llama.cpp's " + arch + " model");
             String rest = m.group(2);
-            long[] ne = reversed(t.shape());
+            long[] ne = HfConfigInts.ne(t.shape());
             GgufPlan.Derived derived = null;
             if (llama && (rest.startsWith("self_attn.q_proj.") || rest.startsWith("self_attn.k_proj."))) {
                 long row = ne.length > 1 ? ne[0] : 1;
@@ -184,26 +184,5 @@ public record LlamaGgufPlan(Map<String, GgufValue> metadata, List<Planned> tenso
         return new Planned(g, ne, type, t.name(), null, d);
     }
 
-    private static long[] reversed(long[] shape) {
-        var ne = new long[shape.length];
-        for (int i = 0; i < shape.length; i++) ne[i] = shape[shape.length - 1 - i];
-        return ne;
-    }
 
-    private record Hparams(JsonNode c, Path file) {
-        Integer optInt(String k) {
-            var n = c.get(k);
-            if (n == null || n.isNull()) return null;
-            if (!n.canConvertToInt() || n.asInt() < 0) throw new GgufException(file, k + " is " + n + ", not a non-negative integer");
-            return n.asInt();
-        }
-
-        int integer(String k, int def) { var v = optInt(k); return v == null ? def : v; }
-
-        int required(String k) {
-            var v = optInt(k);
-            if (v == null) throw new GgufException(file, "has no " + k);
-            return v;
-        }
-    }
 }

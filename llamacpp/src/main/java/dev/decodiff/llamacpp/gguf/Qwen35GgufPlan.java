@@ -93,15 +93,15 @@ public record Qwen35GgufPlan(Map<String, GgufValue> metadata, List<Planned> tens
 
     public static Qwen35GgufPlan of(String modelName, JsonNode configRoot, Path configFile, List<HfTensor> hfTensors, GgufOutputType outType) {
         var h = hparams(configRoot, configFile);
-        boolean moe = h.c.path("model_type").asText("").equals("qwen3_5_moe_text") || h.c.has("num_experts");
+        boolean moe = h.c().path("model_type").asText("").equals("qwen3_5_moe_text") || h.c().has("num_experts");
         String arch = moe ? MOE : DENSE;
         String a = arch + ".";
         int L = h.required("num_hidden_layers");
         int hk = h.required("linear_num_key_heads"), hv = h.required("linear_num_value_heads");
         int dk = h.required("linear_key_head_dim"), dv = h.required("linear_value_head_dim");
         if (hv % hk != 0) throw new GgufException(configFile, "linear_num_value_heads " + hv + " is not a multiple of linear_num_key_heads " + hk);
-        JsonNode rope = h.c.path("rope_parameters");
-        if (!rope.isObject()) rope = h.c; // legacy top-level rope_theta / partial_rotary_factor
+        JsonNode rope = h.c().path("rope_parameters");
+        if (!rope.isObject()) rope = h.c(); // legacy top-level rope_theta / partial_rotary_factor
 
         var md = new LinkedHashMap<String, GgufValue>();
         md.put("general.architecture", GgufValue.string(arch));
@@ -123,7 +123,7 @@ public record Qwen35GgufPlan(Map<String, GgufValue> metadata, List<Planned> tens
             md.put(a + "rope.dimension_sections", GgufValue.i32Array(s.subList(0, 4)));
         }
         if (rope.has("rope_theta")) md.put(a + "rope.freq_base", GgufValue.f32((float) rope.get("rope_theta").asDouble()));
-        md.put(a + "attention.layer_norm_rms_epsilon", GgufValue.f32((float) h.c.path("rms_norm_eps").asDouble(1e-6)));
+        md.put(a + "attention.layer_norm_rms_epsilon", GgufValue.f32((float) h.c().path("rms_norm_eps").asDouble(1e-6)));
         if (moe) {
             md.put(a + "expert_count", GgufValue.u32(h.required("num_experts")));
             md.put(a + "expert_used_count", GgufValue.u32(h.required("num_experts_per_tok")));
@@ -144,7 +144,7 @@ public record Qwen35GgufPlan(Map<String, GgufValue> metadata, List<Planned> tens
         md.put(a + "ssm.group_count", GgufValue.u32(hk));
         md.put(a + "ssm.time_step_rank", GgufValue.u32(hv));
         md.put(a + "ssm.inner_size", GgufValue.u32((long) dv * hv));
-        JsonNode lt = h.c.get("layer_types");
+        JsonNode lt = h.c().get("layer_types");
         if (lt != null && lt.isArray()) {
             if (lt.size() != L) throw new GgufException(configFile, "layer_types has " + lt.size() + " entries, expected num_hidden_layers (" + L + ")");
             var rec = new ArrayList<Boolean>();
@@ -184,7 +184,7 @@ public record Qwen35GgufPlan(Map<String, GgufValue> metadata, List<Planned> tens
                     continue;
                 }
                 if (rest.equals("mlp.experts.down_proj")) {
-                    out.add(planned(blk + "ffn_down_exps.weight", reversed(t.shape()), t, null, outType));
+                    out.add(planned(blk + "ffn_down_exps.weight", HfConfigInts.ne(t.shape()), t, null, outType));
                     continue;
                 }
                 String g = PER_LAYER.get(rest);
@@ -194,7 +194,7 @@ public record Qwen35GgufPlan(Map<String, GgufValue> metadata, List<Planned> tens
                 String g = n.equals("lm_head.weight") ? "output.weight" : GLOBAL.get(n);
                 if (g == null) throw new GgufException(configFile.resolveSibling(""), "tensor '" + t.name() + "' has no place in llama.cpp's " + arch + " model");
                 var d = n.equals("norm.weight") ? new GgufPlan.Derived(List.of(t.name()), i -> i, x -> x + 1.0f) : null;
-                out.add(planned(g, reversed(t.shape()), t, d, outType));
+                out.add(planned(g, HfConfigInts.ne(t.shape()), t, d, outType));
             }
         }
         experts.forEach((layer, kinds) -> {
@@ -228,7 +228,7 @@ public record Qwen35GgufPlan(Map<String, GgufValue> metadata, List<Planned> tens
 
     private static Planned layerTensor(String g, String rest, HfTensor t, VHeads v, GgufOutputType outType) {
         long[] shape = t.shape();
-        long[] ne = reversed(rest.endsWith("conv1d.weight") ? new long[]{shape[0], shape[shape.length - 1]} : shape);
+        long[] ne = HfConfigInts.ne(rest.endsWith("conv1d.weight") ? new long[]{shape[0], shape[shape.length - 1]} : shape);
         LongUnaryOperator index = null;
         if (v.reorders()) {
             long qk = 2L * v.hk * v.dk;
@@ -283,13 +283,8 @@ public record Qwen35GgufPlan(Map<String, GgufValue> metadata, List<Planned> tens
         return null;
     }
 
-    private static long[] reversed(long[] shape) {
-        var ne = new long[shape.length];
-        for (int i = 0; i < shape.length; i++) ne[i] = shape[shape.length - 1 - i];
-        return ne;
-    }
 
-    private static Hparams hparams(JsonNode root, Path file) {
+    private static HfConfigInts hparams(JsonNode root, Path file) {
         if (root == null || !root.isObject()) throw new GgufException(file, "is not a JSON object");
         JsonNode c = root;
         if (root.has("text_config") && root.get("text_config").isObject()) {
@@ -300,23 +295,7 @@ public record Qwen35GgufPlan(Map<String, GgufValue> metadata, List<Planned> tens
         String type = c.path("model_type").asText("");
         if (!type.equals("qwen3_5_text") && !type.equals("qwen3_5_moe_text") && !type.equals("qwen3_5") && !type.equals("qwen3_5_moe"))
             throw new GgufException(file, "model_type '" + type + "' is not Qwen3.5 (qwen3_5_text, qwen3_5_moe_text, or qwen3_5 / qwen3_5_moe with a text_config)");
-        return new Hparams(c, file);
+        return new HfConfigInts(c, file);
     }
 
-    private record Hparams(JsonNode c, Path file) {
-        Integer optInt(String k) {
-            var n = c.get(k);
-            if (n == null || n.isNull()) return null;
-            if (!n.canConvertToInt() || n.asInt() < 0) throw new GgufException(file, k + " is " + n + ", not a non-negative integer");
-            return n.asInt();
-        }
-
-        int integer(String k, int def) { var v = optInt(k); return v == null ? def : v; }
-
-        int required(String k) {
-            var v = optInt(k);
-            if (v == null) throw new GgufException(file, "has no " + k);
-            return v;
-        }
-    }
 }
