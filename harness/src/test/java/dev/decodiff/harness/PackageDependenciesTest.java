@@ -5,7 +5,6 @@ import org.junit.jupiter.api.Test;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
-import java.util.Set;
 import java.util.TreeSet;
 import java.util.regex.Pattern;
 
@@ -32,16 +31,10 @@ class PackageDependenciesTest {
     }
 
     /**
-     * The files outside harness/arch/ whose code still names a family's own types (Gemma4…, Qwen35…, the Llama family's
-     * engine package): what has not moved behind {@code ArchitectureSupport} yet. The list only shrinks: a new file must
-     * go through the plug-in, and a file that no longer needs its family's types leaves the list.
-     */
-    private static final Set<String> NOT_YET_BEHIND_THE_PLUG_IN = Set.of(
-            "bench/BenchSetup.java");
-
-    /**
-     * The Llama family is matched by its engine package, not a name prefix: "Llama…" also starts llama.cpp's types
-     * (LlamaCpp…), which generic code may name; any use of the family's types needs that package in an import.
+     * A family's own type (Gemma4…, Qwen35…, or anything of the Llama family's engine package): generic code reaches it
+     * only through the family's plug-in. The Llama family is matched by its package, not a name prefix: "Llama…" also
+     * starts llama.cpp's types (LlamaCpp…), which generic code may name; any use of the family's types needs that
+     * package in an import.
      */
     private static final Pattern FAMILY_TYPE = Pattern.compile("\\b(Gemma4|Qwen35)[A-Z]\\w*|\\bdev\\.decodiff\\.engine\\.llama\\.");
 
@@ -56,7 +49,7 @@ class PackageDependenciesTest {
             }
         }
         assertThat(naming).as("files outside harness/arch/ that name a family's own types; reach them through the family's"
-                + " ArchitectureSupport (or, where one no longer does, drop it from the list)").isEqualTo(new TreeSet<>(NOT_YET_BEHIND_THE_PLUG_IN));
+                + " ArchitectureSupport").isEmpty();
     }
 
     /** The source's code alone: comments, string and character literals blanked (a name in prose or a message is no use). */

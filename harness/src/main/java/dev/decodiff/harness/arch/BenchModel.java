@@ -3,6 +3,7 @@ package dev.decodiff.harness.arch;
 import java.lang.foreign.MemorySegment;
 import java.nio.file.Path;
 import java.util.List;
+import java.util.Optional;
 
 /**
  * A loaded checkpoint as `decodiff bench` measures a family's own decode: the memory a decode step streams (the read
@@ -37,6 +38,19 @@ public interface BenchModel extends AutoCloseable {
 
     /** The matrices a decode step streams (all of an MoE layer's experts), each once: what its matvecs read. */
     List<dev.decodiff.metal.WeightMatrix> streamedMatrices();
+
+    /**
+     * The streamed matrices mapped afresh from the checkpoint's files, where the engine reads a copy of them elsewhere
+     * (huge pages): the default bench's read ceilings read both. Empty where the engine reads the mapped files
+     * themselves, or the family does not offer it. The caller unloads the pages.
+     */
+    default Optional<List<MemorySegment>> mappedStreamedWeights() { return Optional.empty(); }
+
+    /**
+     * A weight matrix of a real prefill product's shape, for the default bench's GEMMs against the compute ceilings;
+     * empty where the family does not offer one.
+     */
+    default Optional<dev.decodiff.metal.WeightMatrix> prefillGemmMatrix() { return Optional.empty(); }
 
     /** A new conversation with no probe. */
     Session newSession();

@@ -15,6 +15,7 @@ import dev.decodiff.harness.selfcheck.SelfCheckResult;
 
 import java.nio.file.Path;
 import java.util.List;
+import java.util.Optional;
 import java.util.Set;
 
 /**
@@ -50,6 +51,18 @@ public interface TunableEngine {
 
     /** Every self-consistency check on the engine's default tokens. */
     SelfCheckRun selfCheck(LoadedModel model, EngineOptions options);
+
+    /**
+     * `decodiff bench`'s view of a model this engine loaded (its streamed weights, their placement), sharing it: closing
+     * the model closes the view. Empty where the engine has no bench of its own.
+     */
+    default Optional<BenchModel> benchModel(LoadedModel model) { return Optional.empty(); }
+
+    /**
+     * A session under these options that has read {@code prefix}, its state stored in the engine's own prefix cache:
+     * the default bench's prefix reuse. Empty where the engine has no prefix cache.
+     */
+    default Optional<StoredPrefix> storedPrefix(LoadedModel model, EngineOptions options, int[] prefix) { return Optional.empty(); }
 
     /** What a selfcheck ran: its tokens, the prompt's share of them, the sliding window (0: none), the checks' results. */
     record SelfCheckRun(int[] tokens, int promptLength, int window, List<SelfCheckResult> results) {}

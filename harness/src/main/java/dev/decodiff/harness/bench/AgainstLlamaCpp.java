@@ -1,9 +1,9 @@
 package dev.decodiff.harness.bench;
 
 import dev.decodiff.engine.EngineOptions;
-import dev.decodiff.engine.InferenceSession;
 import dev.decodiff.engine.KvType;
 import dev.decodiff.engine.Sampler;
+import dev.decodiff.engine.arch.ModelSession;
 import dev.decodiff.harness.llamacpp.GgufCache;
 import dev.decodiff.harness.report.Fmt;
 import dev.decodiff.llamacpp.LlamaCppRunner;
@@ -134,10 +134,10 @@ record AgainstLlamaCpp(String release, String build, String cpuBackend, boolean 
 
     private static Engine decodiff(BenchSetup b, EngineOptions options) {
         return new Engine() {
-            InferenceSession s;
+            ModelSession s;
 
             public float[] read(int[] prompt) {
-                s = b.model().newSession(options);
+                s = b.session(options);
                 return s.forward(prompt);
             }
 

@@ -197,14 +197,14 @@ public final class BenchCommand implements Callable<Integer> {
         if (!core) {
             b.log().accept("prefill " + BenchSetup.PREFILL + " tokens with --matmul bf16 ×" + b.repeats() + "…");
             var bf16 = EngineOptions.defaults().withMatmul(MatmulPrecision.BF16);
-            b.model().newSession(bf16).forward(b.prompt(BenchSetup.PREFILL)); // warm-up: its kernels compile untimed, as the f32 prefill's did
+            b.session(bf16).forward(b.prompt(BenchSetup.PREFILL)); // warm-up: its kernels compile untimed, as the f32 prefill's did
             bf16Matmul = Prefill.timed(b, bf16).tokensPerS();
         }
         var oneShot = core ? null : OneShot.measure(b);
         var machine = Machine.current();
         long rss = Machine.peakRss(); // before llama.cpp's model joins the process
         var vsLlamaCpp = againstLlamaCpp ? AgainstLlamaCpp.measure(b, machine.threads()) : null;
-        return new BenchReport(bs, machine, b.model().weightBytesPerToken(), read, compute, prefill.tokensPerS(), decode, capture, prefix,
+        return new BenchReport(bs, machine, b.weights().weightBytesPerToken(), read, compute, prefill.tokensPerS(), decode, capture, prefix,
                 kv, compare, rss, bf16Matmul, vsLlamaCpp, oneShot, prefill.fmaTokensPerS(), prefill.amxOverFmaPerRound());
     }
 

@@ -1,9 +1,11 @@
 package dev.decodiff.harness.bench;
 
-import dev.decodiff.engine.Gemma4Model;
-import dev.decodiff.engine.arch.Gemma4Architecture;
+import dev.decodiff.engine.EngineOptions;
+import dev.decodiff.engine.arch.Architectures;
 import dev.decodiff.engine.arch.LoadedModel;
+import dev.decodiff.engine.arch.ModelSession;
 import dev.decodiff.harness.arch.ArchitectureSupports;
+import dev.decodiff.harness.arch.BenchModel;
 import dev.decodiff.harness.arch.TunableEngine;
 
 import java.nio.file.Path;
@@ -11,28 +13,41 @@ import java.util.SplittableRandom;
 import java.util.function.Consumer;
 
 /**
- * What every measured phase of a bench run shares: the loaded bench model, its checkpoint folder, a prompt of random
- * token ids long enough for the longest context, the repeat counts, a scratch folder and the progress log.
+ * What every measured phase of a bench run shares: the loaded bench model, the engine that runs it under any engine
+ * options and the bench's view of its weights (both its family's, through the plug-in: the phases measure that engine
+ * itself, not only what the seam offers), its checkpoint folder, a prompt of random token ids long enough for the
+ * longest context, the repeat counts, a scratch folder and the progress log.
+ *
+ * @param weights the bench's view of {@code model}, sharing it (closed with it)
  */
-record BenchSetup(Gemma4Model model, Path checkpoint, int[] prompt, int repeats, int decodeSteps, Path work, Consumer<String> log)
-        implements AutoCloseable {
+record BenchSetup(LoadedModel model, TunableEngine engine, BenchModel weights, Path checkpoint, int[] prompt, int repeats, int decodeSteps,
+                  Path work, Consumer<String> log) implements AutoCloseable {
     static final int[] CONTEXTS = {128, 512, 2048};
     static final int PREFILL = 512;
     /** The shared prefix of a stored snapshot, and the new tokens a request or turn adds to it. */
     static final int PREFIX = 2000;
 
-    /** The bench checkpoint loaded for any length (the bench's model is closed with the setup). */
+    /** The bench checkpoint loaded for any length by its family's tunable engine (closed with the setup). */
     static BenchSetup load(BenchSpec spec, Path checkpoint, int repeats, int decodeSteps, Path work, Consumer<String> log) {
-        var model = Gemma4Model.load(checkpoint);
-        int[] prompt = randomPrompt(spec.seed(), model.config().vocabSize(), CONTEXTS[CONTEXTS.length - 1]);
-        return new BenchSetup(model, checkpoint, prompt, repeats, decodeSteps, work, log);
+        var arch = Architectures.of(checkpoint);
+        var engine = ArchitectureSupports.of(arch).tunableEngine()
+                .orElseThrow(() -> new IllegalStateException("the bench measures a tunable engine; " + arch.name() + " has none"));
+        var model = engine.load(checkpoint);
+        try {
+            var weights = engine.benchModel(model).orElseThrow(() -> new IllegalStateException(arch.name() + "'s engine has no bench model"));
+            int[] prompt = randomPrompt(spec.seed(), model.vocabSize(), CONTEXTS[CONTEXTS.length - 1]);
+            return new BenchSetup(model, engine, weights, checkpoint, prompt, repeats, decodeSteps, work, log);
+        } catch (RuntimeException e) {
+            model.close();
+            throw e;
+        }
     }
 
-    /** The bench model seen through the plug-in seam, for the phases that need no more than it offers. */
-    LoadedModel loaded() { return Gemma4Architecture.INSTANCE.wrap(model); }
+    /** A new conversation under the default engine options, with no probe. */
+    ModelSession session() { return session(EngineOptions.defaults()); }
 
-    /** The engine that runs the bench model under any engine options (its family's tunable engine). */
-    TunableEngine engine() { return ArchitectureSupports.of(loaded().architecture()).tunableEngine().orElseThrow(); }
+    /** A new conversation under these engine options, with no probe. */
+    ModelSession session(EngineOptions options) { return engine.session(model, options, null); }
 
     @Override
     public void close() { model.close(); }

@@ -23,7 +23,7 @@ record CaptureOverhead(Figure noProbeMs, Figure idleProbeMs, Figure dumpMs, long
     static CaptureOverhead measure(BenchSetup b, Prefill.Primed primed) throws IOException {
         b.log().accept("probe and dump overhead…");
         Path dir = b.work().resolve("overhead-dump");
-        var dw = DumpWriter.create(dir, false, producer(), modelInfo(b.loaded()), List.of(), 0);
+        var dw = DumpWriter.create(dir, false, producer(), modelInfo(b.model()), List.of(), 0);
         var idle = new Probe() {
             @Override public boolean wants(String point) { return false; }
             @Override public float[] capture(String point, int[] shape, float[] data) { return null; }

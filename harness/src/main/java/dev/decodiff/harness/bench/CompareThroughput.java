@@ -23,9 +23,9 @@ record CompareThroughput(Figure warmGbs, Figure firstGbs) {
         b.log().accept("compare…");
         Path a = b.work().resolve("dump-a"), c = b.work().resolve("dump-b");
         int[] prompt = b.prompt(BenchSetup.PREFILL);
-        var w = DumpWriter.create(a, false, CaptureOverhead.producer(), CaptureOverhead.modelInfo(b.loaded()),
+        var w = DumpWriter.create(a, false, CaptureOverhead.producer(), CaptureOverhead.modelInfo(b.model()),
                 Arrays.stream(prompt).boxed().toList(), prompt.length);
-        var model = b.loaded();
+        var model = b.model();
         new DumpRecorder(probe -> b.engine().session(model, EngineOptions.defaults(), probe), p -> true, w, () -> new IllegalStateException("the bench dump captured no tensor"))
                 .greedy(prompt, 3, done -> {});
         w.finish();

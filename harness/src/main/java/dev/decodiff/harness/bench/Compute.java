@@ -14,8 +14,9 @@ import java.util.SplittableRandom;
  * in-register FMA loop on every thread) and, where the CPU has AMX tiles, its AMX bf16 peak (an in-register tile loop);
  * the GFLOPS of the exact GEMM on fused multiply-adds, of the exact GEMM on AMX tiles (activations split into three
  * bf16 terms: three tile products per useful one) and of the --matmul bf16 GEMM on AMX tiles, on a real prefill shape
- * (the first layer's FFN gate, {@link BenchSetup#PREFILL} tokens). Every pass measures each of them once, in turn,
- * so drift over the run (other tenants, clocks) hits ceilings and GEMMs alike; each figure is over the passes.
+ * (the bench model's {@code prefillGemmMatrix}, Gemma 4's first FFN gate; {@link BenchSetup#PREFILL} tokens). Every
+ * pass measures each of them once, in turn, so drift over the run (other tenants, clocks) hits ceilings and GEMMs
+ * alike; each figure is over the passes.
  *
  * @param amxPeakGflops null (and the AMX figures after it too) where AMX tiles are not in use
  * @param amxOverFmaPerPass each pass's exact AMX GEMM over the same pass's FMA GEMM
@@ -34,7 +35,7 @@ record Compute(Figure fmaPeakGflops, Figure gemmGflops, String gemmShape, Figure
         b.log().accept("fp32 FMA peak" + (amx ? ", AMX bf16 peak" : "") + " (" + threads + " threads) and prefill GEMMs…");
         FmaPeak.gflops(threads, FMA_ITERATIONS / 8); // compile the loop before it is timed
         FmaPeak.gflops(threads, FMA_ITERATIONS / 8);
-        WeightMatrix w = b.model().weights().layers().getFirst().gate();
+        WeightMatrix w = b.weights().prefillGemmMatrix().orElseThrow(() -> new IllegalStateException("the bench model offers no prefill GEMM's matrix"));
         int T = BenchSetup.PREFILL;
         float[] x = new float[T * w.cols()], y = new float[T * w.rows()];
         var rnd = new SplittableRandom(b.prompt()[0]);

@@ -1,7 +1,7 @@
 package dev.decodiff.harness.bench;
 
-import dev.decodiff.engine.InferenceSession;
 import dev.decodiff.engine.Sampler;
+import dev.decodiff.engine.arch.ModelSession;
 
 import java.util.LinkedHashMap;
 import java.util.Map;
@@ -24,25 +24,25 @@ record Decode(Figure ttftColdS, Map<Integer, Figure> tokensPerS, Figure readGbs,
 
     static Decode measure(BenchSetup b, Prefill.Primed at512) {
         b.log().accept("TTFT: " + b.maxContext() + " tokens cold…");
-        var cold = b.model().newSession();
+        var cold = b.session();
         long t0 = System.nanoTime();
         float[] coldLogits = cold.forward(b.prompt(b.maxContext()));
         Figure ttft = Figure.of(BenchSetup.secondsSince(t0));
-        var s128 = b.model().newSession();
+        var s128 = b.session();
         float[] l128 = s128.forward(b.prompt(128));
         b.log().accept("decode @128/512/2048, interleaved…");
         var passes = new double[b.decodeSteps()];
         int[] round = {0};
         var reader = ReadBandwidth.nativeReader(b);
         Runnable read = reader == null ? () -> {} : () -> passes[round[0]++] = reader.getAsDouble();
-        double[][] sec = stepSeconds(new InferenceSession[]{s128, at512.session(), cold}, new float[][]{l128, at512.logits(), coldLogits},
+        double[][] sec = stepSeconds(new ModelSession[]{s128, at512.session(), cold}, new float[][]{l128, at512.logits(), coldLogits},
                 b.decodeSteps(), read);
         var tps = new LinkedHashMap<Integer, Figure>();
         for (int k = 0; k < BenchSetup.CONTEXTS.length; k++) tps.put(BenchSetup.CONTEXTS[k], Figure.rates(1, sec[k]));
         if (round[0] == 0) return new Decode(ttft, tps, null, null);
         var paired = new LinkedHashMap<Integer, Figure>();
         for (int k = 0; k < BenchSetup.CONTEXTS.length; k++)
-            paired.put(BenchSetup.CONTEXTS[k], overPasses(b.model().weightBytesPerToken(), sec[k], passes));
+            paired.put(BenchSetup.CONTEXTS[k], overPasses(b.weights().weightBytesPerToken(), sec[k], passes));
         return new Decode(ttft, tps, Figure.of(passes), paired);
     }
 
@@ -54,7 +54,7 @@ record Decode(Figure ttftColdS, Map<Integer, Figure> tokensPerS, Figure readGbs,
     }
 
     /** Greedy decode steps on one or several sessions, one step of each in turn; tokens/s per step, by context. */
-    static Map<Integer, Figure> interleaved(InferenceSession[] sessions, float[][] logits, int[] contexts, int steps) {
+    static Map<Integer, Figure> interleaved(ModelSession[] sessions, float[][] logits, int[] contexts, int steps) {
         double[][] sec = stepSeconds(sessions, logits, steps);
         var out = new LinkedHashMap<Integer, Figure>();
         for (int k = 0; k < sessions.length; k++) out.put(contexts[k], Figure.rates(1, sec[k]));
@@ -62,10 +62,10 @@ record Decode(Figure ttftColdS, Map<Integer, Figure> tokensPerS, Figure readGbs,
     }
 
     /** Greedy decode steps on the sessions, one step of each in turn, from their last logits: seconds per step and session. */
-    static double[][] stepSeconds(InferenceSession[] sessions, float[][] logits, int steps) { return stepSeconds(sessions, logits, steps, () -> {}); }
+    static double[][] stepSeconds(ModelSession[] sessions, float[][] logits, int steps) { return stepSeconds(sessions, logits, steps, () -> {}); }
 
-    /** {@link #stepSeconds(InferenceSession[], float[][], int)}, running {@code betweenRounds} after each round of steps. */
-    static double[][] stepSeconds(InferenceSession[] sessions, float[][] logits, int steps, Runnable betweenRounds) {
+    /** {@link #stepSeconds(ModelSession[], float[][], int)}, running {@code betweenRounds} after each round of steps. */
+    static double[][] stepSeconds(ModelSession[] sessions, float[][] logits, int steps, Runnable betweenRounds) {
         int[] next = new int[sessions.length];
         double[][] sec = new double[sessions.length][steps];
         for (int k = 0; k < sessions.length; k++) {

@@ -1,9 +1,9 @@
 package dev.decodiff.harness.bench;
 
 import dev.decodiff.engine.EngineOptions;
-import dev.decodiff.engine.InferenceSession;
 import dev.decodiff.engine.KvType;
 import dev.decodiff.engine.Sampler;
+import dev.decodiff.engine.arch.ModelSession;
 
 import java.util.LinkedHashMap;
 import java.util.Map;
@@ -27,15 +27,15 @@ record KvTypes(Map<KvType, Long> bytesPerToken, Map<KvType, Figure> prefillTps, 
         var opts = new EngineOptions[types.length];
         for (int k = 0; k < types.length; k++) {
             opts[k] = EngineOptions.defaults().withKvTypes(types[k], types[k]);
-            bytes.put(types[k], b.model().newSession(opts[k]).kvBytesPerPosition());
+            bytes.put(types[k], b.engine().kvBytesPerPosition(b.model(), opts[k]));
         }
         b.log().accept("KV cache types: prefill " + BenchSetup.PREFILL + " tokens ×" + b.repeats() + " each, in turn…");
         double[][] prefillS = new double[types.length][b.repeats()];
-        var sessions = new InferenceSession[CONTEXTS.length * types.length];
+        var sessions = new ModelSession[CONTEXTS.length * types.length];
         var logits = new float[sessions.length][];
         for (int r = 0; r < b.repeats(); r++) {
             for (int k = 0; k < types.length; k++) {
-                var s = b.model().newSession(opts[k]);
+                var s = b.session(opts[k]);
                 long t0 = System.nanoTime();
                 logits[k] = s.forward(b.prompt(BenchSetup.PREFILL));
                 prefillS[k][r] = BenchSetup.secondsSince(t0);
@@ -46,7 +46,7 @@ record KvTypes(Map<KvType, Long> bytesPerToken, Map<KvType, Figure> prefillTps, 
             b.log().accept("KV cache types: reading " + CONTEXTS[c] + " tokens for each (untimed)…");
             for (int k = 0; k < types.length; k++) {
                 int i = c * types.length + k;
-                sessions[i] = b.model().newSession(opts[k]);
+                sessions[i] = b.session(opts[k]);
                 logits[i] = sessions[i].forward(b.prompt(CONTEXTS[c]));
             }
         }

@@ -38,7 +38,7 @@ record OneShot(Figure prefillTps, Figure warmPrefillTps, Figure prefillTimeOverW
             b.log().accept(Fmt.format("one-shot `decodiff run` (fresh JVM%s) against a warm prefill, round %d/%d…", aot ? ", startup cache" : "", r + 1, n));
             var child = runChild(cmd, b.work());
             long t0 = System.nanoTime();
-            b.model().newSession().forward(b.prompt(BenchSetup.PREFILL));
+            b.session().forward(b.prompt(BenchSetup.PREFILL));
             double warmS = BenchSetup.secondsSince(t0);
             oneShot[r] = BenchSetup.PREFILL / child.prefillS();
             warm[r] = BenchSetup.PREFILL / warmS;

@@ -1,8 +1,8 @@
 package dev.decodiff.harness.bench;
 
 import dev.decodiff.engine.EngineOptions;
-import dev.decodiff.engine.InferenceSession;
 import dev.decodiff.engine.Sampler;
+import dev.decodiff.engine.arch.ModelSession;
 import dev.decodiff.metal.MatmulPrecision;
 import dev.decodiff.metal.NativeKernels;
 
@@ -15,14 +15,14 @@ import dev.decodiff.metal.NativeKernels;
 record Prefill(Figure tokensPerS, Primed last, Figure fmaTokensPerS, Figure amxOverFmaPerRound) {
 
     /** A session that has read its prompt, and the logits of the prompt's last position. */
-    record Primed(InferenceSession session, float[] logits) {}
+    record Primed(ModelSession session, float[] logits) {}
 
     /** The f32 prefill, after a warm-up that lets the JIT compile the prefill and decode paths. */
     static Prefill measure(BenchSetup b) {
         // Warm-up at full length (untimed): a short one leaves the GEMM's long-chunk paths and C2 compilation to the
         // first timed prefill.
         b.log().accept("warm-up…");
-        var w = b.model().newSession();
+        var w = b.session();
         int next = Sampler.argmax(w.forward(b.prompt(BenchSetup.PREFILL)));
         for (int i = 0; i < 16; i++) next = Sampler.argmax(w.forward(new int[]{next}));
         if (!NativeKernels.amxAvailable()) {
@@ -33,14 +33,14 @@ record Prefill(Figure tokensPerS, Primed last, Figure fmaTokensPerS, Figure amxO
         // turn (which goes first alternates), so that the ratio compares the same moments.
         b.log().accept("prefill " + BenchSetup.PREFILL + " tokens ×" + b.repeats() + ", AMX and FMA GEMMs in turn…");
         var fma = EngineOptions.defaults().withMatmul(MatmulPrecision.FP32_FMA);
-        b.model().newSession(fma).forward(b.prompt(BenchSetup.PREFILL)); // warm-up of the FMA GEMM's paths, untimed
+        b.session(fma).forward(b.prompt(BenchSetup.PREFILL)); // warm-up of the FMA GEMM's paths, untimed
         var amxSec = new double[b.repeats()];
         var fmaSec = new double[b.repeats()];
         Primed last = null;
         for (int i = 0; i < b.repeats(); i++) {
             for (int k = 0; k < 2; k++) {
                 boolean amx = (i + k) % 2 == 0;
-                var s = b.model().newSession(amx ? EngineOptions.defaults() : fma);
+                var s = b.session(amx ? EngineOptions.defaults() : fma);
                 long t0 = System.nanoTime();
                 float[] logits = s.forward(b.prompt(BenchSetup.PREFILL));
                 (amx ? amxSec : fmaSec)[i] = BenchSetup.secondsSince(t0);
@@ -57,7 +57,7 @@ record Prefill(Figure tokensPerS, Primed last, Figure fmaTokensPerS, Figure amxO
         var sec = new double[b.repeats()];
         Primed last = null;
         for (int i = 0; i < sec.length; i++) {
-            var s = b.model().newSession(options);
+            var s = b.session(options);
             long t0 = System.nanoTime();
             float[] logits = s.forward(b.prompt(BenchSetup.PREFILL));
             sec[i] = BenchSetup.secondsSince(t0);

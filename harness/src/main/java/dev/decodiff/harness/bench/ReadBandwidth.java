@@ -3,8 +3,6 @@ package dev.decodiff.harness.bench;
 import dev.decodiff.metal.NativeKernels;
 import dev.decodiff.metal.Parallel;
 import dev.decodiff.metal.StreamRead;
-
-import dev.decodiff.engine.ModelWeights;
 import dev.decodiff.metal.HugePageMemory;
 
 import java.io.IOException;
@@ -35,9 +33,9 @@ record ReadBandwidth(Figure javaGbs, Figure nativeGbs, Figure mappedGbs, Figure 
         int threads = Parallel.threads();
         boolean nat = NativeKernels.available();
         b.log().accept("read bandwidth (" + threads + " threads, equal shares; kernels: " + NativeKernels.status() + ")…");
-        var model = b.model();
-        var placed = model.weights().streamed();
-        var mapped = model.weightsResident() && nat ? ModelWeights.load(model.files(), model.config()).streamed() : null;
+        var weights = b.weights();
+        var placed = weights.streamedWeights();
+        var mapped = nat ? weights.mappedStreamedWeights().orElse(null) : null;
         try (var arena = Arena.ofShared()) {
             boolean huge = HugePageMemory.available();
             // Zero-filled either way: every page is touched before it is timed.
@@ -64,7 +62,7 @@ record ReadBandwidth(Figure javaGbs, Figure nativeGbs, Figure mappedGbs, Figure 
             if (!nat) for (int i = 0; i < passes; i++) sa[i] = StreamRead.secondsEqualShares(anon, threads, false);
             double gb = gigabytes(placed);
             return new ReadBandwidth(Figure.rates(gb, sj), nat ? Figure.rates(gb, sn) : null, mapped != null ? Figure.rates(gb, sm) : null,
-                    Figure.rates(readBytes(anon) / 1e9, sa), anon.byteSize(), huge, model.weightPlacement());
+                    Figure.rates(readBytes(anon) / 1e9, sa), anon.byteSize(), huge, weights.weightPlacement());
         }
     }
 
@@ -76,7 +74,7 @@ record ReadBandwidth(Figure javaGbs, Figure nativeGbs, Figure mappedGbs, Figure 
      * One pass of the native prefetching reader over the streamed weights where the engine reads them, in GB/s, or null
      * where there is no native reader.
      */
-    static java.util.function.DoubleSupplier nativeReader(BenchSetup b) { return nativeReader(b.model().weights().streamed()); }
+    static java.util.function.DoubleSupplier nativeReader(BenchSetup b) { return nativeReader(b.weights().streamedWeights()); }
 
     /** The same over these segments (a model's streamed weights). */
     static java.util.function.DoubleSupplier nativeReader(List<MemorySegment> placed) {

@@ -9,6 +9,8 @@ import dev.decodiff.engine.Probe;
 import dev.decodiff.engine.arch.Gemma4Architecture;
 import dev.decodiff.engine.arch.LoadedModel;
 import dev.decodiff.engine.arch.ModelSession;
+import dev.decodiff.harness.arch.BenchModel;
+import dev.decodiff.harness.arch.StoredPrefix;
 import dev.decodiff.harness.arch.TunableEngine;
 import dev.decodiff.harness.arch.gemma4.bisect.Bisector;
 import dev.decodiff.harness.bisect.BisectResult;
@@ -22,6 +24,7 @@ import dev.decodiff.harness.arch.gemma4.selfcheck.SelfCheck;
 
 import java.nio.file.Path;
 import java.util.List;
+import java.util.Optional;
 import java.util.Set;
 
 /** Gemma 4's engine ({@link Gemma4Model} and its sessions) with every engine option. */
@@ -76,6 +79,14 @@ final class Gemma4Engine implements TunableEngine {
         int prompt = check.defaultPromptLength();
         var results = check.runEverything(tokens, prompt);
         return new SelfCheckRun(tokens, prompt, m.config().slidingWindow(), results);
+    }
+
+    @Override
+    public Optional<BenchModel> benchModel(LoadedModel model) { return Optional.of(new Gemma4BenchModel(model(model))); }
+
+    @Override
+    public Optional<StoredPrefix> storedPrefix(LoadedModel model, EngineOptions options, int[] prefix) {
+        return Optional.of(Gemma4StoredPrefix.read(model(model), options, prefix));
     }
 
     /** {@link EngineSetup#producer(EngineOptions, List)} with the quantization of the weights {@code model} runs. */
