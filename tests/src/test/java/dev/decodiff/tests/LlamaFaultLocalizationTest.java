@@ -50,16 +50,11 @@ class LlamaFaultLocalizationTest {
     }
 
     /** The fault's rule resolved on this case: from the config and the manifest's steps, never from a run. */
-    private static LlamaFault.Cell expected(LlamaFault fault, Path caseDir) {
+    /** The fault's cell on a case, from its rule, the checkpoint's config and the case's manifest only. */
+    static LlamaFault.Cell expected(LlamaFault fault, Path caseDir) {
         var cfg = LlamaConfig.read(ReferenceCases.checkpointOf(caseDir).resolve("config.json"));
         DumpManifest m = DumpReader.open(caseDir).manifest();
-        int n = m.stepCount();
-        int[] starts = new int[n], lengths = new int[n];
-        for (int s = 0; s < n; s++) {
-            starts[s] = m.step(s).start();
-            lengths[s] = m.step(s).length();
-        }
-        return fault.expected().cellIn(cfg, starts, lengths);
+        return fault.expected().cellIn(cfg, m.stepStarts(), m.stepLengths());
     }
 
     @Test

@@ -10,7 +10,6 @@ import dev.decodiff.harness.arch.ArchitectureSupports;
 import dev.decodiff.harness.arch.CatalogExpectations;
 import dev.decodiff.harness.compare.ToleranceProfile;
 import dev.decodiff.harness.dump.DumpManifest;
-import dev.decodiff.harness.dump.DumpReader;
 import dev.decodiff.harness.selftest.CatalogSelfTest;
 import dev.decodiff.harness.selftest.ExpectedCell;
 import dev.decodiff.harness.selftest.SelfTest;
@@ -42,17 +41,7 @@ class LlamaSelfTestTest {
     }
 
     /** The rule's cell on this case, or null where the checkpoint or the steps cannot show the fault. */
-    private static LlamaFault.Cell ruleCell(LlamaFault fault, Path caseDir) {
-        var cfg = LlamaConfig.read(ReferenceCases.checkpointOf(caseDir).resolve("config.json"));
-        DumpManifest m = DumpReader.open(caseDir).manifest();
-        int n = m.stepCount();
-        int[] starts = new int[n], lengths = new int[n];
-        for (int s = 0; s < n; s++) {
-            starts[s] = m.step(s).start();
-            lengths[s] = m.step(s).length();
-        }
-        return fault.expected().cellIn(cfg, starts, lengths);
-    }
+    private static LlamaFault.Cell ruleCell(LlamaFault fault, Path caseDir) { return LlamaFaultLocalizationTest.expected(fault, caseDir); }
 
     private static JsonNode runOf(String fault, Path caseDir) {
         String ckpt = caseDir.getParent().getFileName().toString(), name = caseDir.getFileName().toString();

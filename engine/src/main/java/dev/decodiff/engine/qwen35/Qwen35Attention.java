@@ -27,17 +27,7 @@ final class Qwen35Attention {
         int[] qo = new int[group];
         for (int g = 0; g < group; g++) qo[g] = (t * nh + h0 + g) * d;
         scoreKeys(q, qo, K, kvh * d, stride, n, d, scale, scores);
-        for (int g = 0; g < group; g++) {
-            float[] sc = scores[g];
-            float max = Float.NEGATIVE_INFINITY;
-            for (int j = 0; j < n; j++) max = Math.max(max, sc[j]);
-            float sum = 0f;
-            for (int j = 0; j < n; j++) {
-                sc[j] = (float) Math.exp(sc[j] - max);
-                sum += sc[j];
-            }
-            for (int j = 0; j < n; j++) sc[j] = sc[j] / sum;
-        }
+        softmax(scores, group, n);
         weightedValues(scores, V, kvh * d, stride, n, d, att, qo);
     }
 
@@ -53,6 +43,13 @@ final class Qwen35Attention {
         int group = nh / nkv, h0 = kvh * group, stride = nkv * d;
         float scale = (float) Math.pow(d, -0.5);
         for (int g0 = 0; g0 < group; g0 += 4) blockScores(q, (h0 + g0) * d, Math.min(4, group - g0), keys, kvh, n, d, scale, scores, g0);
+        softmax(scores, group, n);
+        for (int g0 = 0; g0 < group; g0 += 4) blockValues(scores, g0, Math.min(4, group - g0), V, kvh * d, stride, n, d, att, (h0 + g0) * d);
+        if (gated) for (int o = h0 * d, end = (h0 + group) * d; o < end; o++) att[o] = att[o] * gate[o];
+    }
+
+    /** Each of the group's first n scores in place: max-subtracted exp in fp32, summed in order, divided by the sum. */
+    private static void softmax(float[][] scores, int group, int n) {
         for (int g = 0; g < group; g++) {
             float[] sc = scores[g];
             float max = Float.NEGATIVE_INFINITY;
@@ -64,8 +61,6 @@ final class Qwen35Attention {
             }
             for (int j = 0; j < n; j++) sc[j] = sc[j] / sum;
         }
-        for (int g0 = 0; g0 < group; g0 += 4) blockValues(scores, g0, Math.min(4, group - g0), V, kvh * d, stride, n, d, att, (h0 + g0) * d);
-        if (gated) for (int o = h0 * d, end = (h0 + group) * d; o < end; o++) att[o] = att[o] * gate[o];
     }
 
     /** Lanes of the block kernels: at most one block wide, so a block is a whole number of vectors. */

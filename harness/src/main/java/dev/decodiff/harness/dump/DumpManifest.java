@@ -242,6 +242,12 @@ public record DumpManifest(
 
     public Step step(int i) { return steps.get(i); }
 
+    /** Each step's first position, in step order (what a fault catalog's rule reads to find its step). */
+    public int[] stepStarts() { return steps.stream().mapToInt(Step::start).toArray(); }
+
+    /** Each step's number of positions, in step order. */
+    public int[] stepLengths() { return steps.stream().mapToInt(Step::length).toArray(); }
+
     public int[] tokenArray() { return tokens.stream().mapToInt(Integer::intValue).toArray(); }
 
     /** The tokens step s feeds. */

@@ -90,10 +90,8 @@ public final class LlamaAttribution extends RecordedInputsAttribution {
             case CapturePoints.ATTN_OUT -> {
                 for (String n : List.of(CapturePoints.Q, CapturePoints.K_READ, CapturePoints.V_READ))
                     if (!have.containsKey(CapturePoints.layer(layer, n))) missing = CapturePoints.layer(layer, n);
-                int stride = cfg.numKvHeads() * cfg.headDim();
-                if (missing == null && (get(layer, CapturePoints.K_READ).length != (start + T) * stride
-                        || get(layer, CapturePoints.V_READ).length != (start + T) * stride))
-                    return LocalError.unattributed(step, point, tol, "its cache reads do not hold positions 0…" + (start + T - 1));
+                var shortRead = missing == null ? cacheReadsShort(point, layer, cfg.numKvHeads() * cfg.headDim(), tol) : null;
+                if (shortRead != null) return shortRead;
                 op = p -> ops.attention(get(layer, CapturePoints.Q), get(layer, CapturePoints.K_READ), get(layer, CapturePoints.V_READ), T, start, p);
                 from = "its q, k_read, v_read";
                 hyps = activationHypotheses();

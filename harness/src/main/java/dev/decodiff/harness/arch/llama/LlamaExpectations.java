@@ -18,13 +18,7 @@ public final class LlamaExpectations {
         // the checkpoint first: a fault it cannot show says what it lacks, whatever the case's steps
         if (!e.appliesTo(cfg))
             return new ExpectedCell.NotApplicable("the checkpoint lacks " + e.requires().what() + ", so the fault cannot change a number");
-        int n = m.stepCount();
-        int[] starts = new int[n], lengths = new int[n];
-        for (int s = 0; s < n; s++) {
-            starts[s] = m.step(s).start();
-            lengths[s] = m.step(s).length();
-        }
-        int step = e.stepIn(starts, lengths);
+        int step = e.stepIn(m.stepStarts(), m.stepLengths());
         if (step < 0) return new ExpectedCell.NotApplicable("the case has no " + switch (e.when()) {
             case PREFILL -> "prompt step";
             case FIRST_DECODE -> "one-token step after its prompt";

@@ -165,9 +165,8 @@ public final class Qwen35Attribution extends RecordedInputsAttribution {
             case CapturePoints.ATTN_OUT -> {
                 var needs = List.of(CapturePoints.Q, CapturePoints.ATTN_GATE, CapturePoints.K_READ, CapturePoints.V_READ);
                 for (String n : needs) if (!have.containsKey(CapturePoints.layer(layer, n))) missing = CapturePoints.layer(layer, n);
-                int stride = cfg.numKvHeads() * cfg.headDim();
-                if (missing == null && get(layer, CapturePoints.K_READ).length != (start + T) * stride)
-                    return LocalError.unattributed(step, point, tol, "its cache reads do not hold positions 0…" + (start + T - 1));
+                var shortRead = missing == null ? cacheReadsShort(point, layer, cfg.numKvHeads() * cfg.headDim(), tol) : null;
+                if (shortRead != null) return shortRead;
                 op = p -> ops.attention(get(layer, CapturePoints.Q), get(layer, CapturePoints.ATTN_GATE), get(layer, CapturePoints.K_READ),
                         get(layer, CapturePoints.V_READ), T, start, p, NONE);
                 from = "its q, gate, k_read, v_read";

@@ -29,13 +29,7 @@ public final class Qwen35Expectations {
             return new ExpectedCell.SelfCheckCell("prefix-reuse", prefix, point,
                     "a reference case never restores a snapshot; selfcheck's prefix-reuse does, at position " + prefix);
         }
-        int n = m.stepCount();
-        int[] starts = new int[n], lengths = new int[n];
-        for (int s = 0; s < n; s++) {
-            starts[s] = m.step(s).start();
-            lengths[s] = m.step(s).length();
-        }
-        int step = e.stepIn(starts, lengths);
+        int step = e.stepIn(m.stepStarts(), m.stepLengths());
         if (step < 0) return new ExpectedCell.NotApplicable("the case has no " + switch (e.when()) {
             case PREFILL -> "prompt step";
             case FIRST_DECODE -> "one-token step after its prompt";

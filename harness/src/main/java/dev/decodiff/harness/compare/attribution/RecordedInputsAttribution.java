@@ -68,4 +68,16 @@ public abstract class RecordedInputsAttribution extends OpAttribution {
 
     /** This step's tensor of a layer's point. */
     protected float[] get(int layer, String kind) { return have.get(CapturePoints.layer(layer, kind)); }
+
+    /**
+     * Null where both of a layer's cache reads this step hold every position attention reads, 0…start+T−1 of
+     * {@code stride} values each; else the cell's unattributed error, which says so (a short or long read is evidence
+     * of nothing an op could recompute from).
+     */
+    protected LocalError cacheReadsShort(String point, int layer, int stride, double tol) {
+        for (String kind : new String[]{CapturePoints.K_READ, CapturePoints.V_READ})
+            if (get(layer, kind).length != (start + T) * stride)
+                return LocalError.unattributed(step, point, tol, "its cache reads do not hold positions 0…" + (start + T - 1));
+        return null;
+    }
 }
