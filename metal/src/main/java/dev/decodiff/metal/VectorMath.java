@@ -629,8 +629,8 @@ public final class VectorMath {
         }
     }
 
-    /** SiLU, x·sigmoid(x) = x / (1 + e^(−x)), in fp32 (the SwiGLU activation of Qwen3.5's and the Llama family's MLPs). */
-    public static float silu(float x) { return x / (1f + (float) Math.exp(-x)); }
+    /** SiLU, x·sigmoid(x) = x / (1 + e^(−x)), in fp32 (the SwiGLU activation of Qwen3.5's and the Llama family's MLPs), see {@link Transcendentals#silu(float)}. */
+    public static float silu(float x) { return Transcendentals.silu(x); }
 
     /** gelu_pytorch_tanh: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), see {@link Transcendentals#geluTanh}. */
     public static float geluTanh(float x) {

@@ -106,4 +106,42 @@ class TranscendentalsTest {
             if (i >= 3 && i < 8) assertThat(Float.floatToRawIntBits(tail[i])).isEqualTo(Float.floatToRawIntBits(v[i]));
         }
     }
+
+    @Test
+    void siluMatchesStrictMathToOneUlpAndVectorEqualsScalar() {
+        float[] x = randomFloats(5, 6);
+        float[] out = new float[x.length + 3];
+        Transcendentals.silu(x, 0, x.length, out, 3);
+        float[] inPlace = x.clone();
+        Transcendentals.silu(inPlace, 1, x.length - 1, inPlace, 1); // aliased, starting off a vector boundary
+        float[] g = x.clone(), u = randomFloats(6, 2);
+        Transcendentals.siluTimes(g, u, 2, x.length - 5); // a head and a tail outside the range stay untouched
+        int differ = 0;
+        for (int i = 0; i < x.length; i++) {
+            float want = x[i] / (1f + (float) StrictMath.exp(-(double) x[i]));
+            int scalar = Float.floatToRawIntBits(Transcendentals.silu(x[i]));
+            assertThat(ulps(out[i + 3], want)).as("silu(%s): %s vs %s", x[i], out[i + 3], want).isLessThanOrEqualTo(1);
+            assertThat(Float.floatToRawIntBits(out[i + 3])).as("vector silu(%s) = scalar", x[i]).isEqualTo(scalar);
+            if (i >= 1) assertThat(Float.floatToRawIntBits(inPlace[i])).as("in place silu(%s)", x[i]).isEqualTo(scalar);
+            float swiglu = i >= 2 && i < x.length - 5 ? Transcendentals.silu(x[i]) * u[i] : x[i];
+            assertThat(Float.floatToRawIntBits(g[i])).as("siluTimes at %d", i).isEqualTo(Float.floatToRawIntBits(swiglu));
+            if (out[i + 3] != want) differ++;
+        }
+        assertThat(inPlace[0]).isEqualTo(x[0]);
+        assertThat(differ).as("values one ulp away from the fdlibm formula").isLessThan(SAMPLES / 1000);
+        float[] special = {Float.NaN, Float.POSITIVE_INFINITY, Float.NEGATIVE_INFINITY, -0f, 0f, 1e-40f, -200f, 200f, -1e-30f};
+        float[] s = new float[special.length];
+        Transcendentals.silu(special, 0, special.length, s, 0);
+        assertThat(s[0]).isNaN();
+        assertThat(s[1]).isEqualTo(Float.POSITIVE_INFINITY);
+        assertThat(s[2]).as("silu(-inf): -inf / inf, as x·sigmoid(x) = -inf · 0 is in torch").isNaN();
+        assertThat(Float.floatToRawIntBits(s[3])).isEqualTo(Float.floatToRawIntBits(-0f));
+        assertThat(Float.floatToRawIntBits(s[4])).isZero();
+        assertThat(s[5]).as("a subnormal is not flushed").isEqualTo(1e-40f / 2f).isNotZero();
+        assertThat(Float.floatToRawIntBits(s[6])).isEqualTo(Float.floatToRawIntBits(-0f));
+        assertThat(s[7]).isEqualTo(200f);
+        assertThat(s[8]).isEqualTo(-1e-30f / 2f);
+        for (int i = 0; i < special.length; i++)
+            assertThat(Float.floatToRawIntBits(s[i])).as("special %s", special[i]).isEqualTo(Float.floatToRawIntBits(Transcendentals.silu(special[i])));
+    }
 }

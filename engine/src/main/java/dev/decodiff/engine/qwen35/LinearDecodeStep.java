@@ -1,6 +1,9 @@
 package dev.decodiff.engine.qwen35;
 
 import dev.decodiff.metal.Parallel;
+import dev.decodiff.metal.Transcendentals;
+import jdk.incubator.vector.FloatVector;
+import jdk.incubator.vector.VectorSpecies;
 
 /**
  * A Gated DeltaNet layer's decode token between its input projections and out_proj, with no fault switched on and
@@ -13,6 +16,9 @@ import dev.decodiff.metal.Parallel;
  * q, k and v each token. Each value is computed by the same operations in the same order as there (the same bits).
  */
 final class LinearDecodeStep {
+    private static final VectorSpecies<Float> F = FloatVector.SPECIES_PREFERRED;
+    private static final int L = F.length();
+
     private LinearDecodeStep() {}
 
     /**
@@ -30,15 +36,15 @@ final class LinearDecodeStep {
     }
 
     /** One task's buffers: its key head's normed q and k, its value heads' conv outputs and the delta rule's rows. */
-    private record Scratch(float[] q, float[] k, float[] v, float[] core, float[] kv, float[] o) {
-        Scratch(int dk, int dv, int r) { this(new float[dk], new float[dk], new float[r * dv], new float[dv], new float[dv], new float[dv]); }
+    private record Scratch(float[] q, float[] k, float[] v, float[] core, float[] kv, float[] o, float[] gate) {
+        Scratch(int dk, int dv, int r) { this(new float[dk], new float[dk], new float[r * dv], new float[dv], new float[dv], new float[dv], new float[dv]); }
     }
 
     private static void keyHead(Qwen35Config cfg, Qwen35Weights.Linear w, int kh, float[] convState, float[] S, float[] mixed, float[] z, float[] b,
                                 float[] a, float[] y, Scratch s) {
         int C = cfg.convDim(), K = cfg.convKernel(), hk = cfg.linearKeyHeads(), hv = cfg.linearValueHeads();
         int dk = cfg.linearKeyDim(), dv = cfg.linearValueDim(), keyDim = cfg.keyDim(), r = hv / hk;
-        float[] cw = w.conv();
+        float[] cw = w.convByTap();
         conv(cw, convState, mixed, C, K, kh * dk, dk, s.q, 0);
         conv(cw, convState, mixed, C, K, keyDim + kh * dk, dk, s.k, 0);
         conv(cw, convState, mixed, C, K, 2 * keyDim + kh * r * dv, r * dv, s.v, 0);
@@ -57,24 +63,40 @@ final class LinearDecodeStep {
             double sq = 0;
             for (int j = 0; j < dv; j++) sq += (double) s.core[j] * s.core[j];
             float inv = (float) (1.0 / Math.sqrt((float) (sq / dv) + eps));
-            for (int j = 0; j < dv; j++) y[o + j] = normW[j] * (s.core[j] * inv) * Qwen35Ops.silu(z[o + j]);
+            Transcendentals.silu(z, o, dv, s.gate, 0);
+            int j = 0;
+            for (int bound = dv - dv % L; j < bound; j += L)
+                FloatVector.fromArray(F, normW, j).mul(FloatVector.fromArray(F, s.core, j).mul(inv)).mul(FloatVector.fromArray(F, s.gate, j)).intoArray(y, o + j);
+            for (; j < dv; j++) y[o + j] = normW[j] * (s.core[j] * inv) * s.gate[j];
         }
     }
 
     /**
      * Channels [c0, c0 + n) of the causal conv over [state | this token] with SiLU into out[off ..], and their state
-     * shifted by one row (the oldest input dropped, this token's appended): each channel's taps summed in order.
+     * shifted by one row (the oldest input dropped, this token's appended): each channel's taps summed in order, a
+     * vector of channels at a time (the taps' weights by tap, so that a tap's weights for adjacent channels are one load).
      */
-    private static void conv(float[] cw, float[] state, float[] mixed, int C, int K, int c0, int n, float[] out, int off) {
-        for (int i = 0; i < n; i++) {
+    private static void conv(float[] byTap, float[] state, float[] mixed, int C, int K, int c0, int n, float[] out, int off) {
+        int i = 0;
+        for (int bound = n - n % L; i < bound; i += L) {
+            int c = c0 + i;
+            var s = FloatVector.zero(F);
+            for (int j = 0; j < K - 1; j++) s = s.add(FloatVector.fromArray(F, byTap, j * C + c).mul(FloatVector.fromArray(F, state, j * C + c)));
+            var x = FloatVector.fromArray(F, mixed, c);
+            s.add(FloatVector.fromArray(F, byTap, (K - 1) * C + c).mul(x)).intoArray(out, off + i);
+            for (int j = 0; j < K - 2; j++) FloatVector.fromArray(F, state, (j + 1) * C + c).intoArray(state, j * C + c);
+            if (K > 1) x.intoArray(state, (K - 2) * C + c);
+        }
+        for (; i < n; i++) {
             int c = c0 + i;
             float s = 0f;
-            for (int j = 0; j < K - 1; j++) s += cw[c * K + j] * state[j * C + c];
-            s += cw[c * K + K - 1] * mixed[c];
-            out[off + i] = Qwen35Ops.silu(s);
+            for (int j = 0; j < K - 1; j++) s += byTap[j * C + c] * state[j * C + c];
+            s += byTap[(K - 1) * C + c] * mixed[c];
+            out[off + i] = s;
             for (int j = 0; j < K - 2; j++) state[j * C + c] = state[(j + 1) * C + c];
             if (K > 1) state[(K - 2) * C + c] = mixed[c];
         }
+        Transcendentals.silu(out, off, n, out, off);
     }
 
     /** Qwen35Ops's q/k l2 norm over x[0, n): x·rsqrt(Σx² + 1e-6), the sum in double. */

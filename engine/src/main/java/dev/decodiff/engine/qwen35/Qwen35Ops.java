@@ -5,6 +5,7 @@ import dev.decodiff.engine.ops.Gemma4Ops;
 import dev.decodiff.engine.ops.MoeRouting;
 import dev.decodiff.engine.ops.Precision;
 import dev.decodiff.metal.Parallel;
+import dev.decodiff.metal.Transcendentals;
 import dev.decodiff.metal.WeightMatrix;
 
 import java.util.Arrays;
@@ -398,9 +399,7 @@ public final class Qwen35Ops {
         if (T == 1 && plain(p, d.gate(), d.up()) && d.gate().rows() == d.up().rows()) {
             // gate and up read the same activations: one parallel call, the gated activation on each piece as it is done
             float[] g = new float[d.gate().rows()], u = new float[d.up().rows()];
-            WeightMatrix.matvecPaired(d.gate(), d.up(), x, g, u, (from, to) -> {
-                for (int j = from; j < to; j++) g[j] = silu(g[j]) * u[j];
-            });
+            WeightMatrix.matvecPaired(d.gate(), d.up(), x, g, u, (from, to) -> Transcendentals.siluTimes(g, u, from, to));
             return linear(d.down(), g, T, p);
         }
         float[] g = linear(d.gate(), x, T, p), u = linear(d.up(), x, T, p);

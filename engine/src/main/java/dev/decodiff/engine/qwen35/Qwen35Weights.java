@@ -19,9 +19,25 @@ public record Qwen35Weights(WeightMatrix embed, WeightMatrix lmHead, float[] fin
 
     public sealed interface Mixer permits Linear, Full {}
 
-    /** Gated DeltaNet weights; conv is [C, K] row-major (tap K−1 multiplies the current token). */
+    /**
+     * Gated DeltaNet weights; conv is [C, K] row-major (tap K−1 multiplies the current token), convByTap the same
+     * values [K, C] (decode's conv runs down the channels a vector at a time, one tap after another).
+     */
     public record Linear(WeightMatrix inProjQkv, WeightMatrix inProjZ, WeightMatrix inProjB, WeightMatrix inProjA,
-                         float[] conv, float[] dtBias, float[] aLog, float[] norm, WeightMatrix outProj) implements Mixer {}
+                         float[] conv, float[] convByTap, float[] dtBias, float[] aLog, float[] norm, WeightMatrix outProj) implements Mixer {
+        public Linear(WeightMatrix inProjQkv, WeightMatrix inProjZ, WeightMatrix inProjB, WeightMatrix inProjA,
+                      float[] conv, int taps, float[] dtBias, float[] aLog, float[] norm, WeightMatrix outProj) {
+            this(inProjQkv, inProjZ, inProjB, inProjA, conv, byTap(conv, taps), dtBias, aLog, norm, outProj);
+        }
+
+        private static float[] byTap(float[] conv, int taps) {
+            int C = conv.length / taps;
+            float[] t = new float[conv.length];
+            for (int c = 0; c < C; c++)
+                for (int j = 0; j < taps; j++) t[j * C + c] = conv[c * taps + j];
+            return t;
+        }
+    }
 
     /** Gated full attention: q_proj holds [query | gate] per head. */
     public record Full(WeightMatrix q, WeightMatrix k, WeightMatrix v, WeightMatrix o, float[] qNorm, float[] kNorm) implements Mixer {}
@@ -64,7 +80,7 @@ public record Qwen35Weights(WeightMatrix embed, WeightMatrix lmHead, float[] fin
         var out = new ArrayList<Layer>(layers.size());
         for (var l : layers) {
             Mixer mixer = switch (l.mixer()) {
-                case Linear a -> new Linear(p.apply(a.inProjQkv()), p.apply(a.inProjZ()), p.apply(a.inProjB()), p.apply(a.inProjA()), a.conv(),
+                case Linear a -> new Linear(p.apply(a.inProjQkv()), p.apply(a.inProjZ()), p.apply(a.inProjB()), p.apply(a.inProjA()), a.conv(), a.convByTap(),
                         a.dtBias(), a.aLog(), a.norm(), p.apply(a.outProj()));
                 case Full f -> new Full(p.apply(f.q()), p.apply(f.k()), p.apply(f.v()), p.apply(f.o()), f.qNorm(), f.kNorm());
             };
@@ -144,7 +160,7 @@ public record Qwen35Weights(WeightMatrix embed, WeightMatrix lmHead, float[] fin
         var conv = mlxLm ? f.get(p + "conv1d.weight", C, K, 1) : f.get(p + "conv1d.weight", C, 1, K);
         return new Linear(f.matrix(p + "in_proj_qkv.weight", C, H), f.matrix(p + "in_proj_z.weight", c.valueDim(), H),
                 f.matrix(p + "in_proj_b.weight", hv, H), f.matrix(p + "in_proj_a.weight", hv, H),
-                conv.toFloats(), vec(f, p + "dt_bias", hv), vec(f, p + "A_log", hv),
+                conv.toFloats(), K, vec(f, p + "dt_bias", hv), vec(f, p + "A_log", hv),
                 vec(f, p + "norm.weight", c.linearValueDim()), f.matrix(p + "out_proj.weight", H, c.valueDim()));
     }
 
