@@ -27,10 +27,14 @@ public final class LlamaSupport implements ArchitectureSupport {
 
     @Override public Architecture architecture() { return LlamaArchitecture.INSTANCE; }
 
-    /** The family's ops recomputed from a side's own inputs; a GGUF's stored matrices are not modelled (uniform matmul inputs are). */
+    /**
+     * The family's ops recomputed from a side's own inputs; with a GGUF, its stored matrices (each checked to be the
+     * checkpoint's within its type's rounding) make ggml's matmuls on them a hypothesis (a llama.cpp candidate).
+     */
     @Override
     public OpAttribution attribution(LoadedModel model, boolean everyCell, Path gguf) {
-        return new LlamaAttribution(((LlamaArchitecture.Loaded) model).model(), everyCell);
+        var m = ((LlamaArchitecture.Loaded) model).model();
+        return gguf == null ? new LlamaAttribution(m, everyCell) : new LlamaAttribution(m.ops().withStored(LlamaStoredMatrices.of(gguf, m)), everyCell);
     }
 
     /** Where selftest must find each catalog fault: {@link LlamaExpectations} on the model's config. */
