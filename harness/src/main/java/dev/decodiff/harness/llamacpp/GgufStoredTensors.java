@@ -105,6 +105,15 @@ public final class GgufStoredTensors {
     /** Whether the GGUF holds (and this reader took) the checkpoint tensor {@code text}, named below the text model's prefix. */
     public boolean has(String text) { return byText.containsKey(text); }
 
+    /**
+     * Binds the embedding (embed_tokens) and the head (lm_head) where it is its own matrix: a tied head is the embedding
+     * matrix itself, as llama.cpp multiplies token_embd for the output.
+     */
+    public GgufStoredTensors bindEmbeddingAndHead(WeightMatrix embed, WeightMatrix head) {
+        bind("embed_tokens.weight", embed);
+        return head == embed ? this : bind("lm_head.weight", head);
+    }
+
     /** Binds {@code m} to the whole stored tensor {@code text}. */
     public GgufStoredTensors bind(String text, WeightMatrix m) { return bind(text, m, 0); }
 

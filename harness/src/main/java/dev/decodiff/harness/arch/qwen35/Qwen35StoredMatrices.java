@@ -20,10 +20,8 @@ public final class Qwen35StoredMatrices {
     private Qwen35StoredMatrices() {}
 
     public static StoredMatrices of(Path gguf, Qwen35Model model) {
-        var s = GgufStoredTensors.read(gguf, model.directory());
         var w = model.weights();
-        s.bind("embed_tokens.weight", w.embed());
-        if (w.lmHead() != w.embed()) s.bind("lm_head.weight", w.lmHead());
+        var s = GgufStoredTensors.read(gguf, model.directory()).bindEmbeddingAndHead(w.embed(), w.lmHead());
         for (int i = 0; i < w.layers().size(); i++) {
             var l = w.layers().get(i);
             String p = "layers." + i + ".";
