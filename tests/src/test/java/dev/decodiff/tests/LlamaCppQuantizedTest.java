@@ -108,6 +108,125 @@ class LlamaCppQuantizedTest {
     }
 
     /**
+     * The Llama family (llama-tiny: llama's q/k head permutation, biases, its own head; qwen3-tiny: q/k norms, a tied
+     * head) through decodiff's reference quantizers (q8_0, q4_0) and llama.cpp's own (Q4_K_M, which falls back to Q5_0
+     * and Q8_0 on these 64-wide rows) against transformers' float32 reference of the unquantized checkpoint: every cell
+     * is over tolerance from the embedding on (the quantization itself, 5e-3 at q8_0, 8e-2 at q4_0), and every one must
+     * be accounted for by ggml's matmuls and embedding lookups on the GGUF's own stored matrices — precision, with no
+     * cell unexplained and no matrix refused. A flipped greedy token after such an account is drift, not a finding.
+     */
+    @ParameterizedTest(name = "{0}")
+    @ValueSource(strings = {"llama-tiny q8_0", "llama-tiny q4_0", "llama-tiny q4_k_m", "qwen3-tiny q8_0", "qwen3-tiny q4_0"})
+    void aQuantizedLlamaFamilyGgufIsPrecisionWithTheStoredMatricesNamed(String spec) throws Exception {
+        String ck = spec.split(" ")[0], type = spec.split(" ")[1];
+        Path gguf = quantized(ck, type);
+        var r = Cli.run("compare", root.resolve("reference-dumps/" + ck + "/short").toString(), "--engine", "llama.cpp", "--gguf", gguf.toString(), "--json");
+        assertThat(r.code()).as(r.toString()).isZero();
+        var j = r.json();
+        assertThat(j.get("verdict").asText()).as(j.get("verdict_text").asText()).isEqualTo("precision");
+        assertThat(j.get("observer_effect").asText()).isEqualTo("none");
+        assertThat(j.get("only_in_reference")).as("every reference point is captured").isEmpty();
+        assertThat(j.get("notes").toString()).doesNotContain("not the checkpoint's matrix");
+        var cells = j.get("attribution").get("cells");
+        assertThat(cells.size()).as("every compared cell is attributed").isEqualTo(j.get("cells").asInt());
+        int over = 0;
+        for (var cell : cells) {
+            assertThat(cell.get("status").asText()).as(cell.toString()).isIn("exact", "precision");
+            if (!cell.get("status").asText().equals("precision")) continue;
+            over++;
+            assertThat(cell.get("explanation").asText()).as(cell.toString()).contains("GGUF's matrices as stored");
+            // reproduced, not merely inside an envelope: what is left of the op is far below what quantization adds
+            assertThat(cell.get("leftover").asDouble()).as(cell.toString()).isLessThan(1e-4);
+            if (cell.get("point").asText().equals("embed"))
+                assertThat(cell.get("local_rel_l2").asDouble()).as("the quantized embedding itself").isGreaterThan(1e-3);
+        }
+        // the embedding, every projection, MLP and the head of every step: the quantization is seen everywhere
+        assertThat(over).isGreaterThanOrEqualTo(j.get("cells").asInt() / 2);
+    }
+
+    /**
+     * A fault planted in the stored matrices: layer 0's attn_q of a clean quantized GGUF rewritten with the project's
+     * GGUF writer (its rows reversed, or one row's block scales multiplied by 1.25), everything else byte for byte. That
+     * matrix is not the checkpoint's within its type's rounding, so it is refused and named, and the cell its op makes
+     * is the divergence — an excuse taken from the candidate's own file would have called it precision.
+     */
+    @ParameterizedTest(name = "{0}")
+    @ValueSource(strings = {"llama-tiny q8_0 reversed", "llama-tiny q4_0 scaled", "qwen3-tiny q8_0 reversed"})
+    void aGgufWhoseLayer0AttnQRowsAreRewrittenIsDivergentThere(String spec) throws Exception {
+        String ck = spec.split(" ")[0], type = spec.split(" ")[1], fault = spec.split(" ")[2];
+        Path clean = quantized(ck, type), faulted = tmp.resolve(ck + "-" + type + "-" + fault + ".gguf");
+        rewriteRows(clean, faulted, "blk.0.attn_q.weight", fault.equals("reversed"));
+        var r = Cli.run("compare", root.resolve("reference-dumps/" + ck + "/short").toString(), "--engine", "llama.cpp", "--gguf", faulted.toString(), "--json");
+        assertThat(r.code()).as(r.toString()).isEqualTo(1);
+        var j = r.json();
+        assertThat(j.get("verdict").asText()).isEqualTo("divergence");
+        var first = j.get("first_divergence");
+        assertThat(first.get("point").asText()).as(j.get("verdict_text").asText()).isEqualTo("layers.0.attn.q");
+        assertThat(first.get("step").asInt()).isZero();
+        assertThat(j.get("notes").toString()).contains("blk.0.attn_q.weight (" + type.toUpperCase(java.util.Locale.ROOT) + ")")
+                .contains("rounding bound").contains("not the checkpoint's matrix");
+        // the embedding before it is still accounted for by the (untouched) stored token_embd
+        for (var cell : j.get("attribution").get("cells"))
+            if (cell.get("point").asText().equals("embed")) assertThat(cell.get("status").asText()).isEqualTo("precision");
+    }
+
+    /**
+     * Every stored matrix of the bundled Q4_K_M GGUFs (Q4_K, Q6_K, Q5_0, Q8_0, F16) and of Qwen3.5's quantized files
+     * is within its type's rounding of the checkpoint it was made from: the bounds, K-quants included, refuse nothing
+     * a quantizer writes.
+     */
+    @ParameterizedTest(name = "{0}")
+    @ValueSource(strings = {"gemma4-tiny", "gemma4-tiny-moe", "gemma4-tiny-ple-e2b", "qwen35-tiny-moe-llamacpp q4_k_m", "llama-tiny q4_k_m"})
+    void theBundledAndMadeQuantizedGgufsAreWithinTheirTypesRounding(String spec) throws Exception {
+        String ck = spec.split(" ")[0];
+        Path gguf = spec.contains(" ") ? quantized(ck, spec.split(" ")[1]) : root.resolve("checkpoints/gguf/" + ck + "-Q4_K_M.gguf");
+        var m = dev.decodiff.harness.llamacpp.GgufStoredTensors.read(gguf, root.resolve("checkpoints/" + ck)).matrices();
+        assertThat(m.rejected()).isEmpty();
+        var types = dev.decodiff.llamacpp.gguf.GgufToCheckpoint.matrixTypes(dev.decodiff.llamacpp.gguf.GgufFile.read(gguf));
+        if (ck.startsWith("gemma4")) assertThat(types).containsKeys("Q4_K", "Q6_K");
+    }
+
+    /** {@code decodiff gguf --type type} of a bundled checkpoint. */
+    private Path quantized(String ck, String type) throws Exception {
+        Path gguf = tmp.resolve(ck + "-" + type + ".gguf");
+        var c = Cli.run("gguf", "--model", root.resolve("checkpoints/" + ck).toString(), "--out", gguf.toString(), "--type", type);
+        assertThat(c.code()).as(c.toString()).isZero();
+        return gguf;
+    }
+
+    /**
+     * A copy of {@code src} written by {@link dev.decodiff.llamacpp.gguf.GgufWriter} with tensor {@code name}'s rows
+     * reversed, or (not reversed) the fp16 block scales of its row 5 multiplied by 1.25 (Q8_0 and Q4_0 blocks begin
+     * with their scale); every other byte as it was.
+     */
+    static void rewriteRows(Path src, Path dst, String name, boolean reversed) throws Exception {
+        var file = dev.decodiff.llamacpp.gguf.GgufFile.read(src);
+        byte[] all = java.nio.file.Files.readAllBytes(src);
+        var tensors = new ArrayList<dev.decodiff.llamacpp.gguf.GgufWriter.Tensor>();
+        for (var t : file.tensors()) {
+            int at = Math.toIntExact(file.dataOffset() + t.offset()), n = Math.toIntExact(t.byteSize());
+            byte[] data = java.util.Arrays.copyOfRange(all, at, at + n);
+            if (t.name().equals(name)) {
+                var type = t.type();
+                assertThat(type).isIn(dev.decodiff.llamacpp.gguf.GgmlType.Q8_0, dev.decodiff.llamacpp.gguf.GgmlType.Q4_0);
+                int rowBytes = Math.toIntExact(type.rowBytes(t.ne()[0])), rows = n / rowBytes, block = type == dev.decodiff.llamacpp.gguf.GgmlType.Q8_0 ? 34 : 18;
+                byte[] out = data.clone();
+                if (reversed) for (int r = 0; r < rows; r++) System.arraycopy(data, r * rowBytes, out, (rows - 1 - r) * rowBytes, rowBytes);
+                else {
+                    var b = java.nio.ByteBuffer.wrap(out).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+                    for (int o = 5 * rowBytes; o < 6 * rowBytes; o += block)
+                        b.putShort(o, Float.floatToFloat16(Float.float16ToFloat(b.getShort(o)) * 1.25f));
+                }
+                data = out;
+            }
+            byte[] bytes = data;
+            tensors.add(new dev.decodiff.llamacpp.gguf.GgufWriter.Tensor(t.name(), t.ne(), t.type(), sink -> sink.bytes(bytes)));
+        }
+        dev.decodiff.llamacpp.gguf.GgufWriter.write(dst, file.metadata(), tensors, false);
+        assertThat(dev.decodiff.llamacpp.gguf.GgufFile.read(dst).floats(name)).isNotEqualTo(file.floats(name));
+    }
+
+    /**
      * Q4_0 (q8_0 inputs) and llama.cpp's Q4_K_S, whose fallback on 128-wide rows includes Q5_1: its q8_1 inputs carry
      * an fp16 block sum that meets the weights' minimum, which the hypothesis must model (without it attn.v of a
      * Q5_1 matrix is left at 5e-4, unexplained).

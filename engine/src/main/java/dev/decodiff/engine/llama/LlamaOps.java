@@ -4,6 +4,7 @@ import dev.decodiff.engine.Rope;
 import dev.decodiff.engine.RopeSpec;
 import dev.decodiff.engine.ops.Format;
 import dev.decodiff.engine.ops.Precision;
+import dev.decodiff.engine.ops.StoredMatrices;
 import dev.decodiff.metal.DType;
 import dev.decodiff.metal.VectorMath;
 import dev.decodiff.metal.WeightMatrix;
@@ -30,7 +31,10 @@ import java.util.Set;
  * in that format too, as such an engine holds them (a framework in bf16 casts every parameter, ggml runs bf16/f16
  * matrices): a no-op on a half-precision checkpoint, a rounded copy of each matrix (fp32 values, made once) of an fp32 one.
  * {@code weights} alone holds every parameter so (matrices, norm weights, biases) with the arithmetic fp32: an engine
- * that casts an fp32 checkpoint to bf16 or fp16 and computes in fp32.
+ * that casts an fp32 checkpoint to bf16 or fp16 and computes in fp32. {@code storedMatrices} ({@link #withStored}):
+ * ggml on a GGUF's own matrices — each matmul by the matrix as the GGUF stores it (dequantized) with its input
+ * converted to the type's vec-dot type, each embedding row looked up in the stored matrix; biases and norm weights, F32
+ * in a GGUF, as the checkpoint holds them; a matrix the GGUF keeps F32 (or that was refused) as the checkpoint's.
  * <p>An instance {@link #withFaults with catalog faults} runs the same ops with those bugs switched on, for a
  * session's exact forward only; the model's own instance (attribution's) has none, and each fault is one flag
  * tested where its bug lives.
@@ -42,17 +46,20 @@ public final class LlamaOps {
     /** Per format, each fp32 matrix rounded to it, made on first use. */
     private final Map<Format, Map<WeightMatrix, WeightMatrix>> held;
     private final Set<LlamaFault> faults;
+    /** How a GGUF stores each matrix (null: nothing known, every matrix as the checkpoint's). */
+    private final StoredMatrices stored;
     private final boolean ropeInterleaved, kvTiled, qkNormMissing, qkNormAfterRope, scaleInvD, onePlusWeight,
             gateUpSwapped, maskExcludesCurrent, lmHeadTied;
     /** The RoPE every layer applies: the model's, or the unscaled one under rope-scaling-ignored. */
     private final Rope rope;
 
     public LlamaOps(LlamaModel model) {
-        this(model, Set.of(), Collections.synchronizedMap(new java.util.EnumMap<>(Format.class)));
+        this(model, Set.of(), Collections.synchronizedMap(new java.util.EnumMap<>(Format.class)), null);
     }
 
-    private LlamaOps(LlamaModel model, Set<LlamaFault> faults, Map<Format, Map<WeightMatrix, WeightMatrix>> held) {
+    private LlamaOps(LlamaModel model, Set<LlamaFault> faults, Map<Format, Map<WeightMatrix, WeightMatrix>> held, StoredMatrices stored) {
         this.model = model;
+        this.stored = stored;
         this.cfg = model.config();
         this.w = model.weights();
         this.held = held;
@@ -73,8 +80,14 @@ public final class LlamaOps {
 
     /** These ops with catalog faults switched on (this instance where there are none); the matrices' rounded copies are shared. */
     public LlamaOps withFaults(Set<LlamaFault> faults) {
-        return faults.isEmpty() && this.faults.isEmpty() ? this : new LlamaOps(model, faults, held);
+        return faults.isEmpty() && this.faults.isEmpty() ? this : new LlamaOps(model, faults, held, stored);
     }
+
+    /** These ops knowing how a GGUF stores each matrix, for {@link Precision#storedMatrices()} (absent matrices: the checkpoint's). */
+    public LlamaOps withStored(StoredMatrices stored) { return new LlamaOps(model, faults, held, stored); }
+
+    /** How the GGUF stores the matrices (null when these ops do not know it). */
+    public StoredMatrices stored() { return stored; }
 
     /** The RoPE these ops rotate with: a session prepares a step's positions on it. */
     public Rope rope() { return rope; }
@@ -89,6 +102,11 @@ public final class LlamaOps {
     public float[] embed(int[] tokens, Precision p) {
         int T = tokens.length, H = cfg.hidden();
         float[] x = new float[T * H];
+        var s = storedOf(w.embed(), p);
+        if (s != null) { // ggml's get_rows dequantizes the stored row
+            for (int t = 0; t < T; t++) s.row(tokens[t], H, x, t * H);
+            return act(x, p);
+        }
         for (int t = 0; t < T; t++) w.embed().row(tokens[t], x, t * H);
         // the rows as the matrix is held ({@link #heldIn(WeightMatrix, Format)}: an fp32 checkpoint's rounded)
         return act(w.embed().dtype() == DType.F32 ? heldIn(x, weightFormat(p)) : x, p);
@@ -108,10 +126,13 @@ public final class LlamaOps {
     /** logits [V] of the last row of the final norm. */
     public float[] logits(float[] finalNorm, int T, Precision p) {
         int H = cfg.hidden();
+        var head = lmHeadTied ? w.embed() : w.lmHead();
+        var s = storedOf(head, p);
+        if (s != null) return act(s.matmul(Arrays.copyOfRange(finalNorm, (T - 1) * H, T * H), 1, head.rows(), H), p);
         float[] in = p.matmulInput() == Format.F32 ? finalNorm : p.matmulInput().round(Arrays.copyOfRange(finalNorm, (T - 1) * H, T * H));
         int off = in == finalNorm ? (T - 1) * H : 0;
         float[] logits = new float[cfg.vocabSize()];
-        heldIn(lmHeadTied ? w.embed() : w.lmHead(), weightFormat(p)).matvec(in, off, logits, 0);
+        heldIn(head, weightFormat(p)).matvec(in, off, logits, 0);
         return act(logits, p);
     }
 
@@ -261,17 +282,26 @@ public final class LlamaOps {
 
     /**
      * x·Wᵀ (+ b) for T rows: the weights as held ({@link #weightFormat}), the input rounded under matmulInput, the
-     * output (bias added, the bias in the model's dtype) under activations.
+     * output (bias added, the bias in the model's dtype) under activations; under storedMatrices the matrix as the GGUF
+     * stores it, its input converted to the type's vec-dot type.
      */
     private float[] linear(WeightMatrix m, float[] bias, float[] x, int T, Precision p) {
-        float[] y = new float[T * m.rows()];
-        heldIn(m, weightFormat(p)).matmul(p.matmulInput() == Format.F32 ? x : p.matmulInput().round(x.clone()), T, y);
+        var s = storedOf(m, p);
+        float[] y;
+        if (s != null) y = s.matmul(x, T, m.rows(), m.cols());
+        else {
+            y = new float[T * m.rows()];
+            heldIn(m, weightFormat(p)).matmul(p.matmulInput() == Format.F32 ? x : p.matmulInput().round(x.clone()), T, y);
+        }
         if (bias != null) {
             float[] b = paramFormat(p) == Format.F32 ? bias : heldIn(bias.clone(), paramFormat(p));
             for (int t = 0; t < T; t++) VectorMath.add(y, t * b.length, b, 0, b.length);
         }
         return act(y, p);
     }
+
+    /** The matrix as the GGUF stores it, under storedMatrices where these ops know it; null otherwise. */
+    private StoredMatrices.Stored storedOf(WeightMatrix m, Precision p) { return p.storedMatrices() && stored != null ? stored.get(m) : null; }
 
     /** The format the vectors (norm weights, biases) are held in: the model's dtype, else {@code weights} (ggml keeps them F32). */
     private static Format paramFormat(Precision p) { return p.activations() != Format.F32 ? p.activations() : p.weights(); }

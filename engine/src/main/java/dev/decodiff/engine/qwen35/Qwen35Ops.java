@@ -1,16 +1,14 @@
 package dev.decodiff.engine.qwen35;
 
 import dev.decodiff.engine.ops.Format;
-import dev.decodiff.engine.ops.Gemma4Ops;
 import dev.decodiff.engine.ops.MoeRouting;
 import dev.decodiff.engine.ops.Precision;
+import dev.decodiff.engine.ops.StoredMatrices;
 import dev.decodiff.metal.Parallel;
 import dev.decodiff.metal.Transcendentals;
 import dev.decodiff.metal.WeightMatrix;
 
 import java.util.Arrays;
-import java.util.IdentityHashMap;
-import java.util.Map;
 import java.util.Set;
 
 /**
@@ -26,21 +24,12 @@ public final class Qwen35Ops {
     private final Qwen35Model model;
     private final Qwen35Config cfg;
     private final Qwen35Weights w;
-    /** Per matrix: how a GGUF stores it (null: nothing known, every matrix as the checkpoint's). */
-    private final Map<WeightMatrix, Stored> stored;
-
-    /** How ggml converts a matmul's input before its dot products with a matrix of some type (its vec_dot_type). */
-    public enum InputConversion { NONE, BF16, F16, Q8_0, Q8_1, Q8_K }
-
-    /**
-     * A matrix as a GGUF stores it: its weights dequantized to fp32 (null where they are the checkpoint's, exactly:
-     * F32, or bf16 values stored as BF16), the ggml type's name and its input conversion.
-     */
-    public record Stored(float[] weights, String type, InputConversion input) {}
+    /** How a GGUF stores each matrix (null: nothing known, every matrix as the checkpoint's). */
+    private final StoredMatrices stored;
 
     public Qwen35Ops(Qwen35Model model) { this(model, null); }
 
-    private Qwen35Ops(Qwen35Model model, Map<WeightMatrix, Stored> stored) {
+    private Qwen35Ops(Qwen35Model model, StoredMatrices stored) {
         this.model = model;
         this.cfg = model.config();
         this.w = model.weights();
@@ -48,7 +37,10 @@ public final class Qwen35Ops {
     }
 
     /** These ops knowing how a GGUF stores each matrix (by the matrix; absent: F32, untouched). */
-    public Qwen35Ops withStored(Map<WeightMatrix, Stored> byMatrix) { return new Qwen35Ops(model, new IdentityHashMap<>(byMatrix)); }
+    public Qwen35Ops withStored(StoredMatrices stored) { return new Qwen35Ops(model, stored); }
+
+    /** How the GGUF stores the matrices (null when these ops do not know it). */
+    public StoredMatrices stored() { return stored; }
 
     public boolean knowsStoredMatrices() { return stored != null; }
 
@@ -464,11 +456,6 @@ public final class Qwen35Ops {
     }
 
     /**
-     * y = m·x for T rows: the engine's kernel on the checkpoint's weights; under storedMatrices the matrix as the GGUF
-     * stores it with its input converted to the type's vec-dot type; under matmulInput every input rounded; the
-     * output rounded to the activations' format.
-     */
-    /**
      * Whether these matrices run as the engine's own kernels on fp32 inputs and outputs (no stored GGUF matrices, no
      * rounding) and can share a decode matvec call.
      */
@@ -494,38 +481,17 @@ public final class Qwen35Ops {
         return ys;
     }
 
+    /**
+     * y = m·x for T rows: the engine's kernel on the checkpoint's weights; under storedMatrices the matrix as the GGUF
+     * stores it with its input converted to the type's vec-dot type; under matmulInput every input rounded; the
+     * output rounded to the activations' format.
+     */
     private float[] linear(WeightMatrix m, float[] x, int T, Precision p) {
-        float[] y = new float[T * m.rows()];
         var s = p.storedMatrices() && stored != null ? stored.get(m) : null;
-        if (s == null && p.matmulInput() == Format.F32) {
-            m.matmul(x, T, y);
-            return act(y, p);
-        }
-        float[] in = s != null ? convert(x, m.cols(), s.input()) : p.matmulInput().round(x.clone());
-        float[] weights = s != null ? s.weights() : null;
-        if (weights == null) m.matmul(in, T, y);
-        else {
-            int R = m.rows(), Cc = m.cols();
-            for (int t = 0; t < T; t++)
-                for (int r = 0; r < R; r++) {
-                    float acc = 0f;
-                    for (int c = 0; c < Cc; c++) acc += weights[r * Cc + c] * in[t * Cc + c];
-                    y[t * R + r] = acc;
-                }
-            // Q4_1/Q5_1 meet their q8_1 input's fp16 block sum through the weights' block minimum
-            if (s.input() == InputConversion.Q8_1) Gemma4Ops.q8_1MinimumTerm(weights, R, Cc, x, T, y);
-        }
+        if (s != null) return act(s.matmul(x, T, m.rows(), m.cols()), p);
+        float[] y = new float[T * m.rows()];
+        m.matmul(p.matmulInput() == Format.F32 ? x : p.matmulInput().round(x.clone()), T, y);
         return act(y, p);
-    }
-
-    private static float[] convert(float[] x, int cols, InputConversion c) {
-        return switch (c) {
-            case NONE -> x;
-            case BF16 -> Format.BF16.round(x.clone());
-            case F16 -> Format.F16.round(x.clone());
-            case Q8_0, Q8_1 -> Gemma4Ops.q8Activations(x, cols);
-            case Q8_K -> Gemma4Ops.q8KActivations(x, cols);
-        };
     }
 
     /** Zero-centred RMSNorm: x·rsqrt(mean(x²)+eps)·(1+w), in fp32, cast once at the end. */

@@ -163,6 +163,7 @@ final class CompareCommand implements Callable<Integer> {
                     notes.add(noAttribution(m));
                     return Comparison.run(ref, source, opt, notes);
                 }
+                notes.addAll(a.notes());
                 return Comparison.run(ref, source, opt.withAttribution(a, exact), notes);
             }
         }

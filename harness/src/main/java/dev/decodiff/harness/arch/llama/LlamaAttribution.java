@@ -6,6 +6,7 @@ import dev.decodiff.engine.llama.LlamaModel;
 import dev.decodiff.engine.llama.LlamaOps;
 import dev.decodiff.engine.ops.Format;
 import dev.decodiff.engine.ops.Precision;
+import dev.decodiff.engine.ops.StoredMatrices;
 import dev.decodiff.harness.compare.attribution.LocalError;
 import dev.decodiff.harness.compare.attribution.RecordedInputsAttribution;
 
@@ -20,7 +21,9 @@ import java.util.function.Function;
  * post-attention norm); the layer's out from the input, attn.out and mlp.out; the final norm from the last layer's
  * out; the logits from the final norm. Its hypotheses: a framework in bf16 or fp16 (RoPE's frequencies held in fp32
  * or in that dtype), uniform bf16/fp16 matmul inputs, fp32 arithmetic over weights held in bf16 or fp16, and a KV
- * cache stored as f16, bf16, q8_0 or q4_0.
+ * cache stored as f16, bf16, q8_0 or q4_0. Where the GGUF llama.cpp runs is known ({@link LlamaOps#withStored}), ggml's
+ * matmuls and embedding lookups on its own stored matrices (quantized ones included) replace the uniform matmul
+ * inputs: a quantized file's weights are then the candidate's own, not a divergence.
  */
 public final class LlamaAttribution extends RecordedInputsAttribution {
     private final LlamaOps ops;
@@ -31,6 +34,9 @@ public final class LlamaAttribution extends RecordedInputsAttribution {
      *                  engine, whose ops are these ops)
      */
     public LlamaAttribution(LlamaModel model, boolean everyCell) { this(model.ops(), everyCell, null, false); }
+
+    /** With the GGUF's stored matrices known: ggml's matmuls on them become a hypothesis (a llama.cpp candidate). */
+    public LlamaAttribution(LlamaOps ops, boolean everyCell) { this(ops, everyCell, null, false); }
 
     private LlamaAttribution(LlamaOps ops, boolean everyCell, Format stated, boolean reference) {
         super(everyCell, stated, reference);
@@ -44,8 +50,12 @@ public final class LlamaAttribution extends RecordedInputsAttribution {
     @Override
     public LlamaAttribution forReference(String dtype) {
         var f = classOf(dtype);
-        return new LlamaAttribution(ops, false, f == null ? Format.F32 : f, true);
+        return new LlamaAttribution(ops.model().ops(), false, f == null ? Format.F32 : f, true);
     }
+
+    /** The GGUF tensors the stored-matrix hypothesis refused (not the checkpoint's within their type's rounding). */
+    @Override
+    public List<String> notes() { return StoredMatrices.notes(ops.stored()); }
 
     @Override
     public boolean carriesAcrossSteps(String kind) { return CapturePoints.isCacheRead(kind); }
@@ -68,7 +78,7 @@ public final class LlamaAttribution extends RecordedInputsAttribution {
             case CapturePoints.EMBED -> {
                 op = p -> ops.embed(stepTokens, p);
                 from = "the tokens";
-                hyps = withWeightsHeld(activationHypotheses());
+                hyps = withStored(withWeightsHeld(activationHypotheses()));
             }
             case CapturePoints.Q, CapturePoints.K, CapturePoints.V -> {
                 if (!have.containsKey(in)) missing = in;
@@ -128,8 +138,21 @@ public final class LlamaAttribution extends RecordedInputsAttribution {
         return judge(point, kind, cand, tol, op, null, from, null, hyps);
     }
 
-    /** The framework classes, uniform bf16/fp16 matmul inputs, and fp32 arithmetic over weights held in bf16 or fp16. */
-    private static List<Precision> matmulHypotheses() { return withWeightsHeld(uniformMatmulHypotheses()); }
+    /**
+     * The framework classes, uniform bf16/fp16 matmul inputs, and fp32 arithmetic over weights held in bf16 or fp16;
+     * where the GGUF's stored matrices are known, ggml's matmuls on them instead of the uniform inputs.
+     */
+    private List<Precision> matmulHypotheses() {
+        return ops.stored() == null ? withWeightsHeld(uniformMatmulHypotheses()) : withStored(withWeightsHeld(activationHypotheses()));
+    }
+
+    /** These hypotheses and, where the GGUF's stored matrices are known, ggml's matmuls and lookups on them. */
+    private List<Precision> withStored(List<Precision> hs) {
+        if (ops.stored() == null) return hs;
+        var out = new java.util.ArrayList<>(hs);
+        out.add(Precision.EXACT.withStoredMatrices(true));
+        return out;
+    }
 
     /** These hypotheses and, besides them, fp32 arithmetic over every parameter held in bf16 or fp16. */
     private static List<Precision> withWeightsHeld(List<Precision> hs) {

@@ -3,6 +3,7 @@ package dev.decodiff.harness.arch.qwen35;
 import dev.decodiff.engine.CapturePoints;
 import dev.decodiff.engine.ops.Format;
 import dev.decodiff.engine.ops.Precision;
+import dev.decodiff.engine.ops.StoredMatrices;
 import dev.decodiff.engine.qwen35.Qwen35Config;
 import dev.decodiff.engine.qwen35.Qwen35Model;
 import dev.decodiff.engine.qwen35.Qwen35Ops;
@@ -53,6 +54,10 @@ public final class Qwen35Attribution extends RecordedInputsAttribution {
         var f = classOf(dtype);
         return new Qwen35Attribution(ops.model().ops(), false, f == null ? Format.F32 : f, true);
     }
+
+    /** The GGUF tensors the stored-matrix hypothesis refused (not the checkpoint's within their type's rounding). */
+    @Override
+    public List<String> notes() { return StoredMatrices.notes(ops.stored()); }
 
     @Override
     public boolean carriesAcrossSteps(String kind) {

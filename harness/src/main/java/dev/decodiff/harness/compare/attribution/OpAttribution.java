@@ -77,6 +77,9 @@ public abstract class OpAttribution {
 
     public boolean measuresEveryCell() { return everyCell; }
 
+    /** What a report says about this attribution's own inputs (a GGUF's stored matrix it refused to use, …); none by default. */
+    public List<String> notes() { return List.of(); }
+
     public LocalError error(int step, String point) { return errors.get(key(step, point)); }
 
     public Map<String, LocalError> errors() { return errors; }
