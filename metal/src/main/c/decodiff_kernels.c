@@ -37,7 +37,7 @@
 /* A loop the compiler must unroll (so that arrays of vectors indexed by its counter become registers). */
 #define UNROLLED _Pragma("GCC unroll 16")
 
-int32_t decodiff_abi_version(void) { return 11; }
+int32_t decodiff_abi_version(void) { return 10; }
 
 int32_t decodiff_cpu_supported(void) {
     __builtin_cpu_init();
@@ -160,60 +160,6 @@ KERNEL float decodiff_fma_loop(int64_t iterations) {
 /* y[r] = W[r]·x for r in [from, to); W is [*, cols] bf16, row-major. */
 KERNEL void decodiff_matvec_bf16(const uint16_t *w, int64_t cols, int32_t from, int32_t to, const float *x, float *y) {
     int64_t r = from;
-    for (; r + MATVEC_ROWS <= to; r += MATVEC_ROWS) rows8(w, cols, r, x, y);
-    for (; r < to; r++) y[r] = dot1(w + r * cols, cols, x);
-}
-
-/*
- * Decode's copy of a bf16 matrix in groups of eight rows (decodiff_group_rows_bf16 makes it): group k holds rows
- * 8k..8k+7, and for each block of 32 columns c0.. row i's 64 bytes, 32-bit lane j holding column c0 + j in its low
- * half and c0 + 16 + j in its high half. Why: rows8 reads eight streams a row apart; here a thread reads one
- * sequential stream, and one 64-byte load widens to both halves of a block with a shift and a mask (no
- * load-extend). On two threads against a same-moment stream read ([131072, 2048] and [248320, 1024] bf16) rows8 took
- * 0.77-0.83 of the read and this 0.87-0.91, on Intel Sapphire Rapids and AMD Zen 5 alike. Same bits as rows8: lane j
- * still adds column c0 + j, then c0 + 16 + j, block after block. Columns must be a multiple of 32.
- */
-#define GROUP_BLOCK 32
-KERNEL static void group8(const uint16_t *g, int64_t cols, int64_t r, const float *x, float *y) {
-    const uint16_t *p = g + r * cols;
-    const __m512i high = _mm512_set1_epi32((int32_t) 0xffff0000u);
-    __m512 a[MATVEC_ROWS];
-    UNROLLED for (int i = 0; i < MATVEC_ROWS; i++) a[i] = _mm512_setzero_ps();
-    for (int64_t c = 0; c < cols; c += GROUP_BLOCK, p += MATVEC_ROWS * GROUP_BLOCK) {
-        UNROLLED for (int i = 0; i < MATVEC_ROWS; i++) _mm_prefetch((const char *) (p + PREFETCH_BYTES / 2 + i * GROUP_BLOCK), _MM_HINT_T1);
-        __m512 x0 = _mm512_loadu_ps(x + c), x1 = _mm512_loadu_ps(x + c + L);
-        UNROLLED for (int i = 0; i < MATVEC_ROWS; i++) {
-            __m512i v = _mm512_loadu_si512((const void *) (p + i * GROUP_BLOCK));
-            a[i] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_slli_epi32(v, 16)), x0, a[i]);
-            a[i] = _mm512_fmadd_ps(_mm512_castsi512_ps(_mm512_and_si512(v, high)), x1, a[i]);
-        }
-    }
-    UNROLLED for (int i = 0; i < MATVEC_ROWS; i++) y[r + i] = sum_lanes(a[i]);
-}
-
-/* Rows [0, rows - rows % 8) of the row-major bf16 w ([rows, cols], cols a multiple of 32) into g as group8 reads them. */
-void decodiff_group_rows_bf16(const uint16_t *w, int64_t rows, int64_t cols, uint16_t *g) {
-    for (int64_t r = 0; r + MATVEC_ROWS <= rows; r += MATVEC_ROWS)
-        for (int64_t c = 0; c < cols; c += GROUP_BLOCK)
-            for (int i = 0; i < MATVEC_ROWS; i++) {
-                const uint16_t *row = w + (r + i) * cols + c;
-                uint16_t *o = g + r * cols + c * MATVEC_ROWS + i * GROUP_BLOCK;
-                for (int j = 0; j < L; j++) {
-                    o[2 * j] = row[j];
-                    o[2 * j + 1] = row[L + j];
-                }
-            }
-}
-
-/*
- * decodiff_matvec_bf16 reading the whole groups of rows [from, to) from g (the first `grouped` rows, a multiple of 8,
- * as decodiff_group_rows_bf16 made them) and the rest from the row-major w, with the same bits.
- */
-KERNEL void decodiff_matvec_bf16_grouped(const uint16_t *w, const uint16_t *g, int64_t grouped, int64_t cols, int32_t from, int32_t to,
-                                         const float *x, float *y) {
-    int64_t r = from;
-    for (; r < to && r % MATVEC_ROWS != 0; r++) y[r] = dot1(w + r * cols, cols, x);
-    for (; r + MATVEC_ROWS <= to && r + MATVEC_ROWS <= grouped; r += MATVEC_ROWS) group8(g, cols, r, x, y);
     for (; r + MATVEC_ROWS <= to; r += MATVEC_ROWS) rows8(w, cols, r, x, y);
     for (; r < to; r++) y[r] = dot1(w + r * cols, cols, x);
 }

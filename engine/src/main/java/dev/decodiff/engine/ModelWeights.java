@@ -140,13 +140,13 @@ public record ModelWeights(WeightMatrix embed, WeightMatrix lmHead, float[] fina
     }
 
     /**
-     * The memory a decode step streams, each matrix once ({@link WeightMatrix#decodeReads}): the LM head, the per-layer input projection and every
+     * The memory a decode step streams, each matrix's data once: the LM head, the per-layer input projection and every
      * layer's matrices (an MoE layer's router and experts included); the per-layer embedding table is looked up by rows,
      * not streamed. What a bench's read ceiling is measured over.
      */
     public List<java.lang.foreign.MemorySegment> streamed() {
         var out = new ArrayList<java.lang.foreign.MemorySegment>();
-        for (var m : streamedMatrices()) out.addAll(m.decodeReads());
+        for (var m : streamedMatrices()) out.add(m.data());
         return out;
     }
 

@@ -1,7 +1,6 @@
 package dev.decodiff.engine;
 
 import dev.decodiff.metal.HugePageMemory;
-import dev.decodiff.metal.WeightMatrix;
 
 import java.io.IOException;
 import java.lang.foreign.Arena;
@@ -14,10 +13,7 @@ import java.util.Locale;
  * Where the engine reads its streamed weight matrices from: the checkpoint's file mapping, or a copy of them in
  * anonymous memory on transparent huge pages. Decode reads every matrix once per token, and through 4 KB file pages
  * it reads them markedly slower than from 2 MB pages (see {@link HugePageMemory}); the copy has the same bytes, so
- * results keep their bits. A bf16 matrix that decode's grouped kernel takes (WeightMatrix#groupable) is copied
- * grouped by eight rows instead (each group one sequential stream for the matvec), and its row-major bytes stay in the
- * mapping for prefill's GEMMs and row lookups, which then read the file's pages (prefill is bound by its arithmetic;
- * those pages count in the resident set once a prefill has touched them).
+ * results keep their bits.
  *
  * <p>{@code -Ddecodiff.weights=auto} (the default) copies when the machine has huge pages, the copy leaves at least
  * a quarter of the available memory (and 2 GB) free, and the caller will decode enough tokens for the copy to pay
@@ -124,28 +120,18 @@ public final class WeightResidency implements AutoCloseable {
         var arena = Arena.ofShared();
         try {
             MemorySegment slab = HugePageMemory.allocate(Math.max(sizes[1], 1), arena);
-            long[] next = {0}, grouped = {0};
+            long[] next = {0};
             var placed = withStreamed.apply(m -> {
                 if (!m.data().isMapped()) return m;
                 MemorySegment dst = slab.asSlice(next[0], m.dataBytes());
-                WeightMatrix copy;
-                if (m.groupable()) {
-                    // Decode reads the copy, grouped by eight rows; prefill's GEMMs and row lookups read the mapping.
-                    copy = m.withGrouped(dst);
-                    grouped[0] += m.dataBytes();
-                    next[0] += align(WeightMatrix.groupedBytes(m.rows(), m.cols()));
-                } else {
-                    MemorySegment.copy(m.data(), 0, dst, 0, m.dataBytes());
-                    copy = m.withData(dst);
-                    next[0] += align(m.dataBytes());
-                }
+                MemorySegment.copy(m.data(), 0, dst, 0, m.dataBytes());
                 // The copy faulted the file's pages into this process; drop them (they stay in the page cache) so the
                 // weights are not counted twice in its resident set.
-                m.data().unload();
-                return copy;
+                if (m.data().isMapped()) m.data().unload();
+                next[0] += align(m.dataBytes());
+                return m.withData(dst);
             });
-            return new Placed<>(placed, new WeightResidency(arena, true, "resident in anonymous memory on huge pages (" + gb + " copied from the checkpoint files"
-                    + (grouped[0] > 0 ? String.format(Locale.ROOT, "; %.2f GB of it grouped by eight rows for decode, their rows read from the files otherwise", grouped[0] / 1e9) : "") + ")"));
+            return new Placed<>(placed, new WeightResidency(arena, true, "resident in anonymous memory on huge pages (" + gb + " copied from the checkpoint files)"));
         } catch (RuntimeException | OutOfMemoryError e) {
             arena.close();
             if (mode == Mode.RESIDENT) throw e;

@@ -13,9 +13,8 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 /**
- * Weights copied onto huge pages must be the checkpoint's bytes, read from the copy (not the file mapping; bf16 matrices
- * that decode reads grouped by eight rows keep their rows in the mapping for every other reader), and give every result
- * the bits the mapped weights give. (The golden tests hold the default placement to transformers.)
+ * Weights copied onto huge pages must be the checkpoint's bytes, read from the copy (not the file mapping), and give
+ * every result the bits the mapped weights give. (The golden tests hold the default placement to transformers.)
  */
 class WeightResidencyTest {
     private static final Path TINY = Path.of("..", "checkpoints", "gemma4-tiny");
@@ -46,19 +45,9 @@ class WeightResidencyTest {
                     var m = a.get(i);
                     var r = b.get(i);
                     assertThat(r.name()).isEqualTo(m.name());
-                    if (m.groupable()) {
-                        // decode reads the grouped copy; everything else reads the file's rows
-                        assertThat(r.grouped()).as("%s has a grouped decode copy", m.name()).isNotNull();
-                        assertThat(r.grouped().isMapped()).isFalse();
-                        assertThat(r.data().isMapped()).as("%s's rows stay in the file mapping", m.name()).isTrue();
-                    } else {
-                        assertThat(r.grouped()).isNull();
-                        assertThat(r.data().address()).as("%s is read from the copy", m.name()).isNotEqualTo(m.data().address());
-                    }
+                    assertThat(r.data().address()).as("%s is read from the copy", m.name()).isNotEqualTo(m.data().address());
                     assertThat(r.data().mismatch(m.data())).as("%s bytes", m.name()).isEqualTo(-1L);
                 }
-                if (dev.decodiff.metal.NativeKernels.groupedAvailable())
-                    assertThat(b).as("on a CPU with the grouped kernel some matrix is grouped").anyMatch(x -> x.grouped() != null);
                 assertThat(resident.weights().lmHead() == resident.weights().embed()).isEqualTo(mapped.weights().lmHead() == mapped.weights().embed());
                 int vocab = mapped.config().vocabSize();
                 int[] ids = prompt.clone();

@@ -37,11 +37,9 @@ import static java.lang.foreign.ValueLayout.JAVA_LONG;
  */
 public final class NativeKernels {
     static final String RESOURCE = "/native/linux-x86_64/libdecodiff_kernels.so";
-    private static final int ABI = 11;
+    private static final int ABI = 10;
 
     private static final MethodHandle MATVEC;
-    /** Decode's matvec over bf16 rows in groups of eight and the copy that groups them (AVX-512), or null. */
-    private static final MethodHandle MATVEC_GROUPED, GROUP_ROWS;
     private static final MethodHandle MATMUL;
     /** The matvec and GEMM on fp32 weights, or null: the AVX2 kernels have them (for matrices dequantized to fp32 at load). */
     private static final MethodHandle MATVEC_F32, MATMUL_F32;
@@ -66,7 +64,7 @@ public final class NativeKernels {
 
     static {
         MethodHandle mv = null, mm = null, sr = null, dot = null, scratch = null, mvq = null, mmq = null, blk = null, blkp = null;
-        MethodHandle scores = null, values = null, mvf = null, mmf = null, mvg = null, group = null;
+        MethodHandle scores = null, values = null, mvf = null, mmf = null;
         MethodHandle amx = null, packX = null, packXr = null, packedShorts = null, amxScratch = null, amxLoop = null;
         int sliceColumns = 0;
         String status, amxStatus = "";
@@ -97,11 +95,6 @@ public final class NativeKernels {
                         JAVA_INT, JAVA_INT, ADDRESS, ADDRESS, JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, JAVA_INT), critical);
                 values = linker.downcallHandle(find(lookup, "decodiff_attention_values" + isa), FunctionDescriptor.ofVoid(ADDRESS, JAVA_INT, JAVA_INT, JAVA_INT,
                         JAVA_INT, ADDRESS, ADDRESS, JAVA_INT, JAVA_INT, JAVA_INT, ADDRESS, JAVA_INT, JAVA_INT, JAVA_INT, JAVA_INT), critical);
-                if (avx512) {
-                    mvg = linker.downcallHandle(find(lookup, "decodiff_matvec_bf16_grouped"),
-                            FunctionDescriptor.ofVoid(ADDRESS, ADDRESS, JAVA_LONG, JAVA_LONG, JAVA_INT, JAVA_INT, ADDRESS, ADDRESS), critical);
-                    group = linker.downcallHandle(find(lookup, "decodiff_group_rows_bf16"), FunctionDescriptor.ofVoid(ADDRESS, JAVA_LONG, JAVA_LONG, ADDRESS));
-                }
                 if (!avx512) {
                     mvf = linker.downcallHandle(find(lookup, "decodiff_matvec_f32_avx2"),
                             FunctionDescriptor.ofVoid(ADDRESS, JAVA_LONG, JAVA_INT, JAVA_INT, ADDRESS, ADDRESS), critical);
@@ -151,8 +144,6 @@ public final class NativeKernels {
         }
         boolean off = "java".equalsIgnoreCase(System.getProperty("decodiff.kernels", "auto"));
         MATVEC = off ? null : mv;
-        MATVEC_GROUPED = off ? null : mvg;
-        GROUP_ROWS = off ? null : group;
         MATMUL = off ? null : mm;
         MATVEC_F32 = off ? null : mvf;
         MATMUL_F32 = off ? null : mmf;
@@ -235,35 +226,6 @@ public final class NativeKernels {
             MATVEC.invokeExact(w, (long) cols, from, to, x, y);
         } catch (Throwable t) {
             throw new IllegalStateException("native matvec failed", t);
-        }
-    }
-
-    /** Whether decode's matvec can read bf16 rows grouped by eight ({@link #groupRowsBf16}): AVX-512. */
-    public static boolean groupedAvailable() { return MATVEC_GROUPED != null; }
-
-    /** Whether a bf16 matrix of these columns can be grouped (whole 32-column blocks). */
-    public static boolean groupable(int cols) { return cols > 0 && cols % 32 == 0; }
-
-    /**
-     * Rows [0, rows − rows % 8) of the row-major bf16 matrix w ([rows, cols], {@link #groupable} columns) into g
-     * (rows − rows % 8 rows' bytes) as {@link #matvecBf16Grouped} reads them: each group of eight rows one stream.
-     */
-    static void groupRowsBf16(MemorySegment w, int rows, int cols, MemorySegment g) {
-        if (!groupable(cols) || g.byteSize() < (long) (rows - rows % 8) * cols * 2 || w.byteSize() < (long) rows * cols * 2)
-            throw new IllegalArgumentException("cannot group [" + rows + ", " + cols + "] bf16 rows into " + g.byteSize() + " bytes");
-        try {
-            GROUP_ROWS.invokeExact(w, (long) rows, (long) cols, g);
-        } catch (Throwable t) {
-            throw new IllegalStateException("native row grouping failed", t);
-        }
-    }
-
-    /** As {@link #matvecBf16}, whole groups of eight rows read from g (its first {@code grouped} rows), the rest from w; the same bits. */
-    static void matvecBf16Grouped(MemorySegment w, MemorySegment g, int grouped, int cols, int from, int to, MemorySegment x, MemorySegment y) {
-        try {
-            MATVEC_GROUPED.invokeExact(w, g, (long) grouped, (long) cols, from, to, x, y);
-        } catch (Throwable t) {
-            throw new IllegalStateException("native grouped matvec failed", t);
         }
     }
 

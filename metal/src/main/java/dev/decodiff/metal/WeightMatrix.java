@@ -22,11 +22,8 @@ import java.util.Objects;
  * dequantized fp32 matrix; the native matvec (decode) sums each group's codes times the activations exactly in
  * integers (decodiff_kernels.c says how), closer to the exact dot product than the fp32 chain, not the same bits.
  */
-public record WeightMatrix(String name, DType dtype, int rows, int cols, MemorySegment data, AffineGroups affine, MemorySegment grouped) {
+public record WeightMatrix(String name, DType dtype, int rows, int cols, MemorySegment data, AffineGroups affine) {
     public WeightMatrix {
-        if (grouped != null && (dtype != DType.BF16 || affine != null || !NativeKernels.groupable(cols) || grouped.byteSize() < groupedBytes(rows, cols)))
-            throw new IllegalArgumentException("tensor '" + name + "': a grouped decode copy needs bf16 rows of whole 32-column blocks and "
-                    + groupedBytes(rows, cols) + " bytes, not " + dtype + " [" + rows + ", " + cols + "] in " + grouped.byteSize());
         // The native kernels trust these sizes: a short segment must fail here, not read past its end.
         if (affine == null ? rows < 0 || cols < 0 || data.byteSize() < (long) rows * cols * dtype.bytes()
                 : rows < 0 || cols < 0 || dtype != DType.U32 || cols % affine.groupSize() != 0 || data.byteSize() < rows * affine.rowBytes(cols)
@@ -35,36 +32,8 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
                     + (affine == null ? dtype : affine.bits() + "-bit codes in groups of " + affine.groupSize() + " with " + affine.pairs().byteSize() + " bytes of scales and biases"));
     }
 
-    public WeightMatrix(String name, DType dtype, int rows, int cols, MemorySegment data, AffineGroups affine) {
-        this(name, dtype, rows, cols, data, affine, null);
-    }
-
     public WeightMatrix(String name, DType dtype, int rows, int cols, MemorySegment data) {
-        this(name, dtype, rows, cols, data, null, null);
-    }
-
-    /** Bytes of the grouped decode copy of a bf16 [rows, cols] matrix: its whole groups of eight rows. */
-    public static long groupedBytes(int rows, int cols) { return (long) (rows - rows % 8) * cols * 2; }
-
-    /**
-     * Whether decode's matvec can read this matrix from a grouped copy ({@link #withGrouped}): bf16 rows of whole
-     * 32-column blocks, at least one group of eight, on a CPU with the grouped kernel, unless
-     * {@code -Ddecodiff.decodeRows=rows} keeps decode on the row-major rows.
-     */
-    public boolean groupable() {
-        return GROUPED_DECODE && affine == null && dtype == DType.BF16 && rows >= 8 && NativeKernels.groupable(cols) && NativeKernels.groupedAvailable();
-    }
-
-    /**
-     * This matrix with decode's matvec reading its whole groups of eight rows from {@code into} ({@link #groupedBytes}
-     * bytes), filled here from {@link #data()}: one sequential stream per group instead of eight (decodiff_kernels.c
-     * measures it). Every other reader keeps reading {@link #data()}; the results keep their bits.
-     */
-    public WeightMatrix withGrouped(MemorySegment into) {
-        if (!groupable()) throw new IllegalStateException("tensor '" + name + "' cannot be grouped for decode");
-        var g = into.asSlice(0, groupedBytes(rows, cols));
-        NativeKernels.groupRowsBf16(data, rows, cols, g);
-        return new WeightMatrix(name, dtype, rows, cols, data, affine, g);
+        this(name, dtype, rows, cols, data, null);
     }
 
     /**
@@ -96,7 +65,7 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
 
     /** The same matrix reading its codes or elements from {@code data} (a copy of {@link #dataBytes()} bytes). */
     public WeightMatrix withData(MemorySegment data) {
-        return new WeightMatrix(name, dtype, rows, cols, data, affine, grouped);
+        return new WeightMatrix(name, dtype, rows, cols, data, affine);
     }
 
     private static final VectorSpecies<Float> F = FloatVector.SPECIES_512;
@@ -126,8 +95,6 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
      * ({@link Parallel#forRangeInHalves}); -Ddecodiff.matvecSplit=guided (shrinking pieces throughout) or uniform
      * (four equal pieces per thread) restore earlier splits, for comparing them.
      */
-    /** -Ddecodiff.decodeRows=rows: no grouped decode copies are made (to measure the grouping against). */
-    private static final boolean GROUPED_DECODE = !"rows".equalsIgnoreCase(System.getProperty("decodiff.decodeRows", "grouped"));
     private static final String MATVEC_SPLIT = System.getProperty("decodiff.matvecSplit", "halves");
     /** Tokens (and weight rows) of one AMX tile. */
     private static final int AMX_TILE = 16;
@@ -163,26 +130,8 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
                         + "-row blocked segments; affine matrices slice on whole segments");
         }
         long rowBytes = affine != null ? affine.rowBytes(cols) : (long) cols * dtype.bytes();
-        // a grouped copy slices with it where the slice starts on a group (an expert of a stacked tensor does)
-        var g = grouped != null && rowStart % 8 == 0 && nRows >= 8 ? grouped.asSlice(rowStart * rowBytes, groupedBytes(nRows, cols)) : null;
         return new WeightMatrix(name + "[" + rowStart + ":" + (rowStart + nRows) + "]", dtype, nRows, cols,
-                data.asSlice(rowStart * rowBytes, nRows * rowBytes), affine == null ? null : affine.slice(cols, rowStart, nRows), g);
-    }
-
-    /**
-     * The memory decode's matvec streams over this matrix: the grouped copy and the rows after its last group, or the
-     * data; a packed matrix's scales and biases too (what a bench's read ceiling is measured over).
-     */
-    public java.util.List<MemorySegment> decodeReads() {
-        var out = new java.util.ArrayList<MemorySegment>();
-        if (grouped == null) out.add(data);
-        else {
-            out.add(grouped);
-            long tail = (long) (rows % 8) * cols * 2;
-            if (tail > 0) out.add(data.asSlice(groupedBytes(rows, cols), tail));
-        }
-        if (affine != null) out.add(affine.pairs());
-        return out;
+                data.asSlice(rowStart * rowBytes, nRows * rowBytes), affine == null ? null : affine.slice(cols, rowStart, nRows));
     }
 
     /** Bytes one pass over the matrix reads: its elements, or its codes plus their scales and biases. */
@@ -202,7 +151,6 @@ public record WeightMatrix(String name, DType dtype, int rows, int cols, MemoryS
         if (affine != null)
             NativeKernels.matvecAffine(data, affine.pairs(), affine.nativeType(), affine.bits(), rows, cols, affine.groupSize(), from, to, xs, ys);
         else if (dtype == DType.F32) NativeKernels.matvecF32(data, cols, from, to, xs, ys);
-        else if (grouped != null) NativeKernels.matvecBf16Grouped(data, grouped, rows - rows % 8, cols, from, to, xs, ys);
         else NativeKernels.matvecBf16(data, cols, from, to, xs, ys);
     }
 

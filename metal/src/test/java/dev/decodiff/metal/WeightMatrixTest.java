@@ -305,63 +305,6 @@ class WeightMatrixTest {
         assertThat(out[0]).isEqualTo(0x1p-136f);
     }
 
-    /**
-     * Decode's grouped copy: its bytes are the layout the kernel documents (regrouped here element by element), and
-     * every decode entry point over it gives every row the reference's bits, with rows left over after the last group,
-     * a slice starting on a group, special values, and row ranges that start and end inside groups.
-     */
-    @ParameterizedTest
-    @CsvSource({"8,32", "37,64", "130,1536", "1024,256", "9,4096", "2048,1024"})
-    void theGroupedDecodeCopyHasTheDocumentedLayoutAndTheReferenceBits(int rows, int cols) {
-        var w = random(DType.BF16, rows, cols, rows * 17L + cols);
-        short[] specials = {0x0001, (short) 0x8001, 0x007f, 0x0000, (short) 0x8000, 0x7f80, (short) 0xff80, 0x7fc0};
-        for (int r = 0; r < Math.min(rows, 8); r++) w.data().setAtIndex(I16, (long) r * cols + (r * 7) % cols, specials[r]);
-        if (!w.groupable()) {
-            assertThat(NativeKernels.groupedAvailable()).as("bf16 rows of whole 32-column blocks are grouped wherever the kernel is").isFalse();
-            return;
-        }
-        var g = w.withGrouped(Arena.ofAuto().allocate(WeightMatrix.groupedBytes(rows, cols) + 64, 64).asSlice(64 - 2));
-        for (int r = 0; r < rows - rows % 8; r++)
-            for (int c = 0; c < cols; c++) {
-                int group = r / 8, i = r % 8, block = c / 32, j = c % 32;
-                long at = (long) group * 8 * cols + (long) block * 256 + i * 32 + (j < 16 ? 2 * j : 2 * (j - 16) + 1);
-                assertThat(g.grouped().getAtIndex(I16, at)).as("row %d column %d", r, c).isEqualTo(w.data().getAtIndex(I16, (long) r * cols + c));
-            }
-        float[] x = new float[cols];
-        var rnd = new Random(cols + rows);
-        for (int i = 0; i < cols; i++) x[i] = i % 9 == 0 ? Float.MIN_VALUE * (i + 1) : (float) rnd.nextGaussian();
-        int[] ref = new int[rows];
-        for (int r = 0; r < rows; r++) ref[r] = Float.floatToRawIntBits(reference(w, r, x, 0));
-        float[] y = new float[rows];
-        g.matvec(x, 0, y, 0);
-        for (int r = 0; r < rows; r++) assertThat(Float.floatToRawIntBits(y[r])).as("matvec row %d", r).isEqualTo(ref[r]);
-        float[] ya = new float[rows], yb = new float[rows];
-        WeightMatrix.matvecAll(new WeightMatrix[]{g, w}, x, new float[][]{ya, yb});
-        float[] pg = new float[rows], pw = new float[rows], thenY = new float[rows];
-        WeightMatrix.matvecPaired(g, w, x, pg, pw, (from, to) -> {});
-        g.matvecThen(x, 0, thenY, (from, to) -> {});
-        for (int r = 0; r < rows; r++) {
-            assertThat(Float.floatToRawIntBits(ya[r])).as("matvecAll row %d", r).isEqualTo(ref[r]);
-            assertThat(Float.floatToRawIntBits(pg[r])).as("matvecPaired row %d", r).isEqualTo(ref[r]);
-            assertThat(Float.floatToRawIntBits(thenY[r])).as("matvecThen row %d", r).isEqualTo(ref[r]);
-        }
-        // row ranges that cut groups: the kernel reads the cut rows from the row-major data
-        var xs = MemorySegment.ofArray(x);
-        for (int[] range : new int[][]{{3, rows}, {0, rows - 1}, {5, Math.max(5, rows - 6)}, {rows - 1, rows}}) {
-            float[] part = new float[rows];
-            NativeKernels.matvecBf16Grouped(g.data(), g.grouped(), rows - rows % 8, cols, range[0], range[1], xs, MemorySegment.ofArray(part));
-            for (int r = range[0]; r < range[1]; r++) assertThat(Float.floatToRawIntBits(part[r])).as("rows %s, row %d", java.util.Arrays.toString(range), r).isEqualTo(ref[r]);
-        }
-        if (rows >= 16) {
-            var slice = g.slice(8, rows - 8);
-            assertThat(slice.grouped()).as("a slice on a group keeps its grouped rows").isNotNull();
-            float[] ys = new float[rows - 8];
-            slice.matvec(x, 0, ys, 0);
-            for (int r = 0; r < rows - 8; r++) assertThat(Float.floatToRawIntBits(ys[r])).as("slice row %d", r).isEqualTo(ref[r + 8]);
-            assertThat(g.slice(3, 8).grouped()).as("a slice off a group reads its rows row-major").isNull();
-        }
-    }
-
     /** Decode's shared matvec (gate and up in one parallel call) gives each matrix the bits of its own matvec. */
     @ParameterizedTest
     @CsvSource({"6144,6144,1536", "100,37,64", "64,1,200", "1,129,48"})

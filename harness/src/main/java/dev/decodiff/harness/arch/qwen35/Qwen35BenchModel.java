@@ -22,13 +22,16 @@ record Qwen35BenchModel(Qwen35Model model) implements BenchModel {
 
     @Override public String weightPlacement() { return model.weightPlacement(); }
 
-    /** A packed matrix streams its blocked codes and its groups' scales and biases; a grouped one its grouped copy. */
+    /** A packed matrix streams its blocked codes and its groups' scales and biases. */
     @Override
     public List<MemorySegment> streamedWeights() {
         var seen = Collections.newSetFromMap(new IdentityHashMap<WeightMatrix, Boolean>());
         var out = new ArrayList<MemorySegment>();
         for (var w : model.weights().streamedMatrices())
-            if (seen.add(w)) out.addAll(w.decodeReads());
+            if (seen.add(w)) {
+                out.add(w.data());
+                if (w.affine() != null) out.add(w.affine().pairs());
+            }
         return out;
     }
 
