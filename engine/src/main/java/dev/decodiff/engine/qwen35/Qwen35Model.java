@@ -37,14 +37,18 @@ public final class Qwen35Model implements AutoCloseable {
      * copied onto huge pages when the run decodes enough for the copy to pay, else read from the file mapping.
      */
     public static Qwen35Model load(Path dir, long decodeTokens) {
+        return load(dir, dev.decodiff.engine.WeightResidency.configured(), decodeTokens);
+    }
+
+    /** {@link #load(Path, long)} under the placement policy {@code mode} rather than the configured one. */
+    public static Qwen35Model load(Path dir, dev.decodiff.engine.WeightResidency.Mode mode, long decodeTokens) {
         var config = Qwen35Config.read(dir.resolve("config.json"));
         var files = CheckpointFiles.open(dir);
         try {
             // MLX affine conversions load as Gemma 4's do: 4- and 8-bit matrices stay packed (CheckpointFiles#matrix) and run
             // on the exact integer kernels; the other tensors (norms, conv, A_log, dt_bias) are stored as floats
             var mapped = Qwen35Weights.load(files, config);
-            return new Qwen35Model(dir, config, files, dev.decodiff.engine.WeightResidency.place(mapped, mapped::withStreamedMatrices,
-                    dev.decodiff.engine.WeightResidency.configured(), decodeTokens));
+            return new Qwen35Model(dir, config, files, dev.decodiff.engine.WeightResidency.place(mapped, mapped::withStreamedMatrices, mode, decodeTokens));
         } catch (RuntimeException e) {
             files.close();
             throw e;
