@@ -129,7 +129,13 @@ public final class Transcendentals {
     public static float silu(float x) { return x / (1f + (float) exp(-(double) x)); }
 
     /** out[outOff + j] = silu(x[off + j]) for j in [0, n); out may alias x. */
-    public static void silu(float[] x, int off, int n, float[] out, int outOff) {
+    public static void silu(float[] x, int off, int n, float[] out, int outOff) { silu(x, off, n, out, outOff, null); }
+
+    /** g[j] = silu(g[j]) · u[j] for j in [from, to) (SwiGLU's activation; the product in fp32). */
+    public static void siluTimes(float[] g, float[] u, int from, int to) { silu(g, from, to - from, g, from, u); }
+
+    /** out[outOff + j] = silu(x[off + j]), times u[off + j] where u is given (in fp32, after the quotient). */
+    private static void silu(float[] x, int off, int n, float[] out, int outOff, float[] u) {
         double[] e = STAGED.get();
         int j = 0;
         for (int bound = n / N * N; j < bound; ) {
@@ -139,29 +145,12 @@ public final class Transcendentals {
             expBlock(e, m);
             for (int k = 0; k < m; k += N) {
                 var ef = (FloatVector) DoubleVector.fromArray(D, e, k).convertShape(VectorOperators.D2F, FD, 0);
-                FloatVector.fromArray(FD, x, off + j + k).div(ef.add(1f)).intoArray(out, outOff + j + k);
+                var y = FloatVector.fromArray(FD, x, off + j + k).div(ef.add(1f));
+                (u == null ? y : y.mul(FloatVector.fromArray(FD, u, off + j + k))).intoArray(out, outOff + j + k);
             }
             j += m;
         }
-        for (; j < n; j++) out[outOff + j] = silu(x[off + j]);
-    }
-
-    /** g[j] = silu(g[j]) · u[j] for j in [from, to) (SwiGLU's activation; the product in fp32). */
-    public static void siluTimes(float[] g, float[] u, int from, int to) {
-        double[] e = STAGED.get();
-        int j = from;
-        for (int bound = from + (to - from) / N * N; j < bound; ) {
-            int m = Math.min(BLOCK, bound - j);
-            for (int k = 0; k < m; k += N)
-                ((DoubleVector) FloatVector.fromArray(FD, g, j + k).convertShape(VectorOperators.F2D, D, 0)).neg().intoArray(e, k);
-            expBlock(e, m);
-            for (int k = 0; k < m; k += N) {
-                var ef = (FloatVector) DoubleVector.fromArray(D, e, k).convertShape(VectorOperators.D2F, FD, 0);
-                FloatVector.fromArray(FD, g, j + k).div(ef.add(1f)).mul(FloatVector.fromArray(FD, u, j + k)).intoArray(g, j + k);
-            }
-            j += m;
-        }
-        for (; j < to; j++) g[j] = silu(g[j]) * u[j];
+        for (; j < n; j++) out[outOff + j] = u == null ? silu(x[off + j]) : silu(x[off + j]) * u[off + j];
     }
 
     /** tanh z in double: the series below 2⁻¹⁰, else (1 − e^(−2|z|)) / (1 + e^(−2|z|)) with z's sign. */
