@@ -36,6 +36,10 @@ class QwenBenchSmokeTest {
         assertThat(j.get("model").asText()).contains("qwen35-tiny");
         for (String k : List.of("read_bandwidth_weights_gbs", "read_bandwidth_anonymous_gbs", "read_bandwidth_during_decode_gbs"))
             assertThat(j.get("read_bandwidth_best_gbs").asDouble()).as(k).isGreaterThanOrEqualTo(j.get("figures").get(k).get("max").asDouble());
+        // the passes between rounds are among those the best is taken from: their median is a share of it
+        assertThat(j.get("read_during_decode_over_best_read_pass").asDouble()).isPositive().isLessThanOrEqualTo(1.0)
+                .isCloseTo(j.get("read_bandwidth_during_decode_gbs").asDouble() / j.get("read_bandwidth_best_gbs").asDouble(),
+                        org.assertj.core.data.Percentage.withPercentage(1e-6));
         assertThat(j.get("models")).hasSize(2);
         assertThat(j.get("models").get(0).get("name").asText()).isEqualTo("bf16");
         assertThat(j.get("models").get(1).get("name").asText()).isEqualTo("4-bit");
