@@ -85,4 +85,41 @@ class QwenBenchSmokeTest {
             return false;
         }
     }
+
+    /** The bf16 model beside llama.cpp (the same weights as a bf16 GGUF), rounds interleaved: decodiff's figures over llama.cpp's. */
+    @Test
+    void qwenBenchAgainstLlamaCppGivesDecodiffOverLlamaCppPerContext(@TempDir Path cache) throws Exception {
+        assumeThat(numpy()).as("python3 with NumPy (the MLX conversion)").isTrue();
+        LlamaCppSetUp.assumeAvailable();
+        var out = new StringWriter();
+        var err = new StringWriter();
+        int code = Main.commandLine(new PrintWriter(out, true), new PrintWriter(err, true))
+                .execute("bench", "--size", "qwen35-tiny", "--against", "llama.cpp", "--json", "--cache", cache.toString(), "--decode-steps", "2", "--repeats", "2");
+        assertThat(code).as(err.toString()).isZero();
+        JsonNode j = new ObjectMapper().readTree(out.toString());
+        var a = j.get("against_llamacpp");
+        assertThat(a.get("rounds").asInt()).isEqualTo(2);
+        assertThat(a.get("kv_types").asText()).isEqualTo("f32");
+        var fig = j.get("figures");
+        double best = j.get("read_bandwidth_best_gbs").asDouble();
+        long bytes = j.get("models").get(0).get("bytes_per_token").asLong();
+        for (String c : List.of("128", "512", "2048")) {
+            assertPositive(a.get("decode_vs_llamacpp"), c);
+            assertThat(a.get("per_round_vs_llamacpp").get("decode_" + c)).hasSize(2);
+            for (JsonNode r : a.get("per_round_vs_llamacpp").get("decode_" + c)) assertThat(r.asDouble()).isPositive().isFinite();
+            // llama.cpp's figure is the faster flash-attention setting's, and its traffic is the bf16 model's over the best pass
+            double auto = fig.get("against_llamacpp_flash_auto_decode_tokens_per_s_" + c).get("median").asDouble();
+            double off = fig.get("against_llamacpp_flash_off_decode_tokens_per_s_" + c).get("median").asDouble();
+            double theirs = fig.get("against_llamacpp_decode_tokens_per_s_" + c).get("median").asDouble();
+            assertThat(theirs).isEqualTo(Math.max(auto, off)).isEqualTo(a.get("llamacpp_decode_tokens_per_s").get(c).asDouble());
+            assertThat(a.get("flash_attn_used").get("decode_" + c).asText()).isEqualTo(off > auto ? "off" : "auto (on)");
+            assertThat(a.get("llamacpp_decode_over_best_read_pass").get(c).asDouble()).isCloseTo(bytes / 1e9 * theirs / best,
+                    org.assertj.core.data.Percentage.withPercentage(1e-6));
+            assertPositive(fig.get("against_decodiff_decode_tokens_per_s_" + c), "median");
+        }
+        assertPositive(a, "prefill_vs_llamacpp");
+        assertPositive(a, "llamacpp_prefill_tokens_per_s");
+        assertThat(a.get("per_round_vs_llamacpp").get("prefill_512")).hasSize(2);
+        assertThat(a.get("cpu_backend").asText()).isNotBlank();
+    }
 }

@@ -51,8 +51,15 @@ record AgainstLlamaCpp(String release, String build, String cpuBackend, boolean 
         }
     }
 
+    /** What each engine runs in a round: the prompt of each context, then this many decode steps. */
+    interface Workload {
+        int[] prompt(int context);
+
+        int decodeSteps();
+    }
+
     /** One engine as the bench drives it: a fresh context that reads a prompt, then single-token steps. */
-    private interface Engine {
+    interface Engine {
         float[] read(int[] prompt);
 
         float[] step(int token);
@@ -145,7 +152,7 @@ record AgainstLlamaCpp(String release, String build, String cpuBackend, boolean 
         };
     }
 
-    private static Engine llamaCpp(LlamaCppRunner runner) {
+    static Engine llamaCpp(LlamaCppRunner runner) {
         return new Engine() {
             int pos;
 
@@ -159,7 +166,11 @@ record AgainstLlamaCpp(String release, String build, String cpuBackend, boolean 
         };
     }
 
-    private static void run(BenchSetup b, Engine e, Rounds into, int round, int[] contexts) {
+    /**
+     * Per context: a fresh context reads the prompt (the {@link BenchSetup#PREFILL}-token read is the round's prefill
+     * figure), then the decode steps, greedy; tokens/s into round {@code round}.
+     */
+    static void run(Workload b, Engine e, Rounds into, int round, int[] contexts) {
         for (int c : contexts) {
             long t0 = System.nanoTime();
             int next = Sampler.argmax(e.read(b.prompt(c)));
@@ -179,7 +190,14 @@ record AgainstLlamaCpp(String release, String build, String cpuBackend, boolean 
     }
 
     /** Whether flash attention off gave llama.cpp the higher median for these per-round figures than llama-bench's auto. */
-    private static boolean offFaster(double[] auto, double[] off) { return Figure.of(off).median() > Figure.of(auto).median(); }
+    static boolean offFaster(double[] auto, double[] off) { return Figure.of(off).median() > Figure.of(auto).median(); }
+
+    /** llama.cpp at its best of two settings: per figure, the rounds of the one with the higher median. */
+    static Rounds best(Rounds auto, Rounds off) {
+        var d = new LinkedHashMap<Integer, double[]>();
+        for (int c : auto.decodeTps().keySet()) d.put(c, (offFaster(auto.decodeTps().get(c), off.decodeTps().get(c)) ? off : auto).decodeTps().get(c));
+        return new Rounds(d, (offFaster(auto.prefillTps(), off.prefillTps()) ? off : auto).prefillTps());
+    }
 
     /** Whether llama.cpp's decode at {@code context} is taken with flash attention off (it was faster there). */
     boolean flashOffForDecode(int context) { return offFaster(llamaCppFlashAuto.decodeTps().get(context), llamaCppFlashOff.decodeTps().get(context)); }
@@ -187,12 +205,7 @@ record AgainstLlamaCpp(String release, String build, String cpuBackend, boolean 
     boolean flashOffForPrefill() { return offFaster(llamaCppFlashAuto.prefillTps(), llamaCppFlashOff.prefillTps()); }
 
     /** llama.cpp at its best: per figure, the rounds of the flash-attention setting with the higher median. */
-    Rounds llamaCpp() {
-        var d = new LinkedHashMap<Integer, double[]>();
-        for (int c : llamaCppFlashAuto.decodeTps().keySet())
-            d.put(c, (flashOffForDecode(c) ? llamaCppFlashOff : llamaCppFlashAuto).decodeTps().get(c));
-        return new Rounds(d, (flashOffForPrefill() ? llamaCppFlashOff : llamaCppFlashAuto).prefillTps());
-    }
+    Rounds llamaCpp() { return best(llamaCppFlashAuto, llamaCppFlashOff); }
 
     /** The flash-attention setting a figure was taken with, in words. */
     String flashAttentionOf(boolean off) { return off ? "off" : "auto (" + (flashAttentionAuto ? "on" : "off") + ")"; }
@@ -205,7 +218,9 @@ record AgainstLlamaCpp(String release, String build, String cpuBackend, boolean 
     double[] bf16MatmulPrefillRatios() { return ratios(decodiffBf16MatmulPrefillTps, llamaCpp().prefillTps()); }
 
     /** The llama.cpp settings, in words, for the report. */
-    String settings() {
+    String settings() { return settings(threads, flashAttentionAuto); }
+
+    static String settings(int threads, boolean flashAttentionAuto) {
         return Fmt.format("llama-bench's settings: n_batch %d, n_ubatch %d, threadpool poll %d, %d threads, logits of the last token only; "
                         + "flash attention auto (%s) and off, each figure against the faster",
                 LlamaContext.Scheduling.BENCH_BATCH, LlamaContext.Scheduling.BENCH_UBATCH, LlamaContext.Scheduling.BENCH_POLL, threads,

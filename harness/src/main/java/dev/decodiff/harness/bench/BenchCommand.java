@@ -64,7 +64,9 @@ public final class BenchCommand implements Callable<Integer> {
                     + "decodiff/llama.cpp for decode @128/512/2048, prefill 512 and prefill 512 with --matmul bf16, then decodiff bf16 K/V against "
                     + "llama.cpp f16 K/V at 512. The llama.cpp is an explicit DECODIFF_LLAMACPP_LIB, else scripts/llamacpp-native.sh's build when made, "
                     + "else the prebuilt; the report names it (build, CPU backend, flags). With a llama-bench beside its libraries (a native build's), "
-                    + "each round also runs llama.cpp's own llama-bench on the same GGUF and threads, f32 K/V, and prints its figures beside the runner's.")
+                    + "each round also runs llama.cpp's own llama-bench on the same GGUF and threads, f32 K/V, and prints its figures beside the runner's. "
+                    + "With a qwen35 preset: the bf16 model against llama.cpp the same way, decode @128/512/2048 and prefill 512, and llama.cpp's decode "
+                    + "over the same best read pass.")
     String against;
 
     @Option(names = "--compare-rss", paramLabel = "N",
@@ -162,9 +164,9 @@ public final class BenchCommand implements Callable<Integer> {
 
     /** The Qwen3.5 bench: its own phases, on its own checkpoints (see {@link QwenBench}). */
     private Integer qwen() throws IOException {
-        if (against != null || quantized != null || compareRss != null || compareTime != null || keepReference)
-            throw new BadInputException("--size " + size.strip() + " measures the Qwen3.5 engine in bf16 and MLX 4-bit on its own; --against, --quantized, "
-                    + "--compare-rss, --compare-time and --keep-reference go with the Gemma 4 presets");
+        if (quantized != null || compareRss != null || compareTime != null || keepReference)
+            throw new BadInputException("--size " + size.strip() + " measures the Qwen3.5 engine in bf16 and MLX 4-bit (and beside llama.cpp with --against); "
+                    + "--quantized, --compare-rss, --compare-time and --keep-reference go with the Gemma 4 presets");
         var qs = QwenBenchSpec.parse(size);
         if (cache != null) OutputPaths.refuseOverlap("--cache", cache, OutputPaths.withBundledData());
         PrintWriter err = spec.commandLine().getErr();
@@ -175,7 +177,7 @@ public final class BenchCommand implements Callable<Integer> {
         };
         Path root = cache != null ? cache : BenchCheckpoint.defaultCacheRoot();
         Path dir = BenchCheckpoint.ensure(root, qs.key(), qs.describe(), qs.config(), qs.tensors(), qs.seed(), log);
-        var r = QwenBench.measure(qs, dir, decodeSteps, repeats, log);
+        var r = QwenBench.measure(qs, dir, decodeSteps, repeats, against != null, log);
         var out = spec.commandLine().getOut();
         if (json) out.println(new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT).writeValueAsString(QwenBenchReport.json(r)));
         else QwenBenchReport.print(r, out);

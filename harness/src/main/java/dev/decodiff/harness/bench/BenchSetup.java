@@ -21,7 +21,7 @@ import java.util.function.Consumer;
  * @param weights the bench's view of {@code model}, sharing it (closed with it)
  */
 record BenchSetup(LoadedModel model, TunableEngine engine, BenchModel weights, Path checkpoint, int[] prompt, int repeats, int decodeSteps,
-                  Path work, Consumer<String> log) implements AutoCloseable {
+                  Path work, Consumer<String> log) implements AutoCloseable, AgainstLlamaCpp.Workload {
     static final int[] CONTEXTS = {128, 512, 2048};
     static final int PREFILL = 512;
     /** The shared prefix of a stored snapshot, and the new tokens a request or turn adds to it. */
@@ -62,7 +62,7 @@ record BenchSetup(LoadedModel model, TunableEngine engine, BenchModel weights, P
 
     int maxContext() { return prompt.length; }
 
-    int[] prompt(int length) { return java.util.Arrays.copyOf(prompt, length); }
+    @Override public int[] prompt(int length) { return java.util.Arrays.copyOf(prompt, length); }
 
     /** Seconds since {@code t0}, a {@link System#nanoTime()} reading. */
     static double secondsSince(long t0) { return (System.nanoTime() - t0) / 1e9; }

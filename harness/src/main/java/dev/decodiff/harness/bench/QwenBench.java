@@ -44,12 +44,13 @@ final class QwenBench {
                  Map<Integer, Figure> recurrentShare, Figure kernelsOverRoundPass, Map<Integer, Figure> decodeOverKernels) {}
 
     record Result(QwenBenchSpec spec, Machine machine, Figure weightsReadGbs, Figure anonymousReadGbs, boolean anonymousHugePages,
-                  Figure roundReadGbs, List<Model> models, long peakRssBytes, int steps) {
+                  Figure roundReadGbs, List<Model> models, long peakRssBytes, int steps, QwenAgainstLlamaCpp against) {
         /** The ceiling: the best single pass of any reader over any memory, the passes between decode rounds included. */
         double bestReadGbs() { return Math.max(Math.max(weightsReadGbs.max(), anonymousReadGbs.max()), roundReadGbs.max()); }
     }
 
-    static Result measure(QwenBenchSpec spec, Path bf16Dir, int steps, int repeats, Consumer<String> log) throws IOException {
+    /** With {@code againstLlamaCpp}, the bf16 model also runs beside llama.cpp at the end ({@link QwenAgainstLlamaCpp}). */
+    static Result measure(QwenBenchSpec spec, Path bf16Dir, int steps, int repeats, boolean againstLlamaCpp, Consumer<String> log) throws IOException {
         if (!NativeKernels.available()) throw new BadInputException("the Qwen3.5 bench needs the native kernels (its read ceiling is their reader): "
                 + NativeKernels.status());
         Path q4Dir = QuantizedDecode.conversion(bf16Dir, 4, log);
@@ -178,7 +179,16 @@ final class QwenBench {
                 out.add(new Model(names.get(i), dirs.get(i).getFileName().toString(), models.get(i).weightPlacement(), bytes, rss[i], Figure.rates(PREFILL, prefillSec[i]), tps, paired,
                         recMs, recShare, Figure.of(kernelsOverPass), overKernels));
             }
-            return new Result(spec, Machine.current(), weightsGbs, anonGbs, huge, Figure.of(passes), out, Machine.peakRss(), steps);
+            QwenAgainstLlamaCpp against = null;
+            if (againstLlamaCpp) {
+                var work = new AgainstLlamaCpp.Workload() {
+                    public int[] prompt(int context) { return java.util.Arrays.copyOf(prompt, context); }
+
+                    public int decodeSteps() { return steps; }
+                };
+                against = QwenAgainstLlamaCpp.measure(bf16Dir, models.getFirst(), work, repeats, threads, log);
+            }
+            return new Result(spec, Machine.current(), weightsGbs, anonGbs, huge, Figure.of(passes), out, Machine.peakRss(), steps, against);
         } finally {
             for (var m : models) m.close();
         }

@@ -34,6 +34,7 @@ final class QwenBenchReport {
                         100 * m.recurrentShare().get(c).median()));
             }
         }
+        if (r.against() != null) printAgainst(r, out);
         out.println(Fmt.format("state    the Gated DeltaNet layers' recurrent state: %.1f MB, read twice and written once per decode token (not in the weight traffic above)",
                 r.spec().recurrentStateBytes() / 1e6));
         out.println(Fmt.format("peak RSS %.2f GB (the whole bench process: both models, six sessions)", r.peakRssBytes() / 1e9));
@@ -42,6 +43,24 @@ final class QwenBenchReport {
             out.println(Fmt.format("target   %s decode @%d ≥ %.1f of the best read pass: %s (%.2f)", m.name(), QwenBench.CONTEXTS[0], TARGET,
                     gbs / best >= TARGET ? "met" : "not met", gbs / best));
         }
+    }
+
+    /** decodiff over llama.cpp on the bf16 model, medians of per-round ratios, and llama.cpp's own figures. */
+    private static void printAgainst(QwenBench.Result r, PrintWriter out) {
+        var a = r.against();
+        var bf16 = r.models().getFirst();
+        var l = a.llamaCpp();
+        out.println("against  " + a.release() + " (the bf16 model as a bf16 GGUF, f32 K/V both; " + a.decodiff().prefillTps().length
+                + " rounds interleaved, decodiff first; medians of per-round ratios)");
+        out.println("  build: " + a.build());
+        out.println("  " + a.settings());
+        for (int c : QwenBench.CONTEXTS) {
+            double tps = Figure.of(l.decodeTps().get(c)).median();
+            out.println(Fmt.format("  decode @%-4d decodiff/llama.cpp %.2f×   llama.cpp %6.2f tok/s = %.2f of the best read pass (flash attention %s)", c,
+                    Figure.of(a.decodeRatios(c)).median(), tps, bf16.bytesPerToken() / 1e9 * tps / r.bestReadGbs(), a.flashAttentionOf(a.flashOffForDecode(c))));
+        }
+        out.println(Fmt.format("  prefill %d  decodiff/llama.cpp %.2f×   llama.cpp %6.1f tok/s (flash attention %s)", QwenBench.PREFILL,
+                Figure.of(a.prefillRatios()).median(), Figure.of(l.prefillTps()).median(), a.flashAttentionOf(a.flashOffForPrefill())));
     }
 
     static ObjectNode json(QwenBench.Result r) {
@@ -96,6 +115,38 @@ final class QwenBenchReport {
                 put(figures, m.name() + "_recurrent_" + k + "_ms_per_token", m.recurrentMsPerToken().get(c));
             }
             targets.put(m.name() + "_decode_128_ge_0.9_of_best_read_pass", over.get("128").asDouble() >= TARGET);
+        }
+        if (r.against() != null) {
+            var a = r.against();
+            var l = a.llamaCpp();
+            var j = o.putObject("against_llamacpp");
+            j.put("release", a.release()).put("build", a.build()).put("cpu_backend", a.cpuBackend()).put("threads", a.threads())
+                    .put("settings", a.settings()).put("kv_types", "f32").put("model", "bf16").put("rounds", a.decodiff().prefillTps().length);
+            var vs = j.putObject("decode_vs_llamacpp");
+            var tps = j.putObject("llamacpp_decode_tokens_per_s");
+            var over = j.putObject("llamacpp_decode_over_best_read_pass");
+            var flash = j.putObject("flash_attn_used");
+            var perRound = j.putObject("per_round_vs_llamacpp");
+            long bytes = r.models().getFirst().bytesPerToken();
+            for (int c : QwenBench.CONTEXTS) {
+                String k = Integer.toString(c);
+                vs.put(k, Figure.of(a.decodeRatios(c)).median());
+                double t = Figure.of(l.decodeTps().get(c)).median();
+                tps.put(k, t);
+                over.put(k, bytes / 1e9 * t / best);
+                flash.put("decode_" + k, a.flashAttentionOf(a.flashOffForDecode(c)));
+                var pr = perRound.putArray("decode_" + k);
+                for (double x : a.decodeRatios(c)) pr.add(x);
+                put(figures, "against_decodiff_decode_tokens_per_s_" + k, Figure.of(a.decodiff().decodeTps().get(c)));
+                put(figures, "against_llamacpp_decode_tokens_per_s_" + k, Figure.of(l.decodeTps().get(c)));
+                put(figures, "against_llamacpp_flash_auto_decode_tokens_per_s_" + k, Figure.of(a.llamaCppFlashAuto().decodeTps().get(c)));
+                put(figures, "against_llamacpp_flash_off_decode_tokens_per_s_" + k, Figure.of(a.llamaCppFlashOff().decodeTps().get(c)));
+            }
+            j.put("prefill_vs_llamacpp", Figure.of(a.prefillRatios()).median());
+            j.put("llamacpp_prefill_tokens_per_s", Figure.of(l.prefillTps()).median());
+            flash.put("prefill_" + QwenBench.PREFILL, a.flashAttentionOf(a.flashOffForPrefill()));
+            var pr = perRound.putArray("prefill_" + QwenBench.PREFILL);
+            for (double x : a.prefillRatios()) pr.add(x);
         }
         return o;
     }
