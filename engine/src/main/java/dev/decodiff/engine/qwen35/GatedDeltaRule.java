@@ -229,11 +229,12 @@ final class GatedDeltaRule {
         var A = new float[C * C];
         var intra = new float[C * C];
         var qd = new float[C * dk];
-        var kd = new float[C * dk];
+        var kdT = new float[dk * C];
+        var kT = new float[dk * C];
         var vNew = new float[C * dv];
         var qs = new float[C * dk];
-        var rowAcc = new float[dv];
-        var rowAcc2 = new float[dv];
+        var prod = new float[Math.max(C * Math.max(dv, C), dk * dv)];
+        var prod2 = new float[C * Math.max(dv, C)];
         for (int c0 = 0; c0 < T; c0 += C) {
             int n = Math.min(C, T - c0);
             float acc = 0f;
@@ -246,32 +247,27 @@ final class GatedDeltaRule {
                 for (int a = 0; a < dk; a++) {
                     qs[i * dk + a] = q[t * dk + a] * scale;
                     kb[i * dk + a] = k[t * dk + a] * beta[t];
+                    kT[a * C + i] = k[t * dk + a];
                 }
                 for (int b = 0; b < dv; b++) U[i * dv + b] = v[t * dv + b] * beta[t];
                 float eg = (float) Math.exp(G[i]);
                 for (int a = 0; a < dk; a++) W[i * dk + a] = kb[i * dk + a] * eg;
             }
-            // A (strictly lower part used) and the intra-chunk attention (lower part with the diagonal)
-            for (int i = 0; i < n; i++) {
+            // A (strictly lower part used) and the intra-chunk attention (lower part with the diagonal): the dot products
+            // over dk for every j < n at once (those above the diagonal are not used), then the decay of each pair
+            rowsTimes(kb, dk, n, dk, kT, C, n, prod, C);
+            rowsTimes(qs, dk, n, dk, kT, C, n, prod2, C);
+            for (int i = 0; i < n; i++)
                 for (int j = 0; j <= i; j++) {
                     float d = (float) Math.exp(G[i] - G[j]);
-                    float kk = 0f, qk = 0f;
-                    int ti = c0 + i, tj = c0 + j;
-                    for (int a = 0; a < dk; a++) {
-                        kk += kb[i * dk + a] * k[tj * dk + a];
-                        qk += qs[i * dk + a] * k[tj * dk + a];
-                    }
-                    A[i * C + j] = kk * d;
-                    intra[i * C + j] = qk * d;
+                    A[i * C + j] = prod[i * C + j] * d;
+                    intra[i * C + j] = prod2[i * C + j] * d;
                 }
-            }
-            // forward substitution with a unit diagonal, column by column as LAPACK's trsm does
-            for (int j = 0; j < n; j++) {
-                for (int i = j + 1; i < n; i++) {
-                    float aij = A[i * C + j];
-                    for (int b = 0; b < dv; b++) U[i * dv + b] -= aij * U[j * dv + b];
-                    for (int a = 0; a < dk; a++) W[i * dk + a] -= aij * W[j * dk + a];
-                }
+            // forward substitution with a unit diagonal: row i takes A[i][j]·row j for j < i in order, as LAPACK's
+            // column-by-column trsm applies them to it
+            for (int i = 1; i < n; i++) {
+                subtractRows(A, i * C, i, U, dv, i);
+                subtractRows(A, i * C, i, W, dk, i);
             }
             float gl = G[n - 1];
             for (int i = 0; i < n; i++) {
@@ -280,50 +276,96 @@ final class GatedDeltaRule {
                 int t = c0 + i;
                 for (int a = 0; a < dk; a++) {
                     qd[i * dk + a] = qs[i * dk + a] * eg;
-                    kd[i * dk + a] = k[t * dk + a] * el;
+                    kdT[a * C + i] = k[t * dk + a] * el;
                 }
             }
-            // Each sum below runs over its index in order for every output element, as the plain triple loop does (the
-            // same bits); the output elements are the innermost loop, so the JIT's vectors run along a row.
             // V' = U − W·S
-            for (int i = 0; i < n; i++) {
-                java.util.Arrays.fill(rowAcc, 0f);
-                for (int a = 0; a < dk; a++) {
-                    float w = W[i * dk + a];
-                    int sa = a * dv;
-                    for (int b = 0; b < dv; b++) rowAcc[b] += w * S[sa + b];
-                }
-                for (int b = 0; b < dv; b++) vNew[i * dv + b] = U[i * dv + b] - rowAcc[b];
-            }
-            // O = (Q⊙exp G)·S + intra·V'
+            rowsTimes(W, dk, n, dk, S, dv, dv, prod, dv);
+            for (int e = 0; e < n * dv; e++) vNew[e] = U[e] - prod[e];
+            // O = (Q⊙exp G)·S + intra·V' (row i over j ≤ i)
+            rowsTimes(qd, dk, n, dk, S, dv, dv, prod, dv);
+            for (int i = 0; i < n; i++) rowTimes(intra, i * C, i + 1, vNew, dv, dv, prod2, i * dv);
             for (int i = 0; i < n; i++) {
                 int t = c0 + i;
-                java.util.Arrays.fill(rowAcc, 0f);
-                java.util.Arrays.fill(rowAcc2, 0f);
-                for (int a = 0; a < dk; a++) {
-                    float w = qd[i * dk + a];
-                    int sa = a * dv;
-                    for (int b = 0; b < dv; b++) rowAcc[b] += w * S[sa + b];
-                }
-                for (int j = 0; j <= i; j++) {
-                    float w = intra[i * C + j];
-                    int vj = j * dv;
-                    for (int b = 0; b < dv; b++) rowAcc2[b] += w * vNew[vj + b];
-                }
-                for (int b = 0; b < dv; b++) out[t * dv + b] = rowAcc[b] + rowAcc2[b];
+                for (int b = 0; b < dv; b++) out[t * dv + b] = prod[i * dv + b] + prod2[i * dv + b];
             }
             // S ← exp(G_last)·S + (K⊙exp(G_last − G))ᵀ·V'
             float ed = (float) Math.exp(gl);
-            for (int a = 0; a < dk; a++) {
-                java.util.Arrays.fill(rowAcc, 0f);
-                for (int i = 0; i < n; i++) {
-                    float w = kd[i * dk + a];
-                    int vi = i * dv;
-                    for (int b = 0; b < dv; b++) rowAcc[b] += w * vNew[vi + b];
-                }
-                int sa = a * dv;
-                for (int b = 0; b < dv; b++) S[sa + b] = S[sa + b] * ed + rowAcc[b];
+            rowsTimes(kdT, C, dk, n, vNew, dv, dv, prod, dv);
+            for (int e = 0; e < dk * dv; e++) S[e] = S[e] * ed + prod[e];
+        }
+    }
+
+    /** {@link #rowTimes} for rows r < rows of w (w[r·ldw ..]) into out[r·ldo ..]. */
+    private static void rowsTimes(float[] w, int ldw, int rows, int n, float[] M, int ldm, int width, float[] out, int ldo) {
+        for (int r = 0; r < rows; r++) rowTimes(w, r * ldw, n, M, ldm, width, out, r * ldo);
+    }
+
+    /**
+     * out[oo + b] = Σ_{a<n} w[wo + a]·M[a·ldm + b] for b < width, each sum over a in order from 0 with every product
+     * rounded before it is added: the bits of the plain loop that adds each row's products into a row of sums in memory,
+     * with the sums held in registers, four vectors of columns at a time.
+     */
+    private static void rowTimes(float[] w, int wo, int n, float[] M, int ldm, int width, float[] out, int oo) {
+        int L = F.length(), b = 0;
+        for (int wide = width - width % (4 * L); b < wide; b += 4 * L) {
+            var s0 = FloatVector.zero(F);
+            var s1 = s0;
+            var s2 = s0;
+            var s3 = s0;
+            for (int a = 0, m = b; a < n; a++, m += ldm) {
+                float x = w[wo + a];
+                s0 = s0.add(FloatVector.fromArray(F, M, m).mul(x));
+                s1 = s1.add(FloatVector.fromArray(F, M, m + L).mul(x));
+                s2 = s2.add(FloatVector.fromArray(F, M, m + 2 * L).mul(x));
+                s3 = s3.add(FloatVector.fromArray(F, M, m + 3 * L).mul(x));
             }
+            s0.intoArray(out, oo + b);
+            s1.intoArray(out, oo + b + L);
+            s2.intoArray(out, oo + b + 2 * L);
+            s3.intoArray(out, oo + b + 3 * L);
+        }
+        for (int bound = width - width % L; b < bound; b += L) {
+            var s0 = FloatVector.zero(F);
+            for (int a = 0, m = b; a < n; a++, m += ldm) s0 = s0.add(FloatVector.fromArray(F, M, m).mul(w[wo + a]));
+            s0.intoArray(out, oo + b);
+        }
+        for (; b < width; b++) {
+            float s0 = 0f;
+            for (int a = 0, m = b; a < n; a++, m += ldm) s0 += w[wo + a] * M[m];
+            out[oo + b] = s0;
+        }
+    }
+
+    /** Row i of X (width columns) minus A[ao + j]·row j for j < n, in j's order, each product rounded before it is subtracted. */
+    private static void subtractRows(float[] A, int ao, int n, float[] X, int width, int i) {
+        int L = F.length(), b = 0, row = i * width;
+        for (int wide = width - width % (4 * L); b < wide; b += 4 * L) {
+            var s0 = FloatVector.fromArray(F, X, row + b);
+            var s1 = FloatVector.fromArray(F, X, row + b + L);
+            var s2 = FloatVector.fromArray(F, X, row + b + 2 * L);
+            var s3 = FloatVector.fromArray(F, X, row + b + 3 * L);
+            for (int j = 0, m = b; j < n; j++, m += width) {
+                float x = A[ao + j];
+                s0 = s0.sub(FloatVector.fromArray(F, X, m).mul(x));
+                s1 = s1.sub(FloatVector.fromArray(F, X, m + L).mul(x));
+                s2 = s2.sub(FloatVector.fromArray(F, X, m + 2 * L).mul(x));
+                s3 = s3.sub(FloatVector.fromArray(F, X, m + 3 * L).mul(x));
+            }
+            s0.intoArray(X, row + b);
+            s1.intoArray(X, row + b + L);
+            s2.intoArray(X, row + b + 2 * L);
+            s3.intoArray(X, row + b + 3 * L);
+        }
+        for (int bound = width - width % L; b < bound; b += L) {
+            var s0 = FloatVector.fromArray(F, X, row + b);
+            for (int j = 0, m = b; j < n; j++, m += width) s0 = s0.sub(FloatVector.fromArray(F, X, m).mul(A[ao + j]));
+            s0.intoArray(X, row + b);
+        }
+        for (; b < width; b++) {
+            float s0 = X[row + b];
+            for (int j = 0, m = b; j < n; j++, m += width) s0 -= A[ao + j] * X[m];
+            X[row + b] = s0;
         }
     }
 }

@@ -300,12 +300,8 @@ public final class Qwen35Ops {
         int group = nh / nkv;
         float[] att = new float[T * nh * d];
         if (f == Format.F32) {
-            // fp32 probabilities and outputs: every (token, KV head) on its own, the heads of a group sharing each key and
-            // value read, vectorized with the loop's bits (Qwen35Attention)
-            Parallel.forRange(T * nkv, 1, (p0, p1) -> {
-                float[][] sc = new float[group][start + T];
-                for (int i = p0; i < p1; i++) Qwen35Attention.group(q, keys, values, i / nkv, i % nkv, start + i / nkv + 1, nh, nkv, d, stride, sc, att);
-            });
+            // fp32 probabilities and outputs, vectorized with the plain loop's bits (Qwen35Attention)
+            Qwen35Attention.prefill(q, keys, values, T, start, nh, nkv, d, att);
             if (!faults.contains(Qwen35Fault.ATTN_OUTPUT_GATE_MISSING)) for (int j = 0; j < att.length; j++) att[j] = f.round(att[j] * gate[j]);
             return att;
         }
