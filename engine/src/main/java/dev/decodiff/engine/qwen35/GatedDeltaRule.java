@@ -266,8 +266,8 @@ final class GatedDeltaRule {
             // forward substitution with a unit diagonal: row i takes A[i][j]·row j for j < i in order, as LAPACK's
             // column-by-column trsm applies them to it
             for (int i = 1; i < n; i++) {
-                subtractRows(A, i * C, i, U, dv, i);
-                subtractRows(A, i * C, i, W, dk, i);
+                subtractRows(A, i * C, i, U, dv);
+                subtractRows(A, i * C, i, W, dk);
             }
             float gl = G[n - 1];
             for (int i = 0; i < n; i++) {
@@ -284,7 +284,7 @@ final class GatedDeltaRule {
             for (int e = 0; e < n * dv; e++) vNew[e] = U[e] - prod[e];
             // O = (Q⊙exp G)·S + intra·V' (row i over j ≤ i)
             rowsTimes(qd, dk, n, dk, S, dv, dv, prod, dv);
-            for (int i = 0; i < n; i++) rowTimes(intra, i * C, i + 1, vNew, dv, dv, prod2, i * dv);
+            for (int i = 0; i < n; i++) rowTimes(intra, i * C, i + 1, vNew, dv, dv, prod2, i * dv, false);
             for (int i = 0; i < n; i++) {
                 int t = c0 + i;
                 for (int b = 0; b < dv; b++) out[t * dv + b] = prod[i * dv + b] + prod2[i * dv + b];
@@ -298,23 +298,28 @@ final class GatedDeltaRule {
 
     /** {@link #rowTimes} for rows r < rows of w (w[r·ldw ..]) into out[r·ldo ..]. */
     private static void rowsTimes(float[] w, int ldw, int rows, int n, float[] M, int ldm, int width, float[] out, int ldo) {
-        for (int r = 0; r < rows; r++) rowTimes(w, r * ldw, n, M, ldm, width, out, r * ldo);
+        for (int r = 0; r < rows; r++) rowTimes(w, r * ldw, n, M, ldm, width, out, r * ldo, false);
     }
+
+    /** Row i of X (width columns) minus A[ao + j]·row j for j < i, in j's order, each product rounded before it is subtracted. */
+    private static void subtractRows(float[] A, int ao, int i, float[] X, int width) { rowTimes(A, ao, i, X, width, width, X, i * width, true); }
 
     /**
      * out[oo + b] = Σ_{a<n} w[wo + a]·M[a·ldm + b] for b < width, each sum over a in order from 0 with every product
      * rounded before it is added: the bits of the plain loop that adds each row's products into a row of sums in memory,
-     * with the sums held in registers, four vectors of columns at a time.
+     * with the sums held in registers, four vectors of columns at a time. {@code subtract}: out[oo + b] minus the same
+     * products in the same order instead (s − p is s + (−p), and (−w)·m is −(w·m), exactly).
      */
-    private static void rowTimes(float[] w, int wo, int n, float[] M, int ldm, int width, float[] out, int oo) {
+    private static void rowTimes(float[] w, int wo, int n, float[] M, int ldm, int width, float[] out, int oo, boolean subtract) {
         int L = F.length(), b = 0;
+        float sign = subtract ? -1f : 1f;
         for (int wide = width - width % (4 * L); b < wide; b += 4 * L) {
-            var s0 = FloatVector.zero(F);
-            var s1 = s0;
-            var s2 = s0;
-            var s3 = s0;
+            var s0 = subtract ? FloatVector.fromArray(F, out, oo + b) : FloatVector.zero(F);
+            var s1 = subtract ? FloatVector.fromArray(F, out, oo + b + L) : s0;
+            var s2 = subtract ? FloatVector.fromArray(F, out, oo + b + 2 * L) : s0;
+            var s3 = subtract ? FloatVector.fromArray(F, out, oo + b + 3 * L) : s0;
             for (int a = 0, m = b; a < n; a++, m += ldm) {
-                float x = w[wo + a];
+                float x = sign * w[wo + a];
                 s0 = s0.add(FloatVector.fromArray(F, M, m).mul(x));
                 s1 = s1.add(FloatVector.fromArray(F, M, m + L).mul(x));
                 s2 = s2.add(FloatVector.fromArray(F, M, m + 2 * L).mul(x));
@@ -326,46 +331,14 @@ final class GatedDeltaRule {
             s3.intoArray(out, oo + b + 3 * L);
         }
         for (int bound = width - width % L; b < bound; b += L) {
-            var s0 = FloatVector.zero(F);
-            for (int a = 0, m = b; a < n; a++, m += ldm) s0 = s0.add(FloatVector.fromArray(F, M, m).mul(w[wo + a]));
+            var s0 = subtract ? FloatVector.fromArray(F, out, oo + b) : FloatVector.zero(F);
+            for (int a = 0, m = b; a < n; a++, m += ldm) s0 = s0.add(FloatVector.fromArray(F, M, m).mul(sign * w[wo + a]));
             s0.intoArray(out, oo + b);
         }
         for (; b < width; b++) {
-            float s0 = 0f;
-            for (int a = 0, m = b; a < n; a++, m += ldm) s0 += w[wo + a] * M[m];
+            float s0 = subtract ? out[oo + b] : 0f;
+            for (int a = 0, m = b; a < n; a++, m += ldm) s0 += sign * w[wo + a] * M[m];
             out[oo + b] = s0;
-        }
-    }
-
-    /** Row i of X (width columns) minus A[ao + j]·row j for j < n, in j's order, each product rounded before it is subtracted. */
-    private static void subtractRows(float[] A, int ao, int n, float[] X, int width, int i) {
-        int L = F.length(), b = 0, row = i * width;
-        for (int wide = width - width % (4 * L); b < wide; b += 4 * L) {
-            var s0 = FloatVector.fromArray(F, X, row + b);
-            var s1 = FloatVector.fromArray(F, X, row + b + L);
-            var s2 = FloatVector.fromArray(F, X, row + b + 2 * L);
-            var s3 = FloatVector.fromArray(F, X, row + b + 3 * L);
-            for (int j = 0, m = b; j < n; j++, m += width) {
-                float x = A[ao + j];
-                s0 = s0.sub(FloatVector.fromArray(F, X, m).mul(x));
-                s1 = s1.sub(FloatVector.fromArray(F, X, m + L).mul(x));
-                s2 = s2.sub(FloatVector.fromArray(F, X, m + 2 * L).mul(x));
-                s3 = s3.sub(FloatVector.fromArray(F, X, m + 3 * L).mul(x));
-            }
-            s0.intoArray(X, row + b);
-            s1.intoArray(X, row + b + L);
-            s2.intoArray(X, row + b + 2 * L);
-            s3.intoArray(X, row + b + 3 * L);
-        }
-        for (int bound = width - width % L; b < bound; b += L) {
-            var s0 = FloatVector.fromArray(F, X, row + b);
-            for (int j = 0, m = b; j < n; j++, m += width) s0 = s0.sub(FloatVector.fromArray(F, X, m).mul(A[ao + j]));
-            s0.intoArray(X, row + b);
-        }
-        for (; b < width; b++) {
-            float s0 = X[row + b];
-            for (int j = 0, m = b; j < n; j++, m += width) s0 -= A[ao + j] * X[m];
-            X[row + b] = s0;
         }
     }
 }
