@@ -104,12 +104,19 @@ public final class Qwen35Ops {
         float[] conv = new float[T * C];
         float[] cw = linearWeights(layer).conv();
         boolean reversedTaps = faults.contains(Qwen35Fault.CONV_TAPS_REVERSED);
-        for (int t = 0; t < T; t++)
-            for (int c = 0; c < C; c++) {
-                float s = 0f;
-                for (int j = 0; j < K; j++) s += cw[c * K + (reversedTaps ? K - 1 - j : j)] * window[(t + j) * C + c];
-                conv[t * C + c] = f.round(silu(f.round(s)));
-            }
+        if (!reversedTaps && f == Format.F32) {
+            // the same sums in tap order, a vector of channels at a time, rows shared out over the threads
+            float[] byTap = linearWeights(layer).convByTap();
+            Parallel.forRange(T, 8, (t0, t1) -> {
+                for (int t = t0; t < t1; t++) convRow(byTap, window, t, C, K, conv);
+            });
+        } else
+            for (int t = 0; t < T; t++)
+                for (int c = 0; c < C; c++) {
+                    float s = 0f;
+                    for (int j = 0; j < K; j++) s += cw[c * K + (reversedTaps ? K - 1 - j : j)] * window[(t + j) * C + c];
+                    conv[t * C + c] = f.round(silu(f.round(s)));
+                }
         float[] state = Arrays.copyOfRange(window, T * C, (T + K - 1) * C);
         float[] q = new float[T * hv * dk], k = new float[T * hv * dk], v = new float[T * hv * dv];
         var tmp = new float[dk];
@@ -545,6 +552,29 @@ public final class Qwen35Ops {
     static float sigmoid(float x) { return 1f / (1f + (float) Math.exp(-x)); }
 
     static float silu(float x) { return dev.decodiff.metal.VectorMath.silu(x); }
+
+    private static final jdk.incubator.vector.VectorSpecies<Float> F = jdk.incubator.vector.FloatVector.SPECIES_PREFERRED;
+
+    /**
+     * Row t of the causal conv in fp32: out[t·C + c] = SiLU(Σ_j byTap[j·C + c]·window[(t + j)·C + c]), the taps summed
+     * in order from 0 with each product rounded before it is added (the scalar loop's bits), a vector of channels at a
+     * time; SiLU over the row as {@link Transcendentals#silu} computes it, the scalar form's bits too.
+     */
+    static void convRow(float[] byTap, float[] window, int t, int C, int K, float[] out) {
+        int L = F.length(), c = 0;
+        for (int bound = C - C % L; c < bound; c += L) {
+            var s = jdk.incubator.vector.FloatVector.zero(F);
+            for (int j = 0; j < K; j++)
+                s = s.add(jdk.incubator.vector.FloatVector.fromArray(F, byTap, j * C + c).mul(jdk.incubator.vector.FloatVector.fromArray(F, window, (t + j) * C + c)));
+            s.intoArray(out, t * C + c);
+        }
+        for (; c < C; c++) {
+            float s = 0f;
+            for (int j = 0; j < K; j++) s += byTap[j * C + c] * window[(t + j) * C + c];
+            out[t * C + c] = s;
+        }
+        Transcendentals.silu(out, t * C, C, out, t * C);
+    }
 
     /** torch's softplus (β = 1, threshold 20). */
     static float softplus(float x) { return x > 20f ? x : (float) Math.log1p(Math.exp(x)); }

@@ -75,6 +75,24 @@ class Qwen35KernelBitsTest {
         assertThat(bits(att)).isEqualTo(bits(want));
     }
 
+    /** Prefill's conv row, a vector of channels at a time, against the scalar loop it replaced (tap order, then SiLU). */
+    @ParameterizedTest
+    @CsvSource({"6144,4,3", "100,4,5", "7,2,2"})
+    void convRowHasTheScalarLoopsBits(int C, int K, int T) {
+        var rnd = new Random(C * 7L + K * 3L + T);
+        float[] cw = gauss(rnd, C * K), window = gauss(rnd, (K - 1 + T) * C), byTap = new float[K * C];
+        for (int c = 0; c < C; c++) for (int j = 0; j < K; j++) byTap[j * C + c] = cw[c * K + j];
+        float[] want = new float[T * C], out = new float[T * C];
+        for (int t = 0; t < T; t++)
+            for (int c = 0; c < C; c++) {
+                float s = 0f;
+                for (int j = 0; j < K; j++) s += cw[c * K + j] * window[(t + j) * C + c];
+                want[t * C + c] = Qwen35Ops.silu(s);
+            }
+        for (int t = 0; t < T; t++) Qwen35Ops.convRow(byTap, window, t, C, K, out);
+        assertThat(bits(out)).isEqualTo(bits(want));
+    }
+
     @ParameterizedTest
     @CsvSource({"70,32,32", "64,16,24", "5,8,12", "130,20,36", "70,128,128", "66,72,81"})
     void chunkedFormHasThePlainLoopsBits(int T, int dk, int dv) {
