@@ -10,7 +10,8 @@ import java.util.Locale;
  * <p>Per type, with d the block's step and h = 2⁻¹¹ the relative rounding of an fp16 scale (half an fp16 ulp; below
  * fp16's normal range, 2⁻²⁵ absolute):
  * <ul>
- * <li>F16: half an fp16 ulp of w, ≤ |w|·2⁻¹¹ (2⁻²⁵ below the normal range). BF16: half a bf16 ulp, ≤ |w|·2⁻⁸.
+ * <li>F16: half an fp16 ulp of w, ≤ |w|·2⁻¹¹ (2⁻²⁵ below the normal range). BF16: half a bf16 ulp, ≤ |w|·2⁻⁸ (2⁻¹³⁴
+ *     among fp32's subnormals, which ggml's conversion rounds rather than flushes).
  * <li>Q8_0 (quantize_row_q8_0_ref): d = amax/127, q = round(w/d), stored q·fp16(d): |w − q·fp16(d)| ≤ d/2 + 127·|d − fp16(d)|.
  * <li>Q4_0 and Q5_0: d = m/−8 (m/−16) with m the block's signed extreme, q = min(15, ⌊w/d + 8.5⌋) (31, 16.5): the
  *     values opposite the extreme clamp at one step short of it, so a whole step d = amax/8 (amax/16), plus 8 (16)
@@ -86,7 +87,7 @@ public final class GgmlRounding {
     static double blockBound(GgmlType t, float[] w, int o, int n) {
         return switch (t) {
             case F16 -> Math.max(Math.abs(w[o]) * H, 0x1p-25);
-            case BF16 -> Math.max(Math.abs(w[o]) * 0x1p-8, Float.MIN_VALUE);
+            case BF16 -> Math.max(Math.abs(w[o]) * 0x1p-8, 0x1p-134);
             case Q8_0 -> symmetric(amax(w, o, n) / 127, 0.5, 127);
             case Q4_0 -> symmetric(amax(w, o, n) / 8, 1, 8);
             case Q5_0 -> symmetric(amax(w, o, n) / 16, 1, 16);

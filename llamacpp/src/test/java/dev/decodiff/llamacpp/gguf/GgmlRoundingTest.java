@@ -74,6 +74,32 @@ class GgmlRoundingTest {
         assertThat(GgmlRounding.check(t, w, one, ROW)).startsWith("row 17").contains("(1 of ");
     }
 
+    /**
+     * Values down into fp32's subnormals, converted as ggml converts them (ggml_compute_fp32_to_bf16: round to nearest
+     * even on the bits, no flush; fp16 by IEEE round to nearest even, as F16C does): still within the bound, where
+     * half an ulp is a fixed amount (2⁻¹³⁴ for bf16, 2⁻²⁵ for fp16) rather than a share of the value.
+     */
+    @ParameterizedTest
+    @EnumSource(value = GgmlType.class, names = {"F16", "BF16"})
+    void tinyAndSubnormalValuesConvertedAsGgmlDoesAreWithinTheBound(GgmlType t) {
+        var r = new SplittableRandom(11);
+        float[] w = new float[ROW * 4];
+        for (int i = 0; i < w.length; i++) {
+            double scale = Math.scalb(1.0, -(t == GgmlType.BF16 ? 120 + r.nextInt(29) : 10 + r.nextInt(20)));
+            w[i] = (float) ((r.nextBoolean() ? 1 : -1) * scale * (1 + r.nextDouble()));
+        }
+        float[] s = new float[w.length];
+        for (int i = 0; i < w.length; i++) {
+            int u = Float.floatToRawIntBits(w[i]);
+            s[i] = t == GgmlType.BF16 ? Float.intBitsToFloat(((u + (0x7fff + ((u >>> 16) & 1))) >>> 16) << 16)
+                    : Float.float16ToFloat(Float.floatToFloat16(w[i]));
+        }
+        long tiny = 0;
+        for (float x : w) if (Math.abs(x) < (t == GgmlType.BF16 ? Float.MIN_NORMAL : 0x1p-14f)) tiny++;
+        assertThat(tiny).as("values that are fp32 subnormals (bf16) or below fp16's normal range").isGreaterThan(w.length / 10);
+        assertThat(GgmlRounding.check(t, w, s, ROW)).isNull();
+    }
+
     @Test
     void aTypeWithoutABoundOrAShapeThatDoesNotFitIsSaidSo() {
         float[] w = weights(3);
