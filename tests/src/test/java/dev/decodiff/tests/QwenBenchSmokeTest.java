@@ -106,7 +106,8 @@ class QwenBenchSmokeTest {
         for (String c : List.of("128", "512", "2048")) {
             assertPositive(a.get("decode_vs_llamacpp"), c);
             assertThat(a.get("per_round_vs_llamacpp").get("decode_" + c)).hasSize(2);
-            for (JsonNode r : a.get("per_round_vs_llamacpp").get("decode_" + c)) assertThat(r.asDouble()).isPositive().isFinite();
+            assertRatiosOf(a.get("decode_vs_llamacpp").get(c).asDouble(), a.get("per_round_vs_llamacpp").get("decode_" + c),
+                    fig.get("against_decodiff_decode_tokens_per_s_" + c), fig.get("against_llamacpp_decode_tokens_per_s_" + c));
             // llama.cpp's figure is the faster flash-attention setting's, and its traffic is the bf16 model's over the best pass
             double auto = fig.get("against_llamacpp_flash_auto_decode_tokens_per_s_" + c).get("median").asDouble();
             double off = fig.get("against_llamacpp_flash_off_decode_tokens_per_s_" + c).get("median").asDouble();
@@ -120,6 +121,24 @@ class QwenBenchSmokeTest {
         assertPositive(a, "prefill_vs_llamacpp");
         assertPositive(a, "llamacpp_prefill_tokens_per_s");
         assertThat(a.get("per_round_vs_llamacpp").get("prefill_512")).hasSize(2);
+        assertRatiosOf(a.get("prefill_vs_llamacpp").asDouble(), a.get("per_round_vs_llamacpp").get("prefill_512"),
+                fig.get("against_decodiff_prefill_tokens_per_s"), fig.get("against_llamacpp_prefill_tokens_per_s"));
         assertThat(a.get("cpu_backend").asText()).isNotBlank();
+    }
+
+    /**
+     * Each round's ratio is decodiff's figure of that round over llama.cpp's: it lies between the lowest decodiff figure
+     * over the highest llama.cpp one and the other way round (an inverted ratio, llama.cpp over decodiff, does not,
+     * unless both engines ran at one speed), and the reported ratio is a median of the rounds' (between their extremes).
+     */
+    private static void assertRatiosOf(double median, JsonNode perRound, JsonNode ours, JsonNode theirs) {
+        double lo = ours.get("min").asDouble() / theirs.get("max").asDouble(), hi = ours.get("max").asDouble() / theirs.get("min").asDouble();
+        double least = Double.POSITIVE_INFINITY, most = 0;
+        for (JsonNode r : perRound) {
+            assertThat(r.asDouble()).isBetween(lo * (1 - 1e-9), hi * (1 + 1e-9));
+            least = Math.min(least, r.asDouble());
+            most = Math.max(most, r.asDouble());
+        }
+        assertThat(median).isBetween(least, most);
     }
 }

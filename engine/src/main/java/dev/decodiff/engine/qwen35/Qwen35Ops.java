@@ -7,6 +7,8 @@ import dev.decodiff.engine.ops.StoredMatrices;
 import dev.decodiff.metal.Parallel;
 import dev.decodiff.metal.Transcendentals;
 import dev.decodiff.metal.WeightMatrix;
+import jdk.incubator.vector.FloatVector;
+import jdk.incubator.vector.VectorSpecies;
 
 import java.util.Arrays;
 import java.util.Set;
@@ -41,8 +43,6 @@ public final class Qwen35Ops {
 
     /** How the GGUF stores the matrices (null when these ops do not know it). */
     public StoredMatrices stored() { return stored; }
-
-    public boolean knowsStoredMatrices() { return stored != null; }
 
     public Qwen35Config config() { return cfg; }
 
@@ -553,7 +553,7 @@ public final class Qwen35Ops {
 
     static float silu(float x) { return dev.decodiff.metal.VectorMath.silu(x); }
 
-    private static final jdk.incubator.vector.VectorSpecies<Float> F = jdk.incubator.vector.FloatVector.SPECIES_PREFERRED;
+    private static final VectorSpecies<Float> F = FloatVector.SPECIES_PREFERRED;
 
     /**
      * Row t of the causal conv in fp32: out[t·C + c] = SiLU(Σ_j byTap[j·C + c]·window[(t + j)·C + c]), the taps summed
@@ -563,9 +563,8 @@ public final class Qwen35Ops {
     static void convRow(float[] byTap, float[] window, int t, int C, int K, float[] out) {
         int L = F.length(), c = 0;
         for (int bound = C - C % L; c < bound; c += L) {
-            var s = jdk.incubator.vector.FloatVector.zero(F);
-            for (int j = 0; j < K; j++)
-                s = s.add(jdk.incubator.vector.FloatVector.fromArray(F, byTap, j * C + c).mul(jdk.incubator.vector.FloatVector.fromArray(F, window, (t + j) * C + c)));
+            var s = FloatVector.zero(F);
+            for (int j = 0; j < K; j++) s = s.add(FloatVector.fromArray(F, byTap, j * C + c).mul(FloatVector.fromArray(F, window, (t + j) * C + c)));
             s.intoArray(out, t * C + c);
         }
         for (; c < C; c++) {

@@ -179,6 +179,8 @@ final class QwenBench {
                 out.add(new Model(names.get(i), dirs.get(i).getFileName().toString(), models.get(i).weightPlacement(), bytes, rss[i], Figure.rates(PREFILL, prefillSec[i]), tps, paired,
                         recMs, recShare, Figure.of(kernelsOverPass), overKernels));
             }
+            // decodiff's own peak, before llama.cpp's contexts join the process
+            long peakRss = Machine.peakRss();
             QwenAgainstLlamaCpp against = null;
             if (againstLlamaCpp) {
                 var work = new AgainstLlamaCpp.Workload() {
@@ -188,7 +190,7 @@ final class QwenBench {
                 };
                 against = QwenAgainstLlamaCpp.measure(bf16Dir, models.getFirst(), work, repeats, threads, log);
             }
-            return new Result(spec, Machine.current(), weightsGbs, anonGbs, huge, Figure.of(passes), out, Machine.peakRss(), steps, against);
+            return new Result(spec, Machine.current(), weightsGbs, anonGbs, huge, Figure.of(passes), out, peakRss, steps, against);
         } finally {
             for (var m : models) m.close();
         }

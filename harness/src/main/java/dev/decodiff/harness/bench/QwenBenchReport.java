@@ -142,6 +142,8 @@ final class QwenBenchReport {
                 put(figures, "against_llamacpp_flash_auto_decode_tokens_per_s_" + k, Figure.of(a.llamaCppFlashAuto().decodeTps().get(c)));
                 put(figures, "against_llamacpp_flash_off_decode_tokens_per_s_" + k, Figure.of(a.llamaCppFlashOff().decodeTps().get(c)));
             }
+            put(figures, "against_decodiff_prefill_tokens_per_s", Figure.of(a.decodiff().prefillTps()));
+            put(figures, "against_llamacpp_prefill_tokens_per_s", Figure.of(l.prefillTps()));
             j.put("prefill_vs_llamacpp", Figure.of(a.prefillRatios()).median());
             j.put("llamacpp_prefill_tokens_per_s", Figure.of(l.prefillTps()).median());
             flash.put("prefill_" + QwenBench.PREFILL, a.flashAttentionOf(a.flashOffForPrefill()));

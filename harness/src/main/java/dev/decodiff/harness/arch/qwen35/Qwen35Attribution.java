@@ -249,7 +249,7 @@ public final class Qwen35Attribution extends RecordedInputsAttribution {
 
     /** Besides the framework classes: ggml's matmuls on the GGUF's own matrices where they are known, else uniform half-precision inputs. */
     private List<Precision> matmulHypotheses() {
-        if (!ops.knowsStoredMatrices()) return uniformMatmulHypotheses();
+        if (ops.stored() == null) return uniformMatmulHypotheses();
         var out = new ArrayList<>(activationHypotheses());
         out.add(Precision.EXACT.withStoredMatrices(true));
         return out;
